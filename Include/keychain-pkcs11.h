@@ -1,0 +1,227 @@
+/*
+ * keychain-pkcs11.h — definitions for clients of libkeychain-pkcs11.so.
+ *
+ * The base is the system's PKCS#11 2.40 header from p11-kit. This file adds the
+ * PKCS#11 3.0 definitions the module implements that the 2.40 header lacks
+ * (interfaces, the 3.0 function list, C_LoginUser, C_SessionCancel, the message
+ * functions' prototypes, CKA_UNIQUE_ID) and the module's vendor constants.
+ *
+ * Vendor namespace: CKA_VENDOR_DEFINED | 0x4B430000 ("KC") for attributes and
+ * CKO_VENDOR_DEFINED | 0x4B430000 for object classes. See Docs/vendor-constants.md.
+ */
+#ifndef KEYCHAIN_PKCS11_H
+#define KEYCHAIN_PKCS11_H
+
+#if defined(__has_include)
+#  if __has_include(<p11-kit/pkcs11.h>)
+#    include <p11-kit/pkcs11.h>
+#  else
+#    include <p11-kit-1/p11-kit/pkcs11.h>
+#  endif
+#else
+#  include <p11-kit/pkcs11.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- PKCS#11 3.0 additions missing from the 2.40 header ------------------ */
+
+#ifndef CKA_UNIQUE_ID
+#define CKA_UNIQUE_ID                 (0x4UL)
+#endif
+#ifndef CKR_TOKEN_RESOURCE_EXCEEDED
+#define CKR_TOKEN_RESOURCE_EXCEEDED   (0x201UL)
+#endif
+#ifndef CKF_FIND_OBJECTS
+/* C_SessionCancel: cancel an object search. */
+#define CKF_FIND_OBJECTS              (0x40UL)
+#endif
+#ifndef CKR_OPERATION_CANCEL_FAILED
+#define CKR_OPERATION_CANCEL_FAILED   (0x202UL)
+#endif
+
+#ifndef CKF_INTERFACE_FORK_SAFE
+#define CKF_INTERFACE_FORK_SAFE       (0x1UL)
+#define CKF_END_OF_MESSAGE            (0x1UL)
+
+/* An interface offered by C_GetInterfaceList / C_GetInterface (PKCS#11 3.0 §3.8). */
+typedef struct CK_INTERFACE {
+    CK_CHAR *pInterfaceName;
+    CK_VOID_PTR pFunctionList;
+    CK_FLAGS flags;
+} CK_INTERFACE;
+typedef CK_INTERFACE *CK_INTERFACE_PTR;
+typedef CK_INTERFACE_PTR *CK_INTERFACE_PTR_PTR;
+
+#define KC_DECLARE_3_0(name, args)                 \
+    typedef CK_RV (*CK_##name) args;               \
+    CK_RV name args
+
+KC_DECLARE_3_0(C_GetInterfaceList, (CK_INTERFACE_PTR pInterfacesList, CK_ULONG_PTR pulCount));
+KC_DECLARE_3_0(C_GetInterface, (CK_UTF8CHAR_PTR pInterfaceName, CK_VERSION_PTR pVersion,
+                                CK_INTERFACE_PTR_PTR ppInterface, CK_FLAGS flags));
+KC_DECLARE_3_0(C_LoginUser, (CK_SESSION_HANDLE hSession, CK_USER_TYPE userType,
+                             CK_UTF8CHAR_PTR pPin, CK_ULONG ulPinLen,
+                             CK_UTF8CHAR_PTR pUsername, CK_ULONG ulUsernameLen));
+KC_DECLARE_3_0(C_SessionCancel, (CK_SESSION_HANDLE hSession, CK_FLAGS flags));
+
+/* The message-based functions: present in the 3.0 list, not exported by name. */
+typedef CK_RV (*CK_C_MessageEncryptInit)(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE);
+typedef CK_RV (*CK_C_EncryptMessage)(CK_SESSION_HANDLE, CK_VOID_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG,
+                                     CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR);
+typedef CK_RV (*CK_C_EncryptMessageBegin)(CK_SESSION_HANDLE, CK_VOID_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG);
+typedef CK_RV (*CK_C_EncryptMessageNext)(CK_SESSION_HANDLE, CK_VOID_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG,
+                                         CK_BYTE_PTR, CK_ULONG_PTR, CK_FLAGS);
+typedef CK_RV (*CK_C_MessageEncryptFinal)(CK_SESSION_HANDLE);
+typedef CK_RV (*CK_C_MessageDecryptInit)(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE);
+typedef CK_RV (*CK_C_DecryptMessage)(CK_SESSION_HANDLE, CK_VOID_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG,
+                                     CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR);
+typedef CK_RV (*CK_C_DecryptMessageBegin)(CK_SESSION_HANDLE, CK_VOID_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG);
+typedef CK_RV (*CK_C_DecryptMessageNext)(CK_SESSION_HANDLE, CK_VOID_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG,
+                                         CK_BYTE_PTR, CK_ULONG_PTR, CK_FLAGS);
+typedef CK_RV (*CK_C_MessageDecryptFinal)(CK_SESSION_HANDLE);
+typedef CK_RV (*CK_C_MessageSignInit)(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE);
+typedef CK_RV (*CK_C_SignMessage)(CK_SESSION_HANDLE, CK_VOID_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG,
+                                  CK_BYTE_PTR, CK_ULONG_PTR);
+typedef CK_RV (*CK_C_SignMessageBegin)(CK_SESSION_HANDLE, CK_VOID_PTR, CK_ULONG);
+typedef CK_RV (*CK_C_SignMessageNext)(CK_SESSION_HANDLE, CK_VOID_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG,
+                                      CK_BYTE_PTR, CK_ULONG_PTR);
+typedef CK_RV (*CK_C_MessageSignFinal)(CK_SESSION_HANDLE);
+typedef CK_RV (*CK_C_MessageVerifyInit)(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE);
+typedef CK_RV (*CK_C_VerifyMessage)(CK_SESSION_HANDLE, CK_VOID_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG,
+                                    CK_BYTE_PTR, CK_ULONG);
+typedef CK_RV (*CK_C_VerifyMessageBegin)(CK_SESSION_HANDLE, CK_VOID_PTR, CK_ULONG);
+typedef CK_RV (*CK_C_VerifyMessageNext)(CK_SESSION_HANDLE, CK_VOID_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG,
+                                        CK_BYTE_PTR, CK_ULONG);
+typedef CK_RV (*CK_C_MessageVerifyFinal)(CK_SESSION_HANDLE);
+
+/* The 3.0 function list: the 2.40 entries in their order, then the 3.0 ones. */
+typedef struct CK_FUNCTION_LIST_3_0 {
+    CK_VERSION version;
+    CK_C_Initialize C_Initialize;
+    CK_C_Finalize C_Finalize;
+    CK_C_GetInfo C_GetInfo;
+    CK_C_GetFunctionList C_GetFunctionList;
+    CK_C_GetSlotList C_GetSlotList;
+    CK_C_GetSlotInfo C_GetSlotInfo;
+    CK_C_GetTokenInfo C_GetTokenInfo;
+    CK_C_GetMechanismList C_GetMechanismList;
+    CK_C_GetMechanismInfo C_GetMechanismInfo;
+    CK_C_InitToken C_InitToken;
+    CK_C_InitPIN C_InitPIN;
+    CK_C_SetPIN C_SetPIN;
+    CK_C_OpenSession C_OpenSession;
+    CK_C_CloseSession C_CloseSession;
+    CK_C_CloseAllSessions C_CloseAllSessions;
+    CK_C_GetSessionInfo C_GetSessionInfo;
+    CK_C_GetOperationState C_GetOperationState;
+    CK_C_SetOperationState C_SetOperationState;
+    CK_C_Login C_Login;
+    CK_C_Logout C_Logout;
+    CK_C_CreateObject C_CreateObject;
+    CK_C_CopyObject C_CopyObject;
+    CK_C_DestroyObject C_DestroyObject;
+    CK_C_GetObjectSize C_GetObjectSize;
+    CK_C_GetAttributeValue C_GetAttributeValue;
+    CK_C_SetAttributeValue C_SetAttributeValue;
+    CK_C_FindObjectsInit C_FindObjectsInit;
+    CK_C_FindObjects C_FindObjects;
+    CK_C_FindObjectsFinal C_FindObjectsFinal;
+    CK_C_EncryptInit C_EncryptInit;
+    CK_C_Encrypt C_Encrypt;
+    CK_C_EncryptUpdate C_EncryptUpdate;
+    CK_C_EncryptFinal C_EncryptFinal;
+    CK_C_DecryptInit C_DecryptInit;
+    CK_C_Decrypt C_Decrypt;
+    CK_C_DecryptUpdate C_DecryptUpdate;
+    CK_C_DecryptFinal C_DecryptFinal;
+    CK_C_DigestInit C_DigestInit;
+    CK_C_Digest C_Digest;
+    CK_C_DigestUpdate C_DigestUpdate;
+    CK_C_DigestKey C_DigestKey;
+    CK_C_DigestFinal C_DigestFinal;
+    CK_C_SignInit C_SignInit;
+    CK_C_Sign C_Sign;
+    CK_C_SignUpdate C_SignUpdate;
+    CK_C_SignFinal C_SignFinal;
+    CK_C_SignRecoverInit C_SignRecoverInit;
+    CK_C_SignRecover C_SignRecover;
+    CK_C_VerifyInit C_VerifyInit;
+    CK_C_Verify C_Verify;
+    CK_C_VerifyUpdate C_VerifyUpdate;
+    CK_C_VerifyFinal C_VerifyFinal;
+    CK_C_VerifyRecoverInit C_VerifyRecoverInit;
+    CK_C_VerifyRecover C_VerifyRecover;
+    CK_C_DigestEncryptUpdate C_DigestEncryptUpdate;
+    CK_C_DecryptDigestUpdate C_DecryptDigestUpdate;
+    CK_C_SignEncryptUpdate C_SignEncryptUpdate;
+    CK_C_DecryptVerifyUpdate C_DecryptVerifyUpdate;
+    CK_C_GenerateKey C_GenerateKey;
+    CK_C_GenerateKeyPair C_GenerateKeyPair;
+    CK_C_WrapKey C_WrapKey;
+    CK_C_UnwrapKey C_UnwrapKey;
+    CK_C_DeriveKey C_DeriveKey;
+    CK_C_SeedRandom C_SeedRandom;
+    CK_C_GenerateRandom C_GenerateRandom;
+    CK_C_GetFunctionStatus C_GetFunctionStatus;
+    CK_C_CancelFunction C_CancelFunction;
+    CK_C_WaitForSlotEvent C_WaitForSlotEvent;
+    CK_C_GetInterfaceList C_GetInterfaceList;
+    CK_C_GetInterface C_GetInterface;
+    CK_C_LoginUser C_LoginUser;
+    CK_C_SessionCancel C_SessionCancel;
+    CK_C_MessageEncryptInit C_MessageEncryptInit;
+    CK_C_EncryptMessage C_EncryptMessage;
+    CK_C_EncryptMessageBegin C_EncryptMessageBegin;
+    CK_C_EncryptMessageNext C_EncryptMessageNext;
+    CK_C_MessageEncryptFinal C_MessageEncryptFinal;
+    CK_C_MessageDecryptInit C_MessageDecryptInit;
+    CK_C_DecryptMessage C_DecryptMessage;
+    CK_C_DecryptMessageBegin C_DecryptMessageBegin;
+    CK_C_DecryptMessageNext C_DecryptMessageNext;
+    CK_C_MessageDecryptFinal C_MessageDecryptFinal;
+    CK_C_MessageSignInit C_MessageSignInit;
+    CK_C_SignMessage C_SignMessage;
+    CK_C_SignMessageBegin C_SignMessageBegin;
+    CK_C_SignMessageNext C_SignMessageNext;
+    CK_C_MessageSignFinal C_MessageSignFinal;
+    CK_C_MessageVerifyInit C_MessageVerifyInit;
+    CK_C_VerifyMessage C_VerifyMessage;
+    CK_C_VerifyMessageBegin C_VerifyMessageBegin;
+    CK_C_VerifyMessageNext C_VerifyMessageNext;
+    CK_C_MessageVerifyFinal C_MessageVerifyFinal;
+} CK_FUNCTION_LIST_3_0;
+typedef CK_FUNCTION_LIST_3_0 *CK_FUNCTION_LIST_3_0_PTR;
+typedef CK_FUNCTION_LIST_3_0_PTR *CK_FUNCTION_LIST_3_0_PTR_PTR;
+
+#undef KC_DECLARE_3_0
+#endif /* CKF_INTERFACE_FORK_SAFE */
+
+/* ---- Vendor constants ------------------------------------------------------ */
+
+/* Base of the module's vendor attributes and object classes ("KC"). */
+#define CKA_KC_VENDOR_BASE            (CKA_VENDOR_DEFINED | 0x4B430000UL)
+#define CKO_KC_VENDOR_BASE            (CKO_VENDOR_DEFINED | 0x4B430000UL)
+
+/* CK_ULONG, read-only: the SQLite schema version the object's record was sealed under. */
+#define CKA_KC_RECORD_VERSION         (CKA_KC_VENDOR_BASE + 0x01UL)
+/* CK_ULONG, read-only: creation time of a token object, seconds since 1970 (UTC). */
+#define CKA_KC_CREATION_TIME          (CKA_KC_VENDOR_BASE + 0x02UL)
+/* CK_ULONG, read-only: last modification time of a token object, seconds since 1970 (UTC). */
+#define CKA_KC_MODIFICATION_TIME      (CKA_KC_VENDOR_BASE + 0x03UL)
+
+/* ---- Cast macros re-exported as constants (Swift does not import casts) ---- */
+
+static const CK_ULONG KC_UNAVAILABLE_INFORMATION = CK_UNAVAILABLE_INFORMATION;
+static const CK_ULONG KC_EFFECTIVELY_INFINITE = CK_EFFECTIVELY_INFINITE;
+static const CK_ULONG KC_VENDOR_DEFINED = CKA_VENDOR_DEFINED;
+static const CK_ULONG KC_VENDOR_ATTRIBUTE_BASE = CKA_KC_VENDOR_BASE;
+static const CK_ULONG KC_VENDOR_CLASS_BASE = CKO_KC_VENDOR_BASE;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KEYCHAIN_PKCS11_H */

@@ -1,0 +1,78 @@
+// swift-tools-version: 6.0
+// Keychain PKCS#11: a software PKCS#11 token whose objects are keychain items.
+// Layers (dependencies point down only), see Docs/architecture.md:
+//   PKCS11Module -> PKCS11 -> KeychainCore -> KeychainStore -> KeychainCrypto -> C modules
+import PackageDescription
+
+/// Absolute path of the package root: the linker runs elsewhere, so the export map needs it.
+let packageRoot = String(#filePath.dropLast("Package.swift".count))
+
+/// Keeps the module light: no implicit _Concurrency or _StringProcessing runtime in provider code.
+let providerSwiftSettings: [SwiftSetting] = [
+    .unsafeFlags([
+        "-Xfrontend", "-disable-implicit-concurrency-module-import",
+        "-Xfrontend", "-disable-implicit-string-processing-module-import",
+    ]),
+]
+
+let package = Package(
+    name: "keychain-pkcs11",
+    products: [
+        .library(name: "keychain-pkcs11", type: .dynamic, targets: ["PKCS11Module"]),
+        .executable(name: "keychainctl", targets: ["keychainctl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // C headers: p11-kit's pkcs11.h (2.40) plus our 3.0 additions and vendor constants.
+        .systemLibrary(name: "CPKCS11", path: "Include"),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto"),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3"),
+
+        .target(
+            name: "KeychainCrypto",
+            dependencies: ["COpenSSL"],
+            swiftSettings: providerSwiftSettings
+        ),
+        .target(
+            name: "KeychainStore",
+            dependencies: ["CSQLite", "KeychainCrypto"],
+            swiftSettings: providerSwiftSettings
+        ),
+        .target(
+            name: "KeychainCore",
+            dependencies: ["KeychainStore", "KeychainCrypto", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: providerSwiftSettings
+        ),
+        .target(
+            name: "PKCS11",
+            dependencies: ["CPKCS11", "KeychainCore", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: providerSwiftSettings
+        ),
+        .target(
+            name: "PKCS11Module",
+            dependencies: ["PKCS11", "CPKCS11"],
+            swiftSettings: providerSwiftSettings,
+            linkerSettings: [
+                .unsafeFlags([
+                    "-Xlinker", "--version-script=\(packageRoot)pkcs11/keychain-pkcs11.map",
+                    "-Xlinker", "-z", "-Xlinker", "nodelete",
+                ]),
+            ]
+        ),
+        .executableTarget(
+            name: "keychainctl",
+            dependencies: [
+                "KeychainCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
+        .testTarget(name: "KeychainStoreTests", dependencies: ["KeychainStore", "KeychainCrypto"]),
+        .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainCore", "KeychainStore"]),
+        .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "CPKCS11", "KeychainCore"]),
+    ]
+)

@@ -1,0 +1,138 @@
+/// An object's attributes: every attribute of its class, each with a value.
+public struct ObjectAttributes: Sendable, Equatable {
+    public private(set) var values: [AttributeType: [UInt8]]
+
+    public init(_ values: [AttributeType: [UInt8]] = [:]) { self.values = values }
+
+    public subscript(_ type: AttributeType) -> [UInt8]? {
+        get { values[type] }
+        set { values[type] = newValue }
+    }
+
+    public var objectClass: ObjectClass? {
+        values[.objectClass].flatMap(AttributeValue.decodeULong).map(ObjectClass.init(rawValue:))
+    }
+
+    public func bool(_ type: AttributeType) -> Bool { values[type].flatMap(AttributeValue.decodeBool) ?? false }
+
+    public var isToken: Bool { bool(.token) }
+    public var isPrivate: Bool { bool(.isPrivate) }
+    public var isModifiable: Bool { bool(.modifiable) }
+    public var isCopyable: Bool { bool(.copyable) }
+    public var isDestroyable: Bool { bool(.destroyable) }
+
+    /// Whether every attribute in `template` is present here with an equal value
+    /// (PKCS#11 §5.7 C_FindObjectsInit: exact byte match; an unknown attribute never matches).
+    public func matches(_ template: [(type: AttributeType, value: [UInt8])]) -> Bool {
+        template.allSatisfy { values[$0.type] == $0.value }
+    }
+
+    /// Sum of the value sizes: what C_GetObjectSize reports.
+    public var size: Int { values.values.reduce(0) { $0 + $1.count } }
+
+    /// The stored form (sorted for a stable encoding), without the row-derived attributes.
+    public var recordAttributes: [(type: UInt64, value: [UInt8])] {
+        values.filter { !(AttributeTable.rule($0.key)?.flags.contains(.derivedFromRow) ?? false) }
+            .sorted { $0.key < $1.key }
+            .map { (UInt64($0.key.rawValue), $0.value) }
+    }
+
+    public init(recordAttributes: [(type: UInt64, value: [UInt8])]) {
+        var values: [AttributeType: [UInt8]] = [:]
+        for (type, value) in recordAttributes { values[AttributeType(UInt(truncatingIfNeeded: type))] = value }
+        self.values = values
+    }
+}
+
+/// A caller's template: attribute types and values, in the caller's order.
+public typealias Template = [(type: AttributeType, value: [UInt8])]
+
+/// Applies the attribute table to templates: what C_CreateObject, C_CopyObject and
+/// C_SetAttributeValue may do, each in one place.
+public enum ObjectTemplate {
+    /// Builds a new object from a creation template, filling defaults and a fresh unique ID.
+    public static func create(_ template: Template, uniqueID: [UInt8]) throws(KeychainError) -> ObjectAttributes {
+        try checkNoDuplicates(template)
+        guard let classValue = template.first(where: { $0.type == .objectClass })?.value else {
+            throw KeychainError(.templateIncomplete, "CKA_CLASS is missing")
+        }
+        guard let rawClass = AttributeValue.decodeULong(classValue) else {
+            throw KeychainError(.attributeValueInvalid, "CKA_CLASS must be a CK_ULONG")
+        }
+        let objectClass = ObjectClass(rawValue: rawClass)
+        guard AttributeTable.isSupported(objectClass) else {
+            throw KeychainError(.attributeValueInvalid, "object class 0x\(String(rawClass, radix: 16)) cannot be created here")
+        }
+        var object = ObjectAttributes()
+        for (type, value) in template {
+            let rule = try rule(type, for: objectClass)
+            if rule.flags.contains(.generated) {
+                throw KeychainError(.attributeReadOnly, "attribute \(type) is set by the token")
+            }
+            try check(value, against: rule)
+            object[type] = value
+        }
+        for type in AttributeTable.attributes(of: objectClass) where object[type] == nil {
+            guard let rule = AttributeTable.rule(type) else { continue }
+            if rule.flags.contains(.requiredOnCreate) {
+                throw KeychainError(.templateIncomplete, "attribute \(type) is required")
+            }
+            if let value = rule.defaultValue { object[type] = value }
+        }
+        object[.uniqueID] = uniqueID
+        return object
+    }
+
+    /// The object after C_SetAttributeValue with `template`.
+    public static func set(_ template: Template, on object: ObjectAttributes) throws(KeychainError) -> ObjectAttributes {
+        guard object.isModifiable else { throw KeychainError(.actionProhibited, "the object is not modifiable") }
+        return try apply(template, to: object, permitted: .settable)
+    }
+
+    /// The new object of C_CopyObject: the source with `template` applied and a fresh unique ID.
+    public static func copy(_ object: ObjectAttributes, with template: Template, uniqueID: [UInt8]) throws(KeychainError) -> ObjectAttributes {
+        guard object.isCopyable else { throw KeychainError(.actionProhibited, "the object is not copyable") }
+        var copy = try apply(template, to: object, permitted: .copySettable)
+        copy[.uniqueID] = uniqueID
+        return copy
+    }
+
+    private static func apply(_ template: Template, to object: ObjectAttributes, permitted: AttributeRule.Flags) throws(KeychainError) -> ObjectAttributes {
+        try checkNoDuplicates(template)
+        guard let objectClass = object.objectClass else { throw KeychainError(.recordCorrupted, "object without a class") }
+        var result = object
+        for (type, value) in template {
+            let rule = try rule(type, for: objectClass)
+            try check(value, against: rule)
+            if object[type] == value { continue }
+            guard rule.flags.isDisjoint(with: [.generated]), !rule.flags.isDisjoint(with: permitted) else {
+                throw KeychainError(.attributeReadOnly, "attribute \(type) cannot be changed")
+            }
+            if rule.flags.contains(.changeToFalseOnly), AttributeValue.decodeBool(value) == true {
+                throw KeychainError(.attributeReadOnly, "attribute \(type) can only change to CK_FALSE")
+            }
+            result[type] = value
+        }
+        return result
+    }
+
+    private static func rule(_ type: AttributeType, for objectClass: ObjectClass) throws(KeychainError) -> AttributeRule {
+        guard AttributeTable.isValid(type, for: objectClass), let rule = AttributeTable.rule(type) else {
+            throw KeychainError(.attributeTypeInvalid, "attribute \(type) is not valid for this object class")
+        }
+        return rule
+    }
+
+    private static func check(_ value: [UInt8], against rule: AttributeRule) throws(KeychainError) {
+        guard rule.accepts(value) else {
+            throw KeychainError(.attributeValueInvalid, "attribute \(rule.type) has a value of the wrong size (\(value.count) bytes)")
+        }
+    }
+
+    private static func checkNoDuplicates(_ template: Template) throws(KeychainError) {
+        var seen = Set<AttributeType>()
+        for (type, _) in template where !seen.insert(type).inserted {
+            throw KeychainError(.templateInconsistent, "attribute \(type) appears twice")
+        }
+    }
+}

@@ -1,0 +1,75 @@
+import Glibc
+import KeychainCrypto
+
+/// Where keychains live and how new PINs are derived.
+///
+/// Sources, strongest first: environment (`KEYCHAIN_PKCS11_DIR`, `KEYCHAIN_PKCS11_KDF_LOG_N`),
+/// then the file named by `KEYCHAIN_PKCS11_CONF` (lines `key = value`, `#` comments: `directory`,
+/// `kdf_log_n`), then the defaults: `$XDG_DATA_HOME/keychain-pkcs11` (or
+/// `~/.local/share/keychain-pkcs11`) and scrypt N = 2^15, r = 8, p = 1.
+public struct Configuration: Sendable {
+    public var directory: String
+    public var kdf: ScryptParameters
+
+    public init(directory: String, kdf: ScryptParameters = .interactive) {
+        self.directory = directory
+        self.kdf = kdf
+    }
+
+    /// Reads the configuration of this process.
+    public static func current() -> Configuration {
+        let file = environment("KEYCHAIN_PKCS11_CONF").map(readConfigurationFile) ?? [:]
+        var kdf = ScryptParameters.interactive
+        if let text = environment("KEYCHAIN_PKCS11_KDF_LOG_N") ?? file["kdf_log_n"], let logN = UInt8(text) {
+            let candidate = ScryptParameters(logN: logN, blockSize: kdf.blockSize, parallelism: kdf.parallelism)
+            if candidate.isWithinLimits { kdf = candidate }
+        }
+        let directory = environment("KEYCHAIN_PKCS11_DIR") ?? file["directory"].map(expandHome) ?? defaultDirectory()
+        return Configuration(directory: directory, kdf: kdf)
+    }
+
+    static func environment(_ name: String) -> String? {
+        guard let value = getenv(name) else { return nil }
+        let text = String(cString: value)
+        return text.isEmpty ? nil : text
+    }
+
+    static func homeDirectory() -> String {
+        if let home = environment("HOME") { return home }
+        if let entry = getpwuid(getuid()), let dir = entry.pointee.pw_dir { return String(cString: dir) }
+        return "/"
+    }
+
+    static func expandHome(_ path: String) -> String {
+        path.hasPrefix("~/") ? homeDirectory() + path.dropFirst(1) : path
+    }
+
+    static func defaultDirectory() -> String {
+        let data = environment("XDG_DATA_HOME") ?? homeDirectory() + "/.local/share"
+        return data + "/keychain-pkcs11"
+    }
+
+    /// `key = value` lines; unknown keys are ignored so newer files work with older code.
+    static func readConfigurationFile(_ path: String) -> [String: String] {
+        guard let file = fopen(path, "r") else { return [:] }
+        defer { fclose(file) }
+        var result: [String: String] = [:]
+        var line: UnsafeMutablePointer<CChar>?
+        var capacity = 0
+        defer { free(line) }
+        while getline(&line, &capacity, file) > 0, let line {
+            let text = String(cString: line)
+            let content = text.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+            let parts = content.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2 else { continue }
+            result[parts[0].trimmed] = parts[1].trimmed
+        }
+        return result
+    }
+}
+
+extension Substring {
+    var trimmed: String {
+        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }.reversed())
+    }
+}

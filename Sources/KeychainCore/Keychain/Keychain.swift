@@ -1,0 +1,328 @@
+import Glibc
+import KeychainCrypto
+import KeychainStore
+
+/// What C_GetTokenInfo and `keychainctl list` report about a keychain.
+public struct KeychainInfo: Sendable {
+    public let label: String
+    public let serial: String
+    public let slotID: UInt?
+    public let userPINInitialized: Bool
+    public let userPIN: PINStatus
+    public let soPIN: PINStatus
+    public let publicObjects: Int
+    public let privateObjects: Int
+}
+
+/// A search result: the object's row id and whether it is private.
+public struct FoundObject: Sendable, Equatable {
+    public let id: Int64
+    public let isPrivate: Bool
+}
+
+/// One keychain file: its PINs, its master key and its stored objects.
+///
+/// Every call goes to SQLite, so writes by other processes are seen at once. An instance is
+/// not thread-safe; the PKCS11 layer serialises calls.
+public final class Keychain {
+    public let path: String
+    let store: KeychainDatabase
+    let publicKeys: RecordKeys
+
+    /// Protection column values of the objects table.
+    enum Protection: UInt8 {
+        case `public` = 0
+        case `private` = 1
+    }
+
+    private enum Meta {
+        static let label = "token.label"
+        static let serial = "token.serial"
+        static let slotID = "token.slot_id"
+        static let publicKey = "key.public_record"
+        static let maximumFailures = "pin.maximum_failures"
+        static func verifier(_ owner: PINOwner) -> String { "pin.\(owner.rawValue).kdf" }
+        static func wrappedMaster(_ owner: PINOwner) -> String { "pin.\(owner.rawValue).wrapped_master" }
+        static func failures(_ owner: PINOwner) -> String { "pin.\(owner.rawValue).failures" }
+    }
+
+    private init(store: KeychainDatabase) throws(KeychainError) {
+        self.store = store
+        self.path = store.path
+        let publicKey = try translatingErrors { try store.metaBlob(Meta.publicKey) }
+        guard let publicKey, publicKey.count == AESGCM.keySize else {
+            throw KeychainError(.keychainUnrecognized, "\(store.path) is not an initialised keychain")
+        }
+        publicKeys = try translatingErrors { try RecordKeys(base: SecureBytes(publicKey)) }
+    }
+
+    /// Opens an existing keychain file.
+    public static func open(at path: String) throws(KeychainError) -> Keychain {
+        let store = try translatingErrors { try KeychainDatabase(path: path, create: false) }
+        return try Keychain(store: store)
+    }
+
+    /// Creates a keychain file with an SO PIN and, optionally, a user PIN.
+    public static func create(at path: String, slotID: UInt, label: String, soPIN: UnsafeRawBufferPointer,
+                              userPIN: UnsafeRawBufferPointer?, kdf: ScryptParameters) throws(KeychainError) -> Keychain {
+        try PINPolicy.checkLength(soPIN)
+        if let userPIN { try PINPolicy.checkLength(userPIN) }
+        if access(path, F_OK) == 0 { throw KeychainError(.argumentsBad, "\(path) already exists") }
+        do {
+            let store = try KeychainDatabase(path: path, create: true)
+            let master = try SecureBytes.random(count: AESGCM.keySize)
+            try store.write {
+                try store.setMeta(Meta.publicKey, blob: try Random.bytes(AESGCM.keySize))
+                try store.setMeta(Meta.serial, blob: Array(try Random.bytes(8).map { String($0, radix: 16).leftPadded(to: 2) }.joined().utf8))
+                try store.setMeta(Meta.slotID, integer: Int64(bitPattern: UInt64(slotID)))
+                try store.setMeta(Meta.maximumFailures, integer: PINPolicy.defaultMaximumFailures)
+                try initialiseSecrets(store, label: label, master: master, soPIN: soPIN, userPIN: userPIN, kdf: kdf)
+            }
+            return try Keychain(store: store)
+        } catch {
+            unlink(path)
+            unlink(path + "-wal")
+            unlink(path + "-shm")
+            throw KeychainError(error)
+        }
+    }
+
+    private static func initialiseSecrets(_ store: KeychainDatabase, label: String, master: SecureBytes, soPIN: UnsafeRawBufferPointer,
+                                          userPIN: UnsafeRawBufferPointer?, kdf: ScryptParameters) throws {
+        try store.setMeta(Meta.label, blob: Array(label.utf8))
+        try wrap(master, in: store, for: .securityOfficer, pin: soPIN, kdf: kdf)
+        if let userPIN {
+            try wrap(master, in: store, for: .user, pin: userPIN, kdf: kdf)
+        } else {
+            try store.setMeta(Meta.verifier(.user), blob: nil)
+            try store.setMeta(Meta.wrappedMaster(.user), blob: nil)
+            try store.setMeta(Meta.failures(.user), integer: 0)
+        }
+    }
+
+    private static func wrap(_ master: SecureBytes, in store: KeychainDatabase, for owner: PINOwner, pin: UnsafeRawBufferPointer, kdf: ScryptParameters) throws {
+        let verifier = try PINVerifier.new(parameters: kdf)
+        let kek = try verifier.keyEncryptionKey(pin: pin)
+        let wrapped = try AESGCM.seal(master, key: kek, associatedData: verifier.associatedData(owner: owner))
+        try store.setMeta(Meta.verifier(owner), blob: verifier.encoded)
+        try store.setMeta(Meta.wrappedMaster(owner), blob: wrapped)
+        try store.setMeta(Meta.failures(owner), integer: 0)
+    }
+
+    // MARK: token state
+
+    public func info() throws(KeychainError) -> KeychainInfo {
+        try translatingErrors {
+            try store.read {
+                let counts = try store.objectCounts()
+                let slot = try store.metaInteger(Meta.slotID).map { UInt(UInt64(bitPattern: $0)) }
+                return KeychainInfo(
+                    label: String(decoding: try store.metaBlob(Meta.label) ?? [], as: UTF8.self),
+                    serial: String(decoding: try store.metaBlob(Meta.serial) ?? [], as: UTF8.self),
+                    slotID: slot,
+                    userPINInitialized: try store.metaBlob(Meta.wrappedMaster(.user)) != nil,
+                    userPIN: try pinStatus(.user), soPIN: try pinStatus(.securityOfficer),
+                    publicObjects: counts[Protection.public.rawValue] ?? 0,
+                    privateObjects: counts[Protection.private.rawValue] ?? 0)
+            }
+        }
+    }
+
+    private func pinStatus(_ owner: PINOwner) throws -> PINStatus {
+        PINStatus(failures: try store.metaInteger(Meta.failures(owner)) ?? 0,
+                  maximumFailures: try store.metaInteger(Meta.maximumFailures) ?? PINPolicy.defaultMaximumFailures)
+    }
+
+    /// Records a slot ID for a file that had none, or whose ID another file already uses.
+    public func assignSlotID(_ slotID: UInt) throws(KeychainError) {
+        try translatingErrors { try store.write { try store.setMeta(Meta.slotID, integer: Int64(bitPattern: UInt64(slotID))) } }
+    }
+
+    /// Checks `pin` and returns the master key. Wrong PINs are counted; at the limit the PIN locks.
+    public func unlock(_ owner: PINOwner, pin: UnsafeRawBufferPointer) throws(KeychainError) -> MasterKey {
+        let (verifier, wrapped, status) = try translatingErrors { () throws -> (PINVerifier?, [UInt8]?, PINStatus) in
+            try store.read {
+                let verifier = try store.metaBlob(Meta.verifier(owner))
+                return (try verifier.map { (v: [UInt8]) throws(KeychainError) in try PINVerifier(encoded: v) },
+                        try store.metaBlob(Meta.wrappedMaster(owner)), try pinStatus(owner))
+            }
+        }
+        guard let verifier, let wrapped else {
+            throw KeychainError(owner == .user ? .userPINNotInitialized : .keychainUnrecognized, "the \(owner) PIN is not set")
+        }
+        guard !status.locked else { throw KeychainError(.pinLocked, "the \(owner) PIN is locked") }
+        do {
+            let kek = try verifier.keyEncryptionKey(pin: pin)
+            let master = try AESGCM.open(wrapped, key: kek, associatedData: verifier.associatedData(owner: owner))
+            guard master.count == AESGCM.keySize else { throw KeychainError(.keychainUnrecognized, "master key damaged") }
+            if status.failures > 0 {
+                try store.write { try store.setMeta(Meta.failures(owner), integer: 0) }
+            }
+            return try MasterKey(master)
+        } catch let error as CryptoError where error.code == .authenticationFailed {
+            try translatingErrors { try store.write { try store.incrementMeta(Meta.failures(owner), by: 1) } }
+            throw KeychainError(.pinIncorrect, "wrong \(owner) PIN")
+        } catch {
+            throw KeychainError(error)
+        }
+    }
+
+    /// Sets (or resets) the user PIN with an unlocked master key (C_InitPIN by the SO).
+    public func setUserPIN(_ pin: UnsafeRawBufferPointer, master: MasterKey, kdf: ScryptParameters) throws(KeychainError) {
+        try PINPolicy.checkLength(pin)
+        try translatingErrors { try store.write { try Self.wrap(master.key, in: store, for: .user, pin: pin, kdf: kdf) } }
+    }
+
+    /// Changes a PIN after checking the old one: only the wrapping of the master key changes.
+    public func changePIN(_ owner: PINOwner, old: UnsafeRawBufferPointer, new: UnsafeRawBufferPointer, kdf: ScryptParameters) throws(KeychainError) {
+        try PINPolicy.checkLength(new)
+        let master = try unlock(owner, pin: old)
+        try translatingErrors { try store.write { try Self.wrap(master.key, in: store, for: owner, pin: new, kdf: kdf) } }
+    }
+
+    /// C_InitToken on an initialised keychain: checks the SO PIN, then destroys every object,
+    /// replaces the master key and clears the user PIN. Slot ID and serial stay.
+    public func reinitialize(soPIN: UnsafeRawBufferPointer, label: String, kdf: ScryptParameters) throws(KeychainError) {
+        _ = try unlock(.securityOfficer, pin: soPIN)
+        try translatingErrors {
+            let master = try SecureBytes.random(count: AESGCM.keySize)
+            try store.write {
+                try store.deleteAllObjects()
+                try Self.initialiseSecrets(store, label: label, master: master, soPIN: soPIN, userPIN: nil, kdf: kdf)
+            }
+        }
+    }
+
+    // MARK: objects
+
+    private func keys(for protection: Protection, master: MasterKey?) throws(KeychainError) -> RecordKeys {
+        switch protection {
+        case .public: return publicKeys
+        case .private:
+            guard let master else { throw KeychainError(.objectNotFound, "private object while locked") }
+            return master.keys
+        }
+    }
+
+    private func indexEntries(_ object: ObjectAttributes, keys: RecordKeys) throws -> [IndexEntry] {
+        try object.values.compactMap { type, value in
+            guard AttributeTable.rule(type)?.flags.contains(.indexed) == true else { return nil }
+            return IndexEntry(attribute: UInt64(type.rawValue), digest: try keys.index.digest(attribute: UInt64(type.rawValue), value: value))
+        }
+    }
+
+    private func seal(_ object: ObjectAttributes, uid: [UInt8], protection: Protection, keys: RecordKeys) throws -> [UInt8] {
+        var plaintext = AttributeRecord.encode(object.recordAttributes)
+        defer { wipe(&plaintext) }
+        let secure = SecureBytes(plaintext)
+        return try SealedRecord.seal(secure, base: keys.recordBase, uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue)
+    }
+
+    /// Stores a new token object; private objects need the master key. Returns its row id.
+    public func add(_ object: ObjectAttributes, uid: [UInt8], master: MasterKey?) throws(KeychainError) -> Int64 {
+        let protection: Protection = object.isPrivate ? .private : .public
+        let keys = try keys(for: protection, master: master)
+        return try translatingErrors {
+            let record = try seal(object, uid: uid, protection: protection, keys: keys)
+            return try store.insertObject(uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue,
+                                          record: record, primaryKey: nil, index: try indexEntries(object, keys: keys), now: Self.now())
+        }
+    }
+
+    /// Reads a token object. Altered or damaged records fail with `.recordCorrupted`;
+    /// private objects without the master key fail with `.objectNotFound`.
+    public func object(id: Int64, master: MasterKey?) throws(KeychainError) -> ObjectAttributes {
+        let row = try translatingErrors { try store.fetchObject(id: id) }
+        return try open(row, master: master)
+    }
+
+    private func open(_ row: ObjectRow, master: MasterKey?) throws(KeychainError) -> ObjectAttributes {
+        guard let protection = Protection(rawValue: row.protection) else {
+            throw KeychainError(.recordCorrupted, "object \(row.id) has an unknown protection class")
+        }
+        let keys = try keys(for: protection, master: master)
+        var object = try translatingErrors {
+            let plaintext = try SealedRecord.open(row.record, base: keys.recordBase, uid: row.uid, objectClass: row.objectClass,
+                                                  protection: row.protection, version: row.recordVersion)
+            return ObjectAttributes(recordAttributes: try plaintext.withUnsafeBytes { try AttributeRecord.decode($0) })
+        }
+        guard object.objectClass?.rawValue == UInt(truncatingIfNeeded: row.objectClass), object.isPrivate == (protection == .private) else {
+            throw KeychainError(.recordCorrupted, "object \(row.id) does not match its row")
+        }
+        object[.creationTime] = AttributeValue.ulong(UInt(truncatingIfNeeded: row.created))
+        object[.modificationTime] = AttributeValue.ulong(UInt(truncatingIfNeeded: row.modified))
+        return object
+    }
+
+    /// Replaces a token object's attributes (C_SetAttributeValue). Protection cannot change here.
+    public func replace(id: Int64, with object: ObjectAttributes, master: MasterKey?) throws(KeychainError) {
+        let row = try translatingErrors { try store.fetchObject(id: id) }
+        guard let protection = Protection(rawValue: row.protection), (protection == .private) == object.isPrivate else {
+            throw KeychainError(.attributeReadOnly, "CKA_PRIVATE cannot change in place")
+        }
+        let keys = try keys(for: protection, master: master)
+        try translatingErrors {
+            let record = try seal(object, uid: row.uid, protection: protection, keys: keys)
+            try store.updateObject(id: id, record: record, primaryKey: nil, index: try indexEntries(object, keys: keys), now: Self.now())
+        }
+    }
+
+    public func remove(id: Int64) throws(KeychainError) {
+        try translatingErrors { try store.deleteObject(id: id) }
+    }
+
+    /// Size of an object's stored record.
+    public func storedSize(id: Int64) throws(KeychainError) -> Int {
+        try translatingErrors { try store.fetchObject(id: id).record.count }
+    }
+
+    /// Token objects matching `template`, by indexed SQL where possible, decrypting only the
+    /// candidates that an index cannot decide. Private objects are searched only with `master`.
+    public func find(_ template: Template, master: MasterKey?) throws(KeychainError) -> [FoundObject] {
+        var protections: [Protection] = master == nil ? [.public] : [.public, .private]
+        var objectClass: UInt64?
+        var terms: [IndexTerm] = []
+        var needsRecord = false
+        for (type, value) in template {
+            switch type {
+            case .token:
+                if AttributeValue.decodeBool(value) != true { return [] }
+            case .isPrivate:
+                guard let wanted = AttributeValue.decodeBool(value) else { return [] }
+                protections = protections.filter { ($0 == .private) == wanted }
+            case .objectClass:
+                guard let raw = AttributeValue.decodeULong(value) else { return [] }
+                if let objectClass, objectClass != UInt64(raw) { return [] }
+                objectClass = UInt64(raw)
+            default:
+                guard let rule = AttributeTable.rule(type) else { return [] }
+                if rule.flags.contains(.indexed) {
+                    let raw = UInt64(type.rawValue)
+                    var digests = [try translatingErrors { try publicKeys.index.digest(attribute: raw, value: value) }]
+                    if let master { digests.append(try translatingErrors { try master.keys.index.digest(attribute: raw, value: value) }) }
+                    terms.append(IndexTerm(attribute: raw, digests: digests))
+                } else {
+                    needsRecord = true
+                }
+            }
+        }
+        let rows = try translatingErrors {
+            try store.findObjects(protections: protections.map(\.rawValue), objectClass: objectClass, terms: terms, withRecords: needsRecord)
+        }
+        let matching = needsRecord ? rows.filter { row in (try? open(row, master: master))?.matches(template) == true } : rows
+        return matching.map { FoundObject(id: $0.id, isPrivate: $0.protection != Protection.public.rawValue) }
+    }
+
+    /// `PRAGMA integrity_check` of the file.
+    public func integrityCheck() throws(KeychainError) -> String {
+        try translatingErrors { try store.integrityCheck() }
+    }
+
+    static func now() -> Int64 { Int64(time(nil)) }
+}
+
+extension String {
+    func leftPadded(to length: Int, with pad: Character = "0") -> String {
+        count >= length ? self : String(repeating: pad, count: length - count) + self
+    }
+}

@@ -1,0 +1,96 @@
+import Glibc
+import KeychainCrypto
+
+/// The folder of keychain files and the persistent assignment of slot IDs.
+///
+/// Each keychain keeps its slot ID inside its own file, so the ID follows the keychain in every
+/// process and whatever else is added or removed. The next unused ID is kept in `slot-ids`
+/// (under an exclusive lock); it is also the ID of the empty slot offered for C_InitToken.
+public struct KeychainDirectory: Sendable {
+    public let path: String
+    public static let fileExtension = ".keychain-db"
+
+    public init(path: String) { self.path = path }
+
+    /// Creates the folder (mode 0700) if needed.
+    public func ensureExists() throws(KeychainError) {
+        var components: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            components.append(part)
+            let prefix = "/" + components.joined(separator: "/")
+            if mkdir(prefix, 0o700) != 0, errno != EEXIST {
+                throw KeychainError(.storageFailure, "cannot create \(prefix): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
+    /// Paths of the keychain files, sorted by name.
+    public func keychainFiles() -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name.hasSuffix(Self.fileExtension), !name.hasPrefix(".") { names.append(name) }
+        }
+        return names.sorted().map { path + "/" + $0 }
+    }
+
+    /// The file name for a new keychain labelled `label`: letters, digits, '-', '_' of the
+    /// label, or `keychain-<slot>` when nothing usable is left or the name is taken.
+    public func newKeychainPath(label: String, slotID: UInt) -> String {
+        var stem = String(label.lowercased().map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "-" })
+        while stem.hasSuffix("-") { stem.removeLast() }
+        while stem.hasPrefix("-") { stem.removeFirst() }
+        var candidate = path + "/" + (stem.isEmpty ? "keychain-\(slotID)" : String(stem.prefix(64))) + Self.fileExtension
+        if access(candidate, F_OK) == 0 { candidate = path + "/keychain-\(slotID)" + Self.fileExtension }
+        return candidate
+    }
+
+    /// Runs `body` with the next unused slot ID under an exclusive lock; `body` returns the
+    /// value the counter should hold afterwards, if it changes.
+    public func withNextSlotID<R>(_ body: (UInt) throws(KeychainError) -> (result: R, next: UInt?)) throws(KeychainError) -> R {
+        try ensureExists()
+        let counterPath = path + "/slot-ids"
+        let fd = open(counterPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw KeychainError(.storageFailure, "cannot open \(counterPath): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        guard flock(fd, LOCK_EX) == 0 else { throw KeychainError(.storageFailure, "cannot lock \(counterPath)") }
+        defer { flock(fd, LOCK_UN) }
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let length = pread(fd, &buffer, buffer.count, 0)
+        let text = length > 0 ? String(decoding: buffer.prefix(length).prefix { $0 != 0x0A }, as: UTF8.self) : ""
+        let current = UInt(text) ?? 1
+        let (result, next) = try body(current)
+        if let next, next != current {
+            let updated = Array("\(next)\n".utf8)
+            guard ftruncate(fd, 0) == 0, pwrite(fd, updated, updated.count, 0) == updated.count else {
+                throw KeychainError(.storageFailure, "cannot update \(counterPath)")
+            }
+            fsync(fd)
+        }
+        return result
+    }
+
+    /// The ID of the empty slot: the next unused slot ID, moved past `floor` (one more than the
+    /// highest ID any keychain file carries, which matters for files brought from elsewhere).
+    public func emptySlotID(above floor: UInt) throws(KeychainError) -> UInt {
+        try withNextSlotID { current in
+            let next = max(current, floor)
+            return (next, next)
+        }
+    }
+
+    /// Creates a keychain in the empty slot `slotID` (which must still be the next unused ID).
+    public func createKeychain(slotID expected: UInt?, label: String, soPIN: UnsafeRawBufferPointer, userPIN: UnsafeRawBufferPointer?,
+                               kdf: ScryptParameters) throws(KeychainError) -> Keychain {
+        try withNextSlotID { next throws(KeychainError) in
+            if let expected, expected != next {
+                throw KeychainError(.argumentsBad, "slot \(expected) is no longer empty")
+            }
+            let keychain = try Keychain.create(at: newKeychainPath(label: label, slotID: next), slotID: next, label: label,
+                                               soPIN: soPIN, userPIN: userPIN, kdf: kdf)
+            return (keychain, next + 1)
+        }
+    }
+}

@@ -1,0 +1,52 @@
+internal import COpenSSL
+
+/// One-shot digests and HMAC over OpenSSL's EVP interface.
+public enum Digest {
+    public enum Algorithm: Sendable {
+        case sha1, sha256
+
+        var md: OpaquePointer? {
+            switch self {
+            case .sha1: return EVP_sha1()
+            case .sha256: return EVP_sha256()
+            }
+        }
+
+        public var outputSize: Int {
+            switch self {
+            case .sha1: return 20
+            case .sha256: return 32
+            }
+        }
+    }
+
+    public static func hash(_ algorithm: Algorithm, _ data: UnsafeRawBufferPointer) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        guard EVP_Digest(data.baseAddress ?? UnsafeRawPointer(bitPattern: 1), data.count, &out, &length, algorithm.md, nil) == 1 else {
+            throw CryptoError.library("EVP_Digest")
+        }
+        return Array(out.prefix(Int(length)))
+    }
+
+    public static func hash(_ algorithm: Algorithm, _ data: [UInt8]) throws -> [UInt8] {
+        try data.withUnsafeBytes { try hash(algorithm, $0) }
+    }
+
+    /// HMAC(key, data) with the given hash.
+    public static func hmac(_ algorithm: Algorithm, key: UnsafeRawBufferPointer, data: UnsafeRawBufferPointer) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        let keyPointer = key.baseAddress ?? UnsafeRawPointer(bitPattern: 1)
+        let dataPointer = (data.baseAddress ?? UnsafeRawPointer(bitPattern: 1))?.assumingMemoryBound(to: UInt8.self)
+        guard HMAC(algorithm.md, keyPointer, Int32(key.count), dataPointer, data.count, &out, &length) != nil else {
+            throw CryptoError.library("HMAC")
+        }
+        defer { wipe(&out) }
+        return Array(out.prefix(Int(length)))
+    }
+
+    public static func hmac(_ algorithm: Algorithm, key: SecureBytes, data: [UInt8]) throws -> [UInt8] {
+        try key.withUnsafeBytes { k in try data.withUnsafeBytes { d in try hmac(algorithm, key: k, data: d) } }
+    }
+}

@@ -1,0 +1,67 @@
+/// One keychain file: the SQLite database with its schema applied.
+///
+/// This type knows tables and bytes, not PKCS#11: the meta table holds named values, the
+/// objects table holds sealed records. Callers serialise access to one instance.
+public final class KeychainDatabase {
+    let database: Database
+
+    public var path: String { database.path }
+
+    /// Opens an existing keychain file; `create` makes a new one (mode 0600).
+    public init(path: String, create: Bool) throws {
+        database = try Database(path: path, create: create)
+        try Migrations.migrate(database)
+    }
+
+    public static var schemaVersion: Int64 { Migrations.currentVersion }
+
+    /// Runs `body` as one write transaction: all of it is stored, or none.
+    public func write<R>(_ body: () throws -> R) throws -> R { try database.write(body) }
+
+    /// Runs `body` over one consistent snapshot.
+    public func read<R>(_ body: () throws -> R) throws -> R { try database.read(body) }
+
+    // MARK: meta
+
+    public func metaBlob(_ key: String) throws -> [UInt8]? {
+        var value: [UInt8]?
+        try database.query("SELECT value FROM meta WHERE key = ?", [.text(key)]) { s in
+            value = s.isNull(0) ? nil : s.blob(0)
+        }
+        return value
+    }
+
+    public func metaInteger(_ key: String) throws -> Int64? {
+        var value: Int64?
+        try database.query("SELECT value FROM meta WHERE key = ?", [.text(key)]) { s in
+            value = s.isNull(0) ? nil : s.int64(0)
+        }
+        return value
+    }
+
+    public func setMeta(_ key: String, blob: [UInt8]?) throws {
+        try database.run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [.text(key), blob.map { .blob($0) } ?? .null])
+    }
+
+    public func setMeta(_ key: String, integer: Int64) throws {
+        try database.run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [.text(key), .integer(integer)])
+    }
+
+    /// Adds `delta` to an integer meta value in one statement (safe against other processes).
+    public func incrementMeta(_ key: String, by delta: Int64) throws {
+        try database.run("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = value + excluded.value", [.text(key), .integer(delta)])
+    }
+
+    /// Removes every object (used when a token is re-initialised).
+    public func deleteAllObjects() throws {
+        try database.run("DELETE FROM object_index")
+        try database.run("DELETE FROM objects")
+    }
+
+    /// SQLite's own consistency check; "ok" when the file is sound.
+    public func integrityCheck() throws -> String {
+        var lines: [String] = []
+        try database.query("PRAGMA integrity_check") { lines.append($0.text(0)) }
+        return lines.joined(separator: "\n")
+    }
+}

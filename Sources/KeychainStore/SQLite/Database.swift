@@ -1,0 +1,112 @@
+internal import CSQLite
+import Glibc
+
+/// One SQLite connection. Not shared between threads: the layer above serialises access.
+public final class Database {
+    let handle: OpaquePointer
+    public let path: String
+    private var statements: [String: Statement] = [:]
+    private var transactionDepth = 0
+
+    /// How long a writer waits for another process's transaction before giving up.
+    static let busyTimeoutMilliseconds: Int32 = 10_000
+
+    /// Opens (and, with `create`, creates with mode 0600) the database at `path`.
+    public init(path: String, create: Bool) throws {
+        if create {
+            let fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw StoreError(.io, "cannot create \(path): \(String(cString: strerror(errno)))") }
+            close(fd)
+        }
+        var connection: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        let rc = sqlite3_open_v2(path, &connection, flags, nil)
+        guard rc == SQLITE_OK, let connection else {
+            let message = connection.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close_v2(connection)
+            throw StoreError(sqliteCode: rc, message: "open \(path): \(message)")
+        }
+        self.handle = connection
+        self.path = path
+        sqlite3_busy_timeout(connection, Self.busyTimeoutMilliseconds)
+        do {
+            try execute("PRAGMA foreign_keys = ON")
+            try execute("PRAGMA secure_delete = ON")
+            try execute("PRAGMA journal_mode = WAL")
+            try execute("PRAGMA synchronous = FULL")
+        } catch {
+            statements.removeAll()
+            sqlite3_close_v2(connection)
+            throw error
+        }
+    }
+
+    deinit {
+        statements.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    func error(_ rc: Int32, _ operation: String) -> StoreError {
+        StoreError(sqliteCode: rc, message: "\(operation): \(String(cString: sqlite3_errmsg(handle)))")
+    }
+
+    /// Runs SQL that returns no rows of interest (several statements allowed).
+    func execute(_ sql: String) throws {
+        let rc = sqlite3_exec(handle, sql, nil, nil, nil)
+        guard rc == SQLITE_OK else { throw error(rc, "exec") }
+    }
+
+    /// A cached prepared statement for `sql`.
+    func statement(_ sql: String) throws -> Statement {
+        if let cached = statements[sql] { return cached }
+        let statement = try Statement(database: self, sql: sql)
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Runs `sql` with `values`, calling `row` for each result row.
+    func query(_ sql: String, _ values: [SQLValue] = [], row: (Statement) throws -> Void) throws {
+        let statement = try statement(sql)
+        try statement.bind(values)
+        defer { statement.reset() }
+        while try statement.step() { try row(statement) }
+    }
+
+    /// Runs `sql` with `values` for its effect.
+    func run(_ sql: String, _ values: [SQLValue] = []) throws {
+        try query(sql, values) { _ in }
+    }
+
+    var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+    var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// Runs `body` in a write transaction (BEGIN IMMEDIATE, so the write lock is taken up front
+    /// and a busy database shows up here, not half-way). A throw rolls everything back.
+    public func write<R>(_ body: () throws -> R) throws -> R {
+        try transaction("BEGIN IMMEDIATE", body)
+    }
+
+    /// Runs `body` in a read transaction: one consistent snapshot across several statements.
+    public func read<R>(_ body: () throws -> R) throws -> R {
+        try transaction("BEGIN DEFERRED", body)
+    }
+
+    private func transaction<R>(_ begin: String, _ body: () throws -> R) throws -> R {
+        if transactionDepth > 0 {
+            transactionDepth += 1
+            defer { transactionDepth -= 1 }
+            return try body()
+        }
+        try execute(begin)
+        transactionDepth = 1
+        defer { transactionDepth = 0 }
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            if sqlite3_get_autocommit(handle) == 0 { _ = sqlite3_exec(handle, "ROLLBACK", nil, nil, nil) }
+            throw error
+        }
+    }
+}

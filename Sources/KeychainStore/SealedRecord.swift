@@ -1,0 +1,54 @@
+import KeychainCrypto
+
+/// An object's attribute record sealed with AES-256-GCM under a per-object key.
+///
+/// The per-object key is HKDF-SHA-256(base key, salt: uid, info: "keychain-pkcs11 object").
+/// The associated data binds the record to its row: uid, object class, protection class and
+/// record version, so a record copied onto another row, or a row whose class or protection was
+/// edited, fails to open.
+public enum SealedRecord {
+    public static let currentVersion: UInt32 = 1
+
+    static func associatedData(uid: [UInt8], objectClass: UInt64, protection: UInt8, version: UInt32) -> [UInt8] {
+        var aad = Array("keychain-pkcs11 record".utf8)
+        aad += withUnsafeBytes(of: version.bigEndian) { Array($0) }
+        aad += uid
+        aad += withUnsafeBytes(of: objectClass.bigEndian) { Array($0) }
+        aad.append(protection)
+        return aad
+    }
+
+    static func objectKey(base: SecureBytes, uid: [UInt8]) throws -> SecureBytes {
+        try KeyDerivation.hkdf(key: base, salt: uid, info: Array("keychain-pkcs11 object".utf8))
+    }
+
+    public static func seal(_ plaintext: SecureBytes, base: SecureBytes, uid: [UInt8], objectClass: UInt64, protection: UInt8) throws -> [UInt8] {
+        let key = try objectKey(base: base, uid: uid)
+        return try AESGCM.seal(plaintext, key: key, associatedData: associatedData(uid: uid, objectClass: objectClass, protection: protection, version: currentVersion))
+    }
+
+    public static func open(_ box: [UInt8], base: SecureBytes, uid: [UInt8], objectClass: UInt64, protection: UInt8, version: UInt32) throws -> SecureBytes {
+        let key = try objectKey(base: base, uid: uid)
+        return try AESGCM.open(box, key: key, associatedData: associatedData(uid: uid, objectClass: objectClass, protection: protection, version: version))
+    }
+}
+
+/// Keyed digests of searchable attribute values ("blind indexes"): HMAC-SHA-256 under an index
+/// key, truncated to 128 bits. Equal values give equal digests under one key; without the key a
+/// digest says nothing about the value.
+public struct BlindIndex: Sendable {
+    private let key: SecureBytes
+
+    public init(key: SecureBytes) { self.key = key }
+
+    /// Derives the index key of a keychain from one of its base keys.
+    public init(deriving base: SecureBytes) throws {
+        key = try KeyDerivation.hkdf(key: base, salt: [], info: Array("keychain-pkcs11 index".utf8))
+    }
+
+    public func digest(attribute: UInt64, value: [UInt8]) throws -> [UInt8] {
+        var message = withUnsafeBytes(of: attribute.bigEndian) { Array($0) }
+        message += value
+        return Array(try Digest.hmac(.sha256, key: key, data: message).prefix(16))
+    }
+}

@@ -1,0 +1,94 @@
+import CPKCS11
+import KeychainCore
+
+/// Reads a caller's CK_ATTRIBUTE array: the one place that dereferences input templates.
+enum CallerTemplate {
+    /// More attributes than any object class has several times over: a larger count is a bug
+    /// (or an attack) in the caller, refused before anything is read.
+    static let maximumCount: CK_ULONG = 1024
+
+    /// The attributes with their values, in the caller's order.
+    static func read(_ pointer: UnsafeMutablePointer<CK_ATTRIBUTE>?, count: CK_ULONG) throws(CKError) -> Template {
+        let entries = try entries(pointer, count: count)
+        var template: Template = []
+        template.reserveCapacity(entries.count)
+        for entry in entries {
+            let type = AttributeType(entry.type)
+            guard entry.ulValueLen <= CK_ULONG(AttributeTable.maximumValueLength) else {
+                throw CKError(CK_RV(CKR_ATTRIBUTE_VALUE_INVALID), "attribute \(type) is larger than \(AttributeTable.maximumValueLength) bytes")
+            }
+            let length = Int(entry.ulValueLen)
+            if length == 0 {
+                template.append((type, []))
+                continue
+            }
+            guard let value = entry.pValue else {
+                throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "attribute \(type) has a length but no value pointer")
+            }
+            template.append((type, Array(UnsafeRawBufferPointer(start: value, count: length))))
+        }
+        return template
+    }
+
+    /// The caller's array itself, for C_GetAttributeValue which writes lengths back.
+    static func entries(_ pointer: UnsafeMutablePointer<CK_ATTRIBUTE>?, count: CK_ULONG) throws(CKError) -> UnsafeMutableBufferPointer<CK_ATTRIBUTE> {
+        guard count <= maximumCount else { throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "template count \(count) is too large") }
+        guard count > 0 else { return UnsafeMutableBufferPointer(start: nil, count: 0) }
+        guard let pointer else { throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "template pointer is NULL") }
+        return UnsafeMutableBufferPointer(start: pointer, count: Int(count))
+    }
+}
+
+/// Writes a variable-length result under the call-twice convention (PKCS#11 §5.2):
+/// a NULL buffer asks for the length; a short buffer gets CKR_BUFFER_TOO_SMALL and the length.
+enum OutputBuffer {
+    static func write(_ bytes: [UInt8], to buffer: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+        guard let length else { throw CKError.argumentsBad }
+        let available = length.pointee
+        length.pointee = CK_ULONG(bytes.count)
+        guard let buffer else { return }
+        guard available >= CK_ULONG(bytes.count) else { throw CKError.bufferTooSmall(required: bytes.count) }
+        bytes.withUnsafeBufferPointer { source in if let base = source.baseAddress { buffer.update(from: base, count: source.count) } }
+    }
+
+    /// The same convention for arrays of CK_ULONG-sized values (slot lists, mechanism lists).
+    static func write<T>(_ values: [T], to buffer: UnsafeMutablePointer<T>?, count: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+        guard let count else { throw CKError.argumentsBad }
+        let available = count.pointee
+        count.pointee = CK_ULONG(values.count)
+        guard let buffer else { return }
+        guard available >= CK_ULONG(values.count) else { throw CKError.bufferTooSmall(required: values.count) }
+        for (index, value) in values.enumerated() { buffer[index] = value }
+    }
+}
+
+/// Fills the fixed-size, blank-padded (never NUL-padded) strings of CK_INFO and friends.
+enum PaddedString {
+    static func fill<T>(_ field: inout T, with text: String) {
+        withUnsafeMutableBytes(of: &field) { raw in
+            raw.initializeMemory(as: UInt8.self, repeating: 0x20)
+            var written = 0
+            // Cut at a character boundary so the field never ends in half a UTF-8 sequence.
+            for character in text {
+                let utf8 = Array(String(character).utf8)
+                guard written + utf8.count <= raw.count else { break }
+                for byte in utf8 { raw[written] = byte; written += 1 }
+            }
+        }
+    }
+
+    /// The text of a padded field without its trailing blanks.
+    static func read(_ pointer: UnsafePointer<CK_UTF8CHAR>, count: Int) -> String {
+        var bytes = Array(UnsafeBufferPointer(start: pointer, count: count))
+        while let last = bytes.last, last == 0x20 || last == 0 { bytes.removeLast() }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+extension CK_VERSION {
+    init(_ major: UInt8, _ minor: UInt8) {
+        self.init()
+        self.major = major
+        self.minor = minor
+    }
+}

@@ -1,0 +1,127 @@
+import CPKCS11
+
+/// The function lists and interfaces, built once on the heap (hosts keep the pointers).
+/// Each list's version matches its layout: 2.40 for CK_FUNCTION_LIST, 3.0 for CK_FUNCTION_LIST_3_0.
+public enum FunctionLists {
+    public nonisolated(unsafe) static let version240: UnsafeMutablePointer<CK_FUNCTION_LIST> = {
+        let list = UnsafeMutablePointer<CK_FUNCTION_LIST>.allocate(capacity: 1)
+        list.initialize(to: CK_FUNCTION_LIST(
+            version: CK_VERSION(2, 40),
+            C_Initialize: C_Initialize, C_Finalize: C_Finalize, C_GetInfo: C_GetInfo,
+            C_GetFunctionList: C_GetFunctionList, C_GetSlotList: C_GetSlotList, C_GetSlotInfo: C_GetSlotInfo,
+            C_GetTokenInfo: C_GetTokenInfo, C_GetMechanismList: C_GetMechanismList, C_GetMechanismInfo: C_GetMechanismInfo,
+            C_InitToken: C_InitToken, C_InitPIN: C_InitPIN, C_SetPIN: C_SetPIN,
+            C_OpenSession: C_OpenSession, C_CloseSession: C_CloseSession, C_CloseAllSessions: C_CloseAllSessions,
+            C_GetSessionInfo: C_GetSessionInfo, C_GetOperationState: C_GetOperationState, C_SetOperationState: C_SetOperationState,
+            C_Login: C_Login, C_Logout: C_Logout,
+            C_CreateObject: C_CreateObject, C_CopyObject: C_CopyObject, C_DestroyObject: C_DestroyObject,
+            C_GetObjectSize: C_GetObjectSize, C_GetAttributeValue: C_GetAttributeValue, C_SetAttributeValue: C_SetAttributeValue,
+            C_FindObjectsInit: C_FindObjectsInit, C_FindObjects: C_FindObjects, C_FindObjectsFinal: C_FindObjectsFinal,
+            C_EncryptInit: C_EncryptInit, C_Encrypt: C_Encrypt, C_EncryptUpdate: C_EncryptUpdate, C_EncryptFinal: C_EncryptFinal,
+            C_DecryptInit: C_DecryptInit, C_Decrypt: C_Decrypt, C_DecryptUpdate: C_DecryptUpdate, C_DecryptFinal: C_DecryptFinal,
+            C_DigestInit: C_DigestInit, C_Digest: C_Digest, C_DigestUpdate: C_DigestUpdate, C_DigestKey: C_DigestKey,
+            C_DigestFinal: C_DigestFinal,
+            C_SignInit: C_SignInit, C_Sign: C_Sign, C_SignUpdate: C_SignUpdate, C_SignFinal: C_SignFinal,
+            C_SignRecoverInit: C_SignRecoverInit, C_SignRecover: C_SignRecover,
+            C_VerifyInit: C_VerifyInit, C_Verify: C_Verify, C_VerifyUpdate: C_VerifyUpdate, C_VerifyFinal: C_VerifyFinal,
+            C_VerifyRecoverInit: C_VerifyRecoverInit, C_VerifyRecover: C_VerifyRecover,
+            C_DigestEncryptUpdate: C_DigestEncryptUpdate, C_DecryptDigestUpdate: C_DecryptDigestUpdate,
+            C_SignEncryptUpdate: C_SignEncryptUpdate, C_DecryptVerifyUpdate: C_DecryptVerifyUpdate,
+            C_GenerateKey: C_GenerateKey, C_GenerateKeyPair: C_GenerateKeyPair, C_WrapKey: C_WrapKey,
+            C_UnwrapKey: C_UnwrapKey, C_DeriveKey: C_DeriveKey,
+            C_SeedRandom: C_SeedRandom, C_GenerateRandom: C_GenerateRandom,
+            C_GetFunctionStatus: C_GetFunctionStatus, C_CancelFunction: C_CancelFunction,
+            C_WaitForSlotEvent: C_WaitForSlotEvent))
+        return list
+    }()
+
+    public nonisolated(unsafe) static let version30: UnsafeMutablePointer<CK_FUNCTION_LIST_3_0> = {
+        let base = version240.pointee
+        let list = UnsafeMutablePointer<CK_FUNCTION_LIST_3_0>.allocate(capacity: 1)
+        list.initialize(to: CK_FUNCTION_LIST_3_0(
+            version: CK_VERSION(3, 0),
+            C_Initialize: base.C_Initialize, C_Finalize: base.C_Finalize, C_GetInfo: C_GetInfo_3_0,
+            C_GetFunctionList: base.C_GetFunctionList, C_GetSlotList: base.C_GetSlotList, C_GetSlotInfo: base.C_GetSlotInfo,
+            C_GetTokenInfo: base.C_GetTokenInfo, C_GetMechanismList: base.C_GetMechanismList, C_GetMechanismInfo: base.C_GetMechanismInfo,
+            C_InitToken: base.C_InitToken, C_InitPIN: base.C_InitPIN, C_SetPIN: base.C_SetPIN,
+            C_OpenSession: base.C_OpenSession, C_CloseSession: base.C_CloseSession, C_CloseAllSessions: base.C_CloseAllSessions,
+            C_GetSessionInfo: base.C_GetSessionInfo, C_GetOperationState: base.C_GetOperationState, C_SetOperationState: base.C_SetOperationState,
+            C_Login: base.C_Login, C_Logout: base.C_Logout,
+            C_CreateObject: base.C_CreateObject, C_CopyObject: base.C_CopyObject, C_DestroyObject: base.C_DestroyObject,
+            C_GetObjectSize: base.C_GetObjectSize, C_GetAttributeValue: base.C_GetAttributeValue, C_SetAttributeValue: base.C_SetAttributeValue,
+            C_FindObjectsInit: base.C_FindObjectsInit, C_FindObjects: base.C_FindObjects, C_FindObjectsFinal: base.C_FindObjectsFinal,
+            C_EncryptInit: base.C_EncryptInit, C_Encrypt: base.C_Encrypt, C_EncryptUpdate: base.C_EncryptUpdate, C_EncryptFinal: base.C_EncryptFinal,
+            C_DecryptInit: base.C_DecryptInit, C_Decrypt: base.C_Decrypt, C_DecryptUpdate: base.C_DecryptUpdate, C_DecryptFinal: base.C_DecryptFinal,
+            C_DigestInit: base.C_DigestInit, C_Digest: base.C_Digest, C_DigestUpdate: base.C_DigestUpdate, C_DigestKey: base.C_DigestKey,
+            C_DigestFinal: base.C_DigestFinal,
+            C_SignInit: base.C_SignInit, C_Sign: base.C_Sign, C_SignUpdate: base.C_SignUpdate, C_SignFinal: base.C_SignFinal,
+            C_SignRecoverInit: base.C_SignRecoverInit, C_SignRecover: base.C_SignRecover,
+            C_VerifyInit: base.C_VerifyInit, C_Verify: base.C_Verify, C_VerifyUpdate: base.C_VerifyUpdate, C_VerifyFinal: base.C_VerifyFinal,
+            C_VerifyRecoverInit: base.C_VerifyRecoverInit, C_VerifyRecover: base.C_VerifyRecover,
+            C_DigestEncryptUpdate: base.C_DigestEncryptUpdate, C_DecryptDigestUpdate: base.C_DecryptDigestUpdate,
+            C_SignEncryptUpdate: base.C_SignEncryptUpdate, C_DecryptVerifyUpdate: base.C_DecryptVerifyUpdate,
+            C_GenerateKey: base.C_GenerateKey, C_GenerateKeyPair: base.C_GenerateKeyPair, C_WrapKey: base.C_WrapKey,
+            C_UnwrapKey: base.C_UnwrapKey, C_DeriveKey: base.C_DeriveKey,
+            C_SeedRandom: base.C_SeedRandom, C_GenerateRandom: base.C_GenerateRandom,
+            C_GetFunctionStatus: base.C_GetFunctionStatus, C_CancelFunction: base.C_CancelFunction,
+            C_WaitForSlotEvent: base.C_WaitForSlotEvent,
+            C_GetInterfaceList: C_GetInterfaceList, C_GetInterface: C_GetInterface,
+            C_LoginUser: C_LoginUser, C_SessionCancel: C_SessionCancel,
+            C_MessageEncryptInit: { s, _, _ in Exports.notYetSupported("C_MessageEncryptInit", s) },
+            C_EncryptMessage: { s, _, _, _, _, _, _, _, _ in Exports.notYetSupported("C_EncryptMessage", s) },
+            C_EncryptMessageBegin: { s, _, _, _, _ in Exports.notYetSupported("C_EncryptMessageBegin", s) },
+            C_EncryptMessageNext: { s, _, _, _, _, _, _, _ in Exports.notYetSupported("C_EncryptMessageNext", s) },
+            C_MessageEncryptFinal: { s in Exports.notYetSupported("C_MessageEncryptFinal", s) },
+            C_MessageDecryptInit: { s, _, _ in Exports.notYetSupported("C_MessageDecryptInit", s) },
+            C_DecryptMessage: { s, _, _, _, _, _, _, _, _ in Exports.notYetSupported("C_DecryptMessage", s) },
+            C_DecryptMessageBegin: { s, _, _, _, _ in Exports.notYetSupported("C_DecryptMessageBegin", s) },
+            C_DecryptMessageNext: { s, _, _, _, _, _, _, _ in Exports.notYetSupported("C_DecryptMessageNext", s) },
+            C_MessageDecryptFinal: { s in Exports.notYetSupported("C_MessageDecryptFinal", s) },
+            C_MessageSignInit: { s, _, _ in Exports.notYetSupported("C_MessageSignInit", s) },
+            C_SignMessage: { s, _, _, _, _, _, _ in Exports.notYetSupported("C_SignMessage", s) },
+            C_SignMessageBegin: { s, _, _ in Exports.notYetSupported("C_SignMessageBegin", s) },
+            C_SignMessageNext: { s, _, _, _, _, _, _ in Exports.notYetSupported("C_SignMessageNext", s) },
+            C_MessageSignFinal: { s in Exports.notYetSupported("C_MessageSignFinal", s) },
+            C_MessageVerifyInit: { s, _, _ in Exports.notYetSupported("C_MessageVerifyInit", s) },
+            C_VerifyMessage: { s, _, _, _, _, _, _ in Exports.notYetSupported("C_VerifyMessage", s) },
+            C_VerifyMessageBegin: { s, _, _ in Exports.notYetSupported("C_VerifyMessageBegin", s) },
+            C_VerifyMessageNext: { s, _, _, _, _, _, _ in Exports.notYetSupported("C_VerifyMessageNext", s) },
+            C_MessageVerifyFinal: { s in Exports.notYetSupported("C_MessageVerifyFinal", s) }))
+        return list
+    }()
+
+    /// "PKCS 11" as a C string that lives as long as the process.
+    private nonisolated(unsafe) static let interfaceName: UnsafeMutablePointer<CK_CHAR> = {
+        let bytes = Array("PKCS 11".utf8) + [0]
+        let name = UnsafeMutablePointer<CK_CHAR>.allocate(capacity: bytes.count)
+        name.initialize(from: bytes, count: bytes.count)
+        return name
+    }()
+
+    /// The interfaces, 3.0 first (the default); neither claims CKF_INTERFACE_FORK_SAFE, since a
+    /// forked child must call C_Initialize again.
+    private nonisolated(unsafe) static let interfaceTable: UnsafeMutablePointer<CK_INTERFACE> = {
+        let table = UnsafeMutablePointer<CK_INTERFACE>.allocate(capacity: 2)
+        table.initialize(to: CK_INTERFACE(pInterfaceName: interfaceName, pFunctionList: UnsafeMutableRawPointer(version30), flags: 0))
+        (table + 1).initialize(to: CK_INTERFACE(pInterfaceName: interfaceName, pFunctionList: UnsafeMutableRawPointer(version240), flags: 0))
+        return table
+    }()
+
+    static var interfaces: [CK_INTERFACE] { [interfaceTable[0], interfaceTable[1]] }
+
+    /// C_GetInterface: by name (NULL means the default), optional version, and required flags.
+    static func interface(named name: UnsafeMutablePointer<CK_UTF8CHAR>?, version: CK_VERSION?, flags: CK_FLAGS) throws(CKError) -> UnsafeMutablePointer<CK_INTERFACE> {
+        if let name {
+            let requested = String(cString: UnsafeRawPointer(name).assumingMemoryBound(to: CChar.self))
+            guard requested == "PKCS 11" else { throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "no interface named \(requested)") }
+        }
+        for index in 0..<2 {
+            let candidate = interfaceTable + index
+            let listVersion = candidate.pointee.pFunctionList.assumingMemoryBound(to: CK_VERSION.self).pointee
+            if let version, version.major != listVersion.major || version.minor != listVersion.minor { continue }
+            if flags & ~candidate.pointee.flags != 0 { continue }
+            return candidate
+        }
+        throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "no interface with that version and flags")
+    }
+}

@@ -1,0 +1,92 @@
+import CPKCS11
+import KeychainCore
+
+/// An object that lives only as long as the session that created it.
+final class SessionObject {
+    var attributes: ObjectAttributes
+    let owner: CK_SESSION_HANDLE
+
+    init(attributes: ObjectAttributes, owner: CK_SESSION_HANDLE) {
+        self.attributes = attributes
+        self.owner = owner
+    }
+}
+
+/// What an object handle refers to.
+struct ObjectEntry {
+    enum Location {
+        case token(rowID: Int64)
+        case session(SessionObject)
+    }
+
+    let slotID: CK_SLOT_ID
+    let location: Location
+    /// CKA_PRIVATE, which never changes in place, so visibility is decided without decrypting.
+    let isPrivate: Bool
+}
+
+/// Object handles of this process. A token object keeps one handle for as long as the module is
+/// initialised, however often it is found; handles are never reused.
+struct ObjectHandleTable {
+    private struct TokenKey: Hashable {
+        let slotID: CK_SLOT_ID
+        let rowID: Int64
+    }
+
+    private var entries: [CK_OBJECT_HANDLE: ObjectEntry] = [:]
+    private var tokenHandles: [TokenKey: CK_OBJECT_HANDLE] = [:]
+    private var nextHandle: CK_OBJECT_HANDLE = 1
+
+    subscript(_ handle: CK_OBJECT_HANDLE) -> ObjectEntry? { entries[handle] }
+
+    mutating func handle(forTokenObject rowID: Int64, slotID: CK_SLOT_ID, isPrivate: Bool) -> CK_OBJECT_HANDLE {
+        let key = TokenKey(slotID: slotID, rowID: rowID)
+        if let handle = tokenHandles[key] { return handle }
+        let handle = allocate(ObjectEntry(slotID: slotID, location: .token(rowID: rowID), isPrivate: isPrivate))
+        tokenHandles[key] = handle
+        return handle
+    }
+
+    mutating func add(_ object: SessionObject, slotID: CK_SLOT_ID) -> CK_OBJECT_HANDLE {
+        allocate(ObjectEntry(slotID: slotID, location: .session(object), isPrivate: object.attributes.isPrivate))
+    }
+
+    private mutating func allocate(_ entry: ObjectEntry) -> CK_OBJECT_HANDLE {
+        let handle = nextHandle
+        nextHandle += 1
+        entries[handle] = entry
+        return handle
+    }
+
+    mutating func remove(_ handle: CK_OBJECT_HANDLE) {
+        guard let entry = entries.removeValue(forKey: handle) else { return }
+        if case .token(let rowID) = entry.location {
+            tokenHandles[TokenKey(slotID: entry.slotID, rowID: rowID)] = nil
+        }
+    }
+
+    /// Session objects of a slot visible with the given login, in handle order.
+    func sessionObjects(onSlot slotID: CK_SLOT_ID) -> [(handle: CK_OBJECT_HANDLE, object: SessionObject)] {
+        entries.compactMap { handle, entry in
+            guard entry.slotID == slotID, case .session(let object) = entry.location else { return nil }
+            return (handle, object)
+        }.sorted { $0.handle < $1.handle }
+    }
+
+    mutating func removeSessionObjects(ownedBy session: CK_SESSION_HANDLE) {
+        for (handle, entry) in entries {
+            if case .session(let object) = entry.location, object.owner == session { entries[handle] = nil }
+        }
+    }
+
+    mutating func removeSessionObjects(onSlot slotID: CK_SLOT_ID) {
+        for (handle, entry) in entries where entry.slotID == slotID {
+            if case .session = entry.location { entries[handle] = nil }
+        }
+    }
+
+    /// Forgets every handle of a slot (its keychain was re-initialised).
+    mutating func removeAll(onSlot slotID: CK_SLOT_ID) {
+        for (handle, entry) in entries where entry.slotID == slotID { remove(handle) }
+    }
+}

@@ -1,0 +1,204 @@
+import CPKCS11
+import Glibc
+import KeychainCore
+import KeychainCrypto
+
+/// PKCS#11 §5.7 object management.
+extension ModuleState {
+    /// A handle's entry if the session may see it: same token, and private objects only while
+    /// the user is logged in (PKCS#11 §4.1.2).
+    private func visibleEntry(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> ObjectEntry {
+        guard let entry = handles[handle], entry.slotID == session.slotID, !entry.isPrivate || token.login == .user else {
+            throw CKError.objectHandleInvalid
+        }
+        return entry
+    }
+
+    /// The object's attributes; a token object deleted by another process loses its handle.
+    private func attributes(of entry: ObjectEntry, handle: CK_OBJECT_HANDLE, token: Token) throws(CKError) -> ObjectAttributes {
+        switch entry.location {
+        case .session(let object):
+            return object.attributes
+        case .token(let rowID):
+            do {
+                return try token.keychain.object(id: rowID, master: token.userMaster)
+            } catch where error.code == .objectNotFound {
+                handles.remove(handle)
+                throw CKError.objectHandleInvalid
+            } catch {
+                throw CKError(error)
+            }
+        }
+    }
+
+    /// Write rules shared by create, copy, set and destroy.
+    private func checkWritable(token isToken: Bool, private isPrivate: Bool, session: Session, login: Token.Login) throws(CKError) {
+        if isToken, !session.readWrite { throw CKError.sessionReadOnly }
+        if isPrivate, login != .user { throw CKError.userNotLoggedIn }
+    }
+
+    private static func newUniqueID() throws(CKError) -> (uid: [UInt8], text: [UInt8]) {
+        guard let uid = try? Random.bytes(16) else { throw CKError(CK_RV(CKR_DEVICE_ERROR), "random generator failed") }
+        return (uid, Array(uid.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined().utf8))
+    }
+
+    /// Stores `object` as a token or session object and returns its new handle.
+    private func store(_ object: ObjectAttributes, uid: [UInt8], session: Session, token: Token) throws(CKError) -> CK_OBJECT_HANDLE {
+        try checkWritable(token: object.isToken, private: object.isPrivate, session: session, login: token.login)
+        if object.isToken {
+            let rowID = try keychain { () throws(KeychainError) in try token.keychain.add(object, uid: uid, master: token.userMaster) }
+            return handles.handle(forTokenObject: rowID, slotID: session.slotID, isPrivate: object.isPrivate)
+        }
+        var stamped = object
+        let now = AttributeValue.ulong(UInt(time(nil)))
+        stamped[.creationTime] = now
+        stamped[.modificationTime] = now
+        return handles.add(SessionObject(attributes: stamped, owner: session.handle), slotID: session.slotID)
+    }
+
+    func createObject(_ handle: CK_SESSION_HANDLE, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
+        try withSession(handle) { session, token throws(CKError) in
+            let id = try Self.newUniqueID()
+            let object = try keychain { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: id.text) }
+            return try store(object, uid: id.uid, session: session, token: token)
+        }
+    }
+
+    func copyObject(_ handle: CK_SESSION_HANDLE, object source: CK_OBJECT_HANDLE, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
+        try withSession(handle) { session, token throws(CKError) in
+            let entry = try visibleEntry(source, session: session, token: token)
+            let original = try attributes(of: entry, handle: source, token: token)
+            let id = try Self.newUniqueID()
+            let copy = try keychain { () throws(KeychainError) in try ObjectTemplate.copy(original, with: template, uniqueID: id.text) }
+            return try store(copy, uid: id.uid, session: session, token: token)
+        }
+    }
+
+    func destroyObject(_ handle: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE) throws(CKError) {
+        try withSession(handle) { session, token throws(CKError) in
+            let entry = try visibleEntry(object, session: session, token: token)
+            let isToken: Bool
+            if case .token = entry.location { isToken = true } else { isToken = false }
+            try checkWritable(token: isToken, private: false, session: session, login: token.login)
+            let current = try attributes(of: entry, handle: object, token: token)
+            guard current.isDestroyable else { throw CKError(CK_RV(CKR_ACTION_PROHIBITED), "the object is not destroyable") }
+            if case .token(let rowID) = entry.location {
+                try keychain { () throws(KeychainError) in try token.keychain.remove(id: rowID) }
+            }
+            handles.remove(object)
+        }
+    }
+
+    func objectSize(_ handle: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE) throws(CKError) -> CK_ULONG {
+        try withSession(handle) { session, token throws(CKError) in
+            let entry = try visibleEntry(object, session: session, token: token)
+            switch entry.location {
+            case .session(let sessionObject): return CK_ULONG(sessionObject.attributes.size)
+            case .token(let rowID): return CK_ULONG(try keychain { () throws(KeychainError) in try token.keychain.storedSize(id: rowID) })
+            }
+        }
+    }
+
+    /// C_GetAttributeValue over the caller's array: every entry gets a length or
+    /// CK_UNAVAILABLE_INFORMATION; the return value reports one of the per-attribute problems.
+    func getAttributeValues(_ handle: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, entries: UnsafeMutableBufferPointer<CK_ATTRIBUTE>) throws(CKError) {
+        try withSession(handle) { session, token throws(CKError) in
+            let entry = try visibleEntry(object, session: session, token: token)
+            let current = try attributes(of: entry, handle: object, token: token)
+            var problem: CKError?
+            for index in entries.indices {
+                let type = AttributeType(entries[index].type)
+                guard let value = current[type] else {
+                    entries[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
+                    problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_TYPE_INVALID), "object has no attribute \(type)")
+                    continue
+                }
+                if AttributeTable.rule(type)?.flags.contains(.sensitive) == true {
+                    entries[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
+                    problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_SENSITIVE), "attribute \(type) is sensitive")
+                    continue
+                }
+                guard let destination = entries[index].pValue else {
+                    entries[index].ulValueLen = CK_ULONG(value.count)
+                    continue
+                }
+                guard entries[index].ulValueLen >= CK_ULONG(value.count) else {
+                    entries[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
+                    problem = problem ?? CKError.bufferTooSmall(required: value.count)
+                    continue
+                }
+                value.withUnsafeBytes { source in
+                    if let base = source.baseAddress { destination.copyMemory(from: base, byteCount: source.count) }
+                }
+                entries[index].ulValueLen = CK_ULONG(value.count)
+            }
+            if let problem { throw problem }
+        }
+    }
+
+    func setAttributeValues(_ handle: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, template: Template) throws(CKError) {
+        try withSession(handle) { session, token throws(CKError) in
+            let entry = try visibleEntry(object, session: session, token: token)
+            let isToken: Bool
+            if case .token = entry.location { isToken = true } else { isToken = false }
+            try checkWritable(token: isToken, private: false, session: session, login: token.login)
+            let current = try attributes(of: entry, handle: object, token: token)
+            let updated = try keychain { () throws(KeychainError) in try ObjectTemplate.set(template, on: current) }
+            switch entry.location {
+            case .session(let sessionObject):
+                sessionObject.attributes = updated
+                sessionObject.attributes[.modificationTime] = AttributeValue.ulong(UInt(time(nil)))
+            case .token(let rowID):
+                try keychain { () throws(KeychainError) in try token.keychain.replace(id: rowID, with: updated, master: token.userMaster) }
+            }
+        }
+    }
+
+    func findObjectsInit(_ handle: CK_SESSION_HANDLE, template: Template) throws(CKError) {
+        try withSession(handle) { session, token throws(CKError) in
+            guard session.find == nil else { throw CKError(CK_RV(CKR_OPERATION_ACTIVE), "a search is already active") }
+            var found: [CK_OBJECT_HANDLE] = []
+            let master = token.userMaster
+            let rows = try keychain { () throws(KeychainError) in try token.keychain.find(template, master: master) }
+            for row in rows {
+                found.append(handles.handle(forTokenObject: row.id, slotID: session.slotID, isPrivate: row.isPrivate))
+            }
+            for (objectHandle, object) in handles.sessionObjects(onSlot: session.slotID) {
+                if object.attributes.isPrivate, token.login != .user { continue }
+                if object.attributes.matches(template) { found.append(objectHandle) }
+            }
+            session.find = FindOperation(remaining: found[...])
+        }
+    }
+
+    func findObjects(_ handle: CK_SESSION_HANDLE, into buffer: UnsafeMutablePointer<CK_OBJECT_HANDLE>?, maximum: CK_ULONG) throws(CKError) -> CK_ULONG {
+        let session = try session(handle)
+        guard var find = session.find else { throw CKError(CK_RV(CKR_OPERATION_NOT_INITIALIZED), "C_FindObjectsInit first") }
+        let count = Int(min(CK_ULONG(find.remaining.count), maximum))
+        if count > 0 {
+            guard let buffer else { throw CKError.argumentsBad }
+            for (offset, objectHandle) in find.remaining.prefix(count).enumerated() { buffer[offset] = objectHandle }
+            find.remaining = find.remaining.dropFirst(count)
+            session.find = find
+        }
+        return CK_ULONG(count)
+    }
+
+    func findObjectsFinal(_ handle: CK_SESSION_HANDLE) throws(CKError) {
+        let session = try session(handle)
+        guard session.find != nil else { throw CKError(CK_RV(CKR_OPERATION_NOT_INITIALIZED), "no active search") }
+        session.find = nil
+    }
+
+    // MARK: random numbers (§5.15)
+
+    func generateRandom(_ handle: CK_SESSION_HANDLE, into buffer: UnsafeMutableRawBufferPointer) throws(CKError) {
+        _ = try session(handle)
+        do { try Random.fill(buffer) } catch { throw CKError(CK_RV(CKR_DEVICE_ERROR), "random generator failed") }
+    }
+
+    func seedRandom(_ handle: CK_SESSION_HANDLE, seed: UnsafeRawBufferPointer) throws(CKError) {
+        _ = try session(handle)
+        Random.addSeed(seed)
+    }
+}

@@ -1,0 +1,32 @@
+import CPKCS11
+
+/// One PKCS#11 session. Login state lives on the token (shared by the application's sessions).
+final class Session {
+    let handle: CK_SESSION_HANDLE
+    let slotID: CK_SLOT_ID
+    let readWrite: Bool
+    /// The active C_FindObjects operation: handles not yet returned.
+    var find: FindOperation?
+
+    init(handle: CK_SESSION_HANDLE, slotID: CK_SLOT_ID, readWrite: Bool) {
+        self.handle = handle
+        self.slotID = slotID
+        self.readWrite = readWrite
+    }
+
+    /// CKS_* for C_GetSessionInfo (PKCS#11 §5.6 session states).
+    func state(login: Token.Login) -> CK_STATE {
+        switch (login, readWrite) {
+        case (.user, false): return CK_STATE(CKS_RO_USER_FUNCTIONS)
+        case (.user, true): return CK_STATE(CKS_RW_USER_FUNCTIONS)
+        case (.securityOfficer, _): return CK_STATE(CKS_RW_SO_FUNCTIONS)
+        case (.none, false): return CK_STATE(CKS_RO_PUBLIC_SESSION)
+        case (.none, true): return CK_STATE(CKS_RW_PUBLIC_SESSION)
+        }
+    }
+}
+
+/// The results of C_FindObjectsInit, handed out by C_FindObjects.
+struct FindOperation {
+    var remaining: ArraySlice<CK_OBJECT_HANDLE>
+}

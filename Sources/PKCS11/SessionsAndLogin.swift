@@ -1,0 +1,99 @@
+import CPKCS11
+import KeychainCore
+
+/// PKCS#11 §5.6 session management, with PINs (§5.5 C_InitPIN, C_SetPIN).
+extension ModuleState {
+    func openSession(slotID: CK_SLOT_ID, flags: CK_FLAGS) throws(CKError) -> CK_SESSION_HANDLE {
+        let slot = try slot(slotID)
+        guard flags & CK_FLAGS(CKF_SERIAL_SESSION) != 0 else {
+            throw CKError(CK_RV(CKR_SESSION_PARALLEL_NOT_SUPPORTED), "CKF_SERIAL_SESSION must be set")
+        }
+        guard let token = slot.token else {
+            throw CKError(CK_RV(CKR_TOKEN_NOT_RECOGNIZED), "the empty slot has no keychain yet: C_InitToken creates one")
+        }
+        let readWrite = flags & CK_FLAGS(CKF_RW_SESSION) != 0
+        if !readWrite, token.login == .securityOfficer {
+            throw CKError(CK_RV(CKR_SESSION_READ_WRITE_SO_EXISTS), "the SO is logged in: only read/write sessions")
+        }
+        return openSession(slotID: slotID, readWrite: readWrite)
+    }
+
+    func closeAllSessions(slotID: CK_SLOT_ID) throws(CKError) {
+        _ = try slot(slotID)
+        for session in sessions(on: slotID) { closeSession(session) }
+    }
+
+    func sessionInfo(_ handle: CK_SESSION_HANDLE) throws(CKError) -> CK_SESSION_INFO {
+        try withSession(handle) { session, token throws(CKError) in
+            var info = CK_SESSION_INFO()
+            info.slotID = session.slotID
+            info.state = session.state(login: token.login)
+            info.flags = CK_FLAGS(CKF_SERIAL_SESSION) | (session.readWrite ? CK_FLAGS(CKF_RW_SESSION) : 0)
+            info.ulDeviceError = 0
+            return info
+        }
+    }
+
+    func login(_ handle: CK_SESSION_HANDLE, userType: CK_USER_TYPE, pin: UnsafeRawBufferPointer) throws(CKError) {
+        try withSession(handle) { session, token throws(CKError) in
+            let wanted: Token.Login
+            switch userType {
+            case CK_USER_TYPE(CKU_USER): wanted = .user
+            case CK_USER_TYPE(CKU_SO): wanted = .securityOfficer
+            case CK_USER_TYPE(CKU_CONTEXT_SPECIFIC):
+                guard token.login == .user else { throw CKError.userNotLoggedIn }
+                // No operation needs per-operation authentication until keys exist.
+                throw CKError(CK_RV(CKR_OPERATION_NOT_INITIALIZED), "no operation awaits context-specific login")
+            default:
+                throw CKError(CK_RV(CKR_USER_TYPE_INVALID), "unknown user type \(userType)")
+            }
+            if token.login == wanted {
+                throw CKError(CK_RV(CKR_USER_ALREADY_LOGGED_IN), "already logged in")
+            }
+            if token.login != .none {
+                throw CKError(CK_RV(CKR_USER_ANOTHER_ALREADY_LOGGED_IN), "another user is logged in")
+            }
+            if wanted == .securityOfficer, sessions(on: session.slotID).contains(where: { !$0.readWrite }) {
+                throw CKError(CK_RV(CKR_SESSION_READ_ONLY_EXISTS), "close read-only sessions before the SO logs in")
+            }
+            let master = try keychain { () throws(KeychainError) in
+                guard pin.count <= PINPolicy.maximumLength else { throw KeychainError(.pinIncorrect, "PIN too long") }
+                return try token.keychain.unlock(wanted == .user ? .user : .securityOfficer, pin: pin)
+            }
+            token.logIn(wanted, master: master)
+        }
+    }
+
+    func logout(_ handle: CK_SESSION_HANDLE) throws(CKError) {
+        try withSession(handle) { session, token throws(CKError) in
+            guard token.login != .none else { throw CKError.userNotLoggedIn }
+            token.logout()
+            for other in sessions(on: session.slotID) { other.find = nil }
+        }
+    }
+
+    func initPIN(_ handle: CK_SESSION_HANDLE, pin: UnsafeRawBufferPointer) throws(CKError) {
+        try withSession(handle) { session, token throws(CKError) in
+            guard session.readWrite, let master = token.securityOfficerMaster else {
+                throw CKError(CK_RV(CKR_USER_NOT_LOGGED_IN), "C_InitPIN needs the SO logged in on a read/write session")
+            }
+            try keychain { () throws(KeychainError) in try token.keychain.setUserPIN(pin, master: master, kdf: configuration.kdf) }
+        }
+    }
+
+    func setPIN(_ handle: CK_SESSION_HANDLE, old: UnsafeRawBufferPointer, new: UnsafeRawBufferPointer) throws(CKError) {
+        try withSession(handle) { session, token throws(CKError) in
+            guard session.readWrite else { throw CKError.sessionReadOnly }
+            let owner: PINOwner = token.login == .securityOfficer ? .securityOfficer : .user
+            try keychain { () throws(KeychainError) in
+                guard old.count <= PINPolicy.maximumLength else { throw KeychainError(.pinIncorrect, "PIN too long") }
+                try token.keychain.changePIN(owner, old: old, new: new, kdf: configuration.kdf)
+            }
+        }
+    }
+
+    func cancel(_ handle: CK_SESSION_HANDLE, flags: CK_FLAGS) throws(CKError) {
+        let session = try session(handle)
+        if flags & CK_FLAGS(CKF_FIND_OBJECTS) != 0 { session.find = nil }
+    }
+}
