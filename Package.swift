@@ -43,7 +43,7 @@ let package = Package(
         ),
         .target(
             name: "KeychainCore",
-            dependencies: ["KeychainStore", "KeychainCrypto", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["KeychainStore", "KeychainCrypto"],
             swiftSettings: providerSwiftSettings
         ),
         .target(
@@ -66,6 +66,7 @@ let package = Package(
             name: "keychainctl",
             dependencies: [
                 "KeychainCore",
+                "KeychainCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -1,0 +1,66 @@
+import ArgumentParser
+import KeychainCore
+
+struct Create: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a keychain in the keychain directory.",
+        discussion: """
+        Examples:
+          keychainctl create --label login
+          keychainctl create --label ci --so-pin-file so.pin --pin-file user.pin
+          KEYCHAIN_PKCS11_SO_PIN=... KEYCHAIN_PKCS11_PIN=... keychainctl create --label build
+        """
+    )
+
+    @Option(help: "The keychain's label (its PKCS#11 token label, at most 32 bytes).")
+    var label: String
+
+    @Option(help: "Read the SO PIN from this file (first line).")
+    var soPinFile: String?
+
+    @Option(help: "Read the user PIN from this file (first line).")
+    var pinFile: String?
+
+    func validate() throws {
+        guard !label.isEmpty, label.utf8.count <= 32 else {
+            throw ValidationError("the label must have 1 to 32 bytes")
+        }
+    }
+
+    func run() throws {
+        let configuration = Configuration.current()
+        let directory = KeychainDirectory(path: configuration.directory)
+        let taken = directory.keychainFiles().contains { (try? Keychain.open(at: $0).info().label) == label }
+        if taken {
+            throw fail("a keychain labelled '\(label)' already exists; choose another label (see 'keychainctl list').", status: ExitStatus.exists)
+        }
+        let soPIN: SecretInput
+        let userPIN: SecretInput
+        do {
+            soPIN = try SecretInput.read(file: soPinFile, environment: "KEYCHAIN_PKCS11_SO_PIN", prompt: "SO PIN for '\(label)'", confirm: true)
+            userPIN = try SecretInput.read(file: pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN for '\(label)'", confirm: true)
+        } catch let error as SecretInput.Failure {
+            throw fail(error.message, status: ExitStatus.pin)
+        }
+        do {
+            let keychain = try soPIN.withBytes { so in
+                try userPIN.withBytes { user in
+                    try check(so, name: "SO PIN")
+                    try check(user, name: "user PIN")
+                    return try directory.createKeychain(slotID: nil, label: label, soPIN: so, userPIN: user, kdf: configuration.kdf)
+                }
+            }
+            let info = try keychain.info()
+            print("Created keychain '\(info.label)' in slot \(info.slotID.map(String.init) ?? "?"), serial \(info.serial)")
+            print("File: \(keychain.path)")
+        } catch let error as KeychainError {
+            throw failure(for: error)
+        }
+    }
+
+    private func check(_ pin: UnsafeRawBufferPointer, name: String) throws(KeychainError) {
+        guard pin.count >= PINPolicy.minimumLength, pin.count <= PINPolicy.maximumLength else {
+            throw KeychainError(.pinLengthRange, "the \(name) must have \(PINPolicy.minimumLength) to \(PINPolicy.maximumLength) bytes")
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import Glibc
+import KeychainCrypto
+
+/// A PIN read from a file, the environment or a no-echo prompt, kept in a wiping buffer.
+struct SecretInput {
+    struct Failure: Error {
+        let message: String
+    }
+
+    private let secret: SecureBytes
+
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        try secret.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws -> R in try body(bytes) }
+    }
+
+    /// File first, then the environment variable, then the terminal (asking twice when `confirm`).
+    static func read(file: String?, environment: String, prompt: String, confirm: Bool) throws -> SecretInput {
+        if let file {
+            guard let handle = fopen(file, "r") else {
+                throw Failure(message: "cannot read \(file): \(String(cString: strerror(errno)))")
+            }
+            defer { fclose(handle) }
+            var line = readLine(handle)
+            defer { wipe(&line) }
+            return SecretInput(secret: SecureBytes(line))
+        }
+        if let value = getenv(environment) {
+            return SecretInput(secret: SecureBytes(Array(String(cString: value).utf8)))
+        }
+        guard isatty(STDIN_FILENO) == 1 || access("/dev/tty", R_OK | W_OK) == 0 else {
+            throw Failure(message: "no terminal to ask for the \(prompt); use a PIN file or \(environment)")
+        }
+        var first = try promptWithoutEcho(prompt + ": ")
+        defer { wipe(&first) }
+        if confirm {
+            var second = try promptWithoutEcho("Again: ")
+            defer { wipe(&second) }
+            guard ConstantTime.equals(first, second) else { throw Failure(message: "the two entries differ") }
+        }
+        return SecretInput(secret: SecureBytes(first))
+    }
+
+    /// One line without its newline.
+    private static func readLine(_ handle: UnsafeMutablePointer<FILE>) -> [UInt8] {
+        var bytes: [UInt8] = []
+        while true {
+            let c = fgetc(handle)
+            if c == EOF || c == 0x0A { break }
+            bytes.append(UInt8(truncatingIfNeeded: c))
+        }
+        if bytes.last == 0x0D { bytes.removeLast() }
+        return bytes
+    }
+
+    private static func promptWithoutEcho(_ prompt: String) throws -> [UInt8] {
+        guard let tty = fopen("/dev/tty", "r+") else { throw Failure(message: "cannot open the terminal") }
+        defer { fclose(tty) }
+        let fd = fileno(tty)
+        var saved = termios()
+        tcgetattr(fd, &saved)
+        var silent = saved
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(fd, TCSAFLUSH, &silent)
+        defer { tcsetattr(fd, TCSAFLUSH, &saved) }
+        fputs(prompt, tty)
+        fflush(tty)
+        let line = readLine(tty)
+        fputs("\n", tty)
+        return line
+    }
+}

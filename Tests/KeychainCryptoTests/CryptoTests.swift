@@ -1,0 +1,113 @@
+import XCTest
+@testable import KeychainCrypto
+
+final class AESGCMTests: XCTestCase {
+    private let key = SecureBytes(Array(repeating: 0x42, count: 32))
+
+    func test_seal_then_open_returns_the_plaintext() throws {
+        let plaintext: [UInt8] = Array("the secret value".utf8)
+        let box = try plaintext.withUnsafeBytes { try AESGCM.seal($0, key: key, associatedData: [1, 2, 3]) }
+        XCTAssertEqual(box.count, plaintext.count + AESGCM.overhead)
+        XCTAssertEqual(try AESGCM.open(box, key: key, associatedData: [1, 2, 3]).bytes, plaintext)
+    }
+
+    func test_empty_plaintext_round_trips() throws {
+        let box = try AESGCM.seal(SecureBytes(count: 0), key: key, associatedData: [])
+        XCTAssertEqual(box.count, AESGCM.overhead)
+        XCTAssertEqual(try AESGCM.open(box, key: key, associatedData: []).count, 0)
+    }
+
+    func test_every_flipped_byte_fails_authentication() throws {
+        let box = try [UInt8](repeating: 7, count: 40).withUnsafeBytes { try AESGCM.seal($0, key: key, associatedData: [9]) }
+        for index in box.indices {
+            var altered = box
+            altered[index] ^= 0x01
+            XCTAssertThrowsError(try AESGCM.open(altered, key: key, associatedData: [9])) { error in
+                XCTAssertEqual((error as? CryptoError)?.code, .authenticationFailed, "byte \(index)")
+            }
+        }
+    }
+
+    func test_other_associated_data_or_key_fails() throws {
+        let box = try [UInt8](repeating: 1, count: 8).withUnsafeBytes { try AESGCM.seal($0, key: key, associatedData: [1]) }
+        XCTAssertThrowsError(try AESGCM.open(box, key: key, associatedData: [2]))
+        XCTAssertThrowsError(try AESGCM.open(box, key: SecureBytes(Array(repeating: 0x43, count: 32)), associatedData: [1]))
+    }
+
+    func test_truncated_box_fails_without_crashing() {
+        for length in 0..<AESGCM.overhead {
+            XCTAssertThrowsError(try AESGCM.open([UInt8](repeating: 0, count: length), key: key, associatedData: []))
+        }
+    }
+
+    func test_nonces_differ_between_seals() throws {
+        let a = try [UInt8]([1]).withUnsafeBytes { try AESGCM.seal($0, key: key, associatedData: []) }
+        let b = try [UInt8]([1]).withUnsafeBytes { try AESGCM.seal($0, key: key, associatedData: []) }
+        XCTAssertNotEqual(Array(a.prefix(12)), Array(b.prefix(12)))
+    }
+}
+
+final class KeyDerivationTests: XCTestCase {
+    private func hex(_ text: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var index = text.startIndex
+        while index < text.endIndex {
+            let next = text.index(index, offsetBy: 2)
+            bytes.append(UInt8(text[index..<next], radix: 16) ?? 0)
+            index = next
+        }
+        return bytes
+    }
+
+    /// RFC 7914 §12, first test vector.
+    func test_scrypt_matches_rfc7914_vector() throws {
+        let key = try KeyDerivation.scrypt(password: UnsafeRawBufferPointer(start: nil, count: 0), salt: [],
+                                           parameters: ScryptParameters(logN: 4, blockSize: 1, parallelism: 1), length: 64)
+        XCTAssertEqual(key.bytes, hex("77d6576238657b203b19ca42c18a0497f16b4844e3074ae8dfdffa3fede21442fcd0069ded0948f8326a753a0fc81f17e8d3e0fb2e0d3628cf35e20c38d18906"))
+    }
+
+    /// RFC 7914 §12, second test vector ("password", "NaCl", N=1024, r=8, p=16).
+    func test_scrypt_matches_rfc7914_password_vector() throws {
+        let key = try Array("password".utf8).withUnsafeBytes {
+            try KeyDerivation.scrypt(password: $0, salt: Array("NaCl".utf8), parameters: ScryptParameters(logN: 10, blockSize: 8, parallelism: 16), length: 64)
+        }
+        XCTAssertEqual(key.bytes, hex("fdbabe1c9d3472007856e7190d01e9fe7c6ad7cbc8237830e77376634b3731622eaf30d92e22a3886ff109279d9830dac727afb94a83ee6d8360cbdfa2cc0640"))
+    }
+
+    func test_scrypt_refuses_parameters_beyond_the_limits() {
+        XCTAssertThrowsError(try KeyDerivation.scrypt(password: UnsafeRawBufferPointer(start: nil, count: 0), salt: [],
+                                                      parameters: ScryptParameters(logN: 40, blockSize: 8, parallelism: 1)))
+    }
+
+    /// RFC 5869 appendix A.1.
+    func test_hkdf_matches_rfc5869_vector() throws {
+        let okm = try KeyDerivation.hkdf(key: SecureBytes([UInt8](repeating: 0x0b, count: 22)), salt: hex("000102030405060708090a0b0c"),
+                                         info: hex("f0f1f2f3f4f5f6f7f8f9"), length: 42)
+        XCTAssertEqual(okm.bytes, hex("3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865"))
+    }
+
+    func test_hmac_sha256_matches_rfc4231_case2() throws {
+        let mac = try Array("Jefe".utf8).withUnsafeBytes { k in
+            try Array("what do ya want for nothing?".utf8).withUnsafeBytes { d in try Digest.hmac(.sha256, key: k, data: d) }
+        }
+        XCTAssertEqual(mac, hex("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"))
+    }
+}
+
+final class SecureBytesTests: XCTestCase {
+    func test_constant_time_comparison() {
+        XCTAssertTrue(SecureBytes([1, 2, 3]).constantTimeEquals(SecureBytes([1, 2, 3])))
+        XCTAssertFalse(SecureBytes([1, 2, 3]).constantTimeEquals(SecureBytes([1, 2, 4])))
+        XCTAssertFalse(SecureBytes([1, 2, 3]).constantTimeEquals(SecureBytes([1, 2])))
+    }
+
+    func test_random_bytes_are_not_repeated() throws {
+        XCTAssertNotEqual(try SecureBytes.random(count: 32).bytes, try SecureBytes.random(count: 32).bytes)
+    }
+
+    func test_wipe_zeroes_an_array() {
+        var bytes: [UInt8] = [1, 2, 3]
+        wipe(&bytes)
+        XCTAssertEqual(bytes, [0, 0, 0])
+    }
+}

@@ -1,0 +1,137 @@
+import Glibc
+import XCTest
+import KeychainCrypto
+@testable import KeychainStore
+
+/// A fresh directory under /tmp, removed after the test.
+func temporaryDirectory() -> String {
+    var template = Array("/tmp/kc-test.XXXXXX".utf8CString)
+    return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+}
+
+func removeDirectory(_ path: String) {
+    _ = system("rm -rf '\(path)'")
+}
+
+final class AttributeRecordTests: XCTestCase {
+    func test_encode_then_decode_round_trips() throws {
+        let attributes: [(type: UInt64, value: [UInt8])] = [(0, [0, 0, 0, 0, 0, 0, 0, 0]), (3, Array("label".utf8)), (0x11, []), (0x8000_0000_4B43_0001, [1])]
+        let decoded = try AttributeRecord.encode(attributes).withUnsafeBytes { try AttributeRecord.decode($0) }
+        XCTAssertEqual(decoded.map(\.type), attributes.map(\.type))
+        XCTAssertEqual(decoded.map(\.value), attributes.map(\.value))
+    }
+
+    func test_every_truncation_is_rejected() throws {
+        let encoded = AttributeRecord.encode([(3, Array("a label".utf8)), (0x11, [1, 2, 3])])
+        for length in 0..<encoded.count {
+            XCTAssertThrowsError(try Array(encoded.prefix(length)).withUnsafeBytes { try AttributeRecord.decode($0) }, "length \(length)")
+        }
+    }
+
+    func test_random_garbage_never_crashes() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2000 {
+            var bytes = AttributeRecord.magic + (0..<Int.random(in: 0..<64, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            if bytes.count >= 8, Bool.random(using: &generator) { bytes[4] = UInt8.random(in: 0...3, using: &generator); bytes[5...7] = [0, 0, 0] }
+            _ = try? bytes.withUnsafeBytes { try AttributeRecord.decode($0) }
+        }
+    }
+}
+
+final class KeychainDatabaseTests: XCTestCase {
+    var directory = ""
+
+    override func setUp() { directory = temporaryDirectory() }
+    override func tearDown() { removeDirectory(directory) }
+
+    func test_new_file_has_schema_wal_and_mode_0600() throws {
+        let path = directory + "/a.keychain-db"
+        let database = try KeychainDatabase(path: path, create: true)
+        var version: Int64 = 0
+        try database.database.query("PRAGMA user_version") { version = $0.int64(0) }
+        XCTAssertEqual(version, KeychainDatabase.schemaVersion)
+        var mode = ""
+        try database.database.query("PRAGMA journal_mode") { mode = $0.text(0) }
+        XCTAssertEqual(mode, "wal")
+        var status = stat()
+        XCTAssertEqual(stat(path, &status), 0)
+        XCTAssertEqual(status.st_mode & 0o777, 0o600)
+        XCTAssertEqual(try database.integrityCheck(), "ok")
+    }
+
+    func test_a_file_from_a_newer_version_is_refused() throws {
+        let path = directory + "/b.keychain-db"
+        let database = try KeychainDatabase(path: path, create: true)
+        try database.database.execute("PRAGMA user_version = 99")
+        XCTAssertThrowsError(try KeychainDatabase(path: path, create: false)) { error in
+            XCTAssertEqual((error as? StoreError)?.code, .schemaTooNew)
+        }
+    }
+
+    func test_a_file_that_is_not_a_database_is_refused() throws {
+        let path = directory + "/c.keychain-db"
+        let file = fopen(path, "w")
+        fputs(String(repeating: "not a database ", count: 300), file)
+        fclose(file)
+        XCTAssertThrowsError(try KeychainDatabase(path: path, create: false)) { error in
+            XCTAssertEqual((error as? StoreError)?.code, .corrupt)
+        }
+    }
+
+    func test_objects_are_found_by_index_digest_and_class() throws {
+        let database = try KeychainDatabase(path: directory + "/d.keychain-db", create: true)
+        let a = try database.insertObject(uid: [1], objectClass: 0, protection: 0, record: [1], primaryKey: nil,
+                                          index: [IndexEntry(attribute: 3, digest: [0xAA])], now: 1)
+        _ = try database.insertObject(uid: [2], objectClass: 0, protection: 1, record: [2], primaryKey: nil,
+                                      index: [IndexEntry(attribute: 3, digest: [0xBB])], now: 1)
+        XCTAssertEqual(try database.findObjects(protections: [0, 1], objectClass: 0, terms: [IndexTerm(attribute: 3, digests: [[0xAA]])], withRecords: true).map(\.id), [a])
+        XCTAssertEqual(try database.findObjects(protections: [0], objectClass: nil, terms: [IndexTerm(attribute: 3, digests: [[0xBB]])], withRecords: false).count, 0)
+        XCTAssertEqual(try database.findObjects(protections: [0, 1], objectClass: 2, terms: [], withRecords: false).count, 0)
+        XCTAssertEqual(try database.objectCounts(), [0: 1, 1: 1])
+        try database.deleteObject(id: a)
+        XCTAssertThrowsError(try database.fetchObject(id: a)) { XCTAssertEqual(($0 as? StoreError)?.code, .notFound) }
+        XCTAssertThrowsError(try database.deleteObject(id: a)) { XCTAssertEqual(($0 as? StoreError)?.code, .notFound) }
+    }
+
+    func test_a_failed_write_transaction_leaves_nothing() throws {
+        let database = try KeychainDatabase(path: directory + "/e.keychain-db", create: true)
+        struct Abort: Error {}
+        XCTAssertThrowsError(try database.write {
+            _ = try database.insertObject(uid: [9], objectClass: 0, protection: 0, record: [1], primaryKey: nil, index: [], now: 1)
+            throw Abort()
+        })
+        XCTAssertEqual(try database.objectCounts(), [:])
+    }
+
+    func test_a_second_connection_sees_writes_at_once() throws {
+        let path = directory + "/f.keychain-db"
+        let writer = try KeychainDatabase(path: path, create: true)
+        let reader = try KeychainDatabase(path: path, create: false)
+        XCTAssertEqual(try reader.objectCounts(), [:])
+        _ = try writer.insertObject(uid: [3], objectClass: 0, protection: 0, record: [1], primaryKey: nil, index: [], now: 1)
+        XCTAssertEqual(try reader.objectCounts(), [0: 1])
+    }
+}
+
+final class SealedRecordTests: XCTestCase {
+    private let base = SecureBytes(Array(repeating: 5, count: 32))
+
+    func test_a_record_opens_only_on_its_own_row() throws {
+        let plaintext = SecureBytes(Array("attributes".utf8))
+        let box = try SealedRecord.seal(plaintext, base: base, uid: [1, 1], objectClass: 0, protection: 1)
+        XCTAssertEqual(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 1, version: SealedRecord.currentVersion).bytes, plaintext.bytes)
+        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 2], objectClass: 0, protection: 1, version: SealedRecord.currentVersion))
+        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 3, protection: 1, version: SealedRecord.currentVersion))
+        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 0, version: SealedRecord.currentVersion))
+        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 1, version: 2))
+    }
+
+    func test_blind_index_is_keyed_and_binds_the_attribute() throws {
+        let one = try BlindIndex(deriving: base)
+        let other = try BlindIndex(deriving: SecureBytes(Array(repeating: 6, count: 32)))
+        XCTAssertEqual(try one.digest(attribute: 3, value: [1]), try one.digest(attribute: 3, value: [1]))
+        XCTAssertNotEqual(try one.digest(attribute: 3, value: [1]), try other.digest(attribute: 3, value: [1]))
+        XCTAssertNotEqual(try one.digest(attribute: 3, value: [1]), try one.digest(attribute: 4, value: [1]))
+        XCTAssertEqual(try one.digest(attribute: 3, value: [1]).count, 16)
+    }
+}

@@ -1,0 +1,58 @@
+# Shared helpers for the interop tests. Each test_*.sh is run by run.sh in its own temporary
+# keychain directory with these variables set:
+#   MODULE       absolute path of libkeychain-pkcs11.so under test
+#   KEYCHAINCTL  absolute path of the keychainctl binary
+#   KEYCHAIN_PKCS11_DIR   an empty temporary directory for this test's keychains
+#   KEYCHAIN_PKCS11_KDF_LOG_N  a low scrypt cost so that tests run quickly
+#   WORK         a scratch directory for the test's own files
+set -u
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+# expect_eq ACTUAL EXPECTED MESSAGE
+expect_eq() {
+    [ "$1" = "$2" ] || fail "$3: expected [$2], got [$1]"
+}
+
+# expect_contains HAYSTACK NEEDLE MESSAGE
+expect_contains() {
+    case "$1" in
+        *"$2"*) ;;
+        *) fail "$3: [$2] not found in output: $1" ;;
+    esac
+}
+
+# expect_not_contains HAYSTACK NEEDLE MESSAGE
+expect_not_contains() {
+    case "$1" in
+        *"$2"*) fail "$3: [$2] unexpectedly found" ;;
+        *) ;;
+    esac
+}
+
+p11() {
+    pkcs11-tool --module "$MODULE" "$@"
+}
+
+# new_keychain LABEL SO_PIN USER_PIN: initialises the empty slot through pkcs11-tool and
+# sets the user PIN; prints nothing.
+new_keychain() {
+    local slot
+    slot=$(empty_slot)
+    p11 --slot "$slot" --init-token --label "$1" --so-pin "$2" >/dev/null || fail "init-token $1"
+    slot=$(slot_of "$1")
+    p11 --slot "$slot" --init-pin --login --login-type so --so-pin "$2" --pin "$3" >/dev/null || fail "init-pin $1"
+}
+
+# empty_slot: the slot ID (decimal) of the uninitialised slot.
+empty_slot() {
+    p11 -L 2>/dev/null | awk '/^Slot [0-9]+ \(0x[0-9a-f]+\)/ { id=$3 } /token state: +uninitialized/ { gsub(/[()]/, "", id); print strtonum(id); exit }'
+}
+
+# slot_of LABEL: the slot ID (decimal) of the token labelled LABEL.
+slot_of() {
+    p11 -L 2>/dev/null | awk -v label="$1" '/^Slot [0-9]+ \(0x[0-9a-f]+\)/ { id=$3 } /token label *:/ { sub(/^[^:]*: /, ""); if ($0 == label) { gsub(/[()]/, "", id); print strtonum(id); exit } }'
+}
