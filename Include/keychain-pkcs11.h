@@ -205,8 +205,6 @@ typedef CK_FUNCTION_LIST_3_0_PTR *CK_FUNCTION_LIST_3_0_PTR_PTR;
 #define CKA_KC_VENDOR_BASE            (CKA_VENDOR_DEFINED | 0x4B430000UL)
 #define CKO_KC_VENDOR_BASE            (CKO_VENDOR_DEFINED | 0x4B430000UL)
 
-/* CK_ULONG, read-only: the SQLite schema version the object's record was sealed under. */
-#define CKA_KC_RECORD_VERSION         (CKA_KC_VENDOR_BASE + 0x01UL)
 /* CK_ULONG, read-only: creation time of a token object, seconds since 1970 (UTC). */
 #define CKA_KC_CREATION_TIME          (CKA_KC_VENDOR_BASE + 0x02UL)
 /* CK_ULONG, read-only: last modification time of a token object, seconds since 1970 (UTC). */

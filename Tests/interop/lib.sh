@@ -47,12 +47,25 @@ new_keychain() {
     p11 --slot "$slot" --init-pin --login --login-type so --so-pin "$2" --pin "$3" >/dev/null || fail "init-pin $1"
 }
 
+# _slot_hex LABEL: the slot ID (hex, as pkcs11-tool -L prints it) of the token labelled LABEL,
+# or of the uninitialised token when LABEL is empty. Plain POSIX awk (Debian's default is mawk).
+_slot_hex() {
+    p11 -L 2>/dev/null | awk -v label="$1" '
+        /^Slot [0-9]+ \(0x[0-9a-f]+\)/ { id = $3; gsub(/[():]/, "", id) }
+        label == "" && /token state: +uninitialized/ { print id; exit }
+        label != "" && /token label *:/ { sub(/^[^:]*: /, ""); if ($0 == label) { print id; exit } }'
+}
+
 # empty_slot: the slot ID (decimal) of the uninitialised slot.
 empty_slot() {
-    p11 -L 2>/dev/null | awk '/^Slot [0-9]+ \(0x[0-9a-f]+\)/ { id=$3 } /token state: +uninitialized/ { gsub(/[()]/, "", id); print strtonum(id); exit }'
+    local h
+    h=$(_slot_hex "")
+    [ -n "$h" ] && printf '%d\n' "$h"
 }
 
 # slot_of LABEL: the slot ID (decimal) of the token labelled LABEL.
 slot_of() {
-    p11 -L 2>/dev/null | awk -v label="$1" '/^Slot [0-9]+ \(0x[0-9a-f]+\)/ { id=$3 } /token label *:/ { sub(/^[^:]*: /, ""); if ($0 == label) { gsub(/[()]/, "", id); print strtonum(id); exit } }'
+    local h
+    h=$(_slot_hex "$1")
+    [ -n "$h" ] && printf '%d\n' "$h"
 }

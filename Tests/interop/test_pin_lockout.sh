@@ -3,13 +3,6 @@
 # right PIN gives CKR_PIN_LOCKED until the SO re-sets the user PIN, which keeps every object.
 . "$HERE/lib.sh"
 
-# lib.sh's empty_slot/slot_of call gawk's strtonum, which Debian's default awk (mawk) lacks.
-if ! awk 'BEGIN { strtonum("1") }' >/dev/null 2>&1; then
-    _slot_hex() { p11 -L 2>/dev/null | awk -v label="$1" '/^Slot [0-9]+ \(0x[0-9a-f]+\)/ { id=$3; gsub(/[():]/, "", id) } label == "" && /token state: +uninitialized/ { print id; exit } label != "" && /token label *:/ { sub(/^[^:]*: /, ""); if ($0 == label) { print id; exit } }'; }
-    empty_slot() { local h; h=$(_slot_hex ""); [ -n "$h" ] && printf '%d\n' "$h"; }
-    slot_of() { local h; h=$(_slot_hex "$1"); [ -n "$h" ] && printf '%d\n' "$h"; }
-fi
-
 SO=87654321
 PIN=123456
 WRONG=000000

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Keychain PKCS#11 builds against and tests with.
+# Run as root (or with sudo available). Idempotent.
+set -euo pipefail
+
+packages=(
+    # build: system headers and libraries the Swift targets link
+    libssl-dev libsqlite3-dev libp11-kit-dev pkg-config gcc libc6-dev
+    # real clients used by the demo and the tests
+    opensc gnutls-bin p11-kit sqlite3 binutils python3
+)
+
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all packages present"
+    exit 0
+fi
+
+run() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+run apt-get update -qq
+run apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
