@@ -23,6 +23,11 @@ struct ObjectEntry {
     let location: Location
     /// CKA_PRIVATE, which never changes in place, so visibility is decided without decrypting.
     let isPrivate: Bool
+
+    var isTokenObject: Bool {
+        if case .token = location { return true }
+        return false
+    }
 }
 
 /// Object handles of this process. A token object keeps one handle for as long as the module is

@@ -37,6 +37,13 @@ extension ModuleState {
         if isPrivate, login != .user { throw CKError.userNotLoggedIn }
     }
 
+    /// An object the session may change: visible, and a token object only in a R/W session.
+    private func objectForWriting(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> (ObjectEntry, ObjectAttributes) {
+        let entry = try visibleEntry(handle, session: session, token: token)
+        try checkWritable(token: entry.isTokenObject, private: false, session: session, login: token.login)
+        return (entry, try attributes(of: entry, handle: handle, token: token))
+    }
+
     private static func newUniqueID() throws(CKError) -> (uid: [UInt8], text: [UInt8]) {
         guard let uid = try? Random.bytes(16) else { throw CKError(CK_RV(CKR_DEVICE_ERROR), "random generator failed") }
         return (uid, Array(uid.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined().utf8))
@@ -76,11 +83,7 @@ extension ModuleState {
 
     func destroyObject(_ handle: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE) throws(CKError) {
         try withSession(handle) { session, token throws(CKError) in
-            let entry = try visibleEntry(object, session: session, token: token)
-            let isToken: Bool
-            if case .token = entry.location { isToken = true } else { isToken = false }
-            try checkWritable(token: isToken, private: false, session: session, login: token.login)
-            let current = try attributes(of: entry, handle: object, token: token)
+            let (entry, current) = try objectForWriting(object, session: session, token: token)
             guard current.isDestroyable else { throw CKError(CK_RV(CKR_ACTION_PROHIBITED), "the object is not destroyable") }
             if case .token(let rowID) = entry.location {
                 try keychain { () throws(KeychainError) in try token.keychain.remove(id: rowID) }
@@ -138,11 +141,7 @@ extension ModuleState {
 
     func setAttributeValues(_ handle: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, template: Template) throws(CKError) {
         try withSession(handle) { session, token throws(CKError) in
-            let entry = try visibleEntry(object, session: session, token: token)
-            let isToken: Bool
-            if case .token = entry.location { isToken = true } else { isToken = false }
-            try checkWritable(token: isToken, private: false, session: session, login: token.login)
-            let current = try attributes(of: entry, handle: object, token: token)
+            let (entry, current) = try objectForWriting(object, session: session, token: token)
             let updated = try keychain { () throws(KeychainError) in try ObjectTemplate.set(template, on: current) }
             switch entry.location {
             case .session(let sessionObject):

@@ -87,8 +87,11 @@ struct SlotTable {
                 logger.warning("skipping \(path): not a usable keychain")
                 continue
             }
-            var id = (try? keychain.info().slotID).flatMap { $0 }.map { CK_SLOT_ID($0) }
-            if id == nil || refreshed[id!] != nil || slots[id!].map({ $0.path != path }) == true {
+            let stored = (try? keychain.info().slotID).flatMap { $0 }.map { CK_SLOT_ID($0) }
+            let id: CK_SLOT_ID?
+            if let stored, refreshed[stored] == nil, slots[stored].map({ $0.path == path }) ?? true {
+                id = stored
+            } else {
                 // No ID yet, or a copy of another keychain's file: give it an ID of its own.
                 id = try? directory.withNextSlotID { next in (next, next + 1) }
                 if let id { try? keychain.assignSlotID(UInt(id)) }

@@ -59,8 +59,11 @@ final class ObjectTests: ModuleTestCase {
         XCTAssertRV(withTemplate([(klass, Self.ulong(UInt(CKO_CERTIFICATE)))]) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_ATTRIBUTE_VALUE_INVALID)
         var nullValue = CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_LABEL), pValue: nil, ulValueLen: 5)
         XCTAssertRV(p11.C_CreateObject!(session, &nullValue, 1, &handle), CKR_ARGUMENTS_BAD)
-        var huge = CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_LABEL), pValue: &handle, ulValueLen: CK_ULONG.max)
-        XCTAssertRV(p11.C_CreateObject!(session, &huge, 1, &handle), CKR_ATTRIBUTE_VALUE_INVALID)
+        var small = [UInt8](repeating: 0x41, count: 8)
+        small.withUnsafeMutableBytes { bytes in
+            var huge = CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_LABEL), pValue: bytes.baseAddress, ulValueLen: CK_ULONG.max)
+            XCTAssertRV(p11.C_CreateObject!(session, &huge, 1, &handle), CKR_ATTRIBUTE_VALUE_INVALID)
+        }
         XCTAssertEqual(find(session, []), [], "no failed creation left an object")
     }
 
