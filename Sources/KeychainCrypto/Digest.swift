@@ -2,20 +2,45 @@ internal import COpenSSL
 
 /// One-shot digests and HMAC over OpenSSL's EVP interface.
 public enum Digest {
-    public enum Algorithm: Sendable {
-        case sha1, sha256
+    public enum Algorithm: Sendable, CaseIterable {
+        case sha1, sha224, sha256, sha384, sha512, sha3_224, sha3_256, sha3_384, sha3_512
 
         var md: OpaquePointer? {
             switch self {
             case .sha1: return EVP_sha1()
+            case .sha224: return EVP_sha224()
             case .sha256: return EVP_sha256()
+            case .sha384: return EVP_sha384()
+            case .sha512: return EVP_sha512()
+            case .sha3_224: return EVP_sha3_224()
+            case .sha3_256: return EVP_sha3_256()
+            case .sha3_384: return EVP_sha3_384()
+            case .sha3_512: return EVP_sha3_512()
             }
         }
 
         public var outputSize: Int {
             switch self {
             case .sha1: return 20
-            case .sha256: return 32
+            case .sha224, .sha3_224: return 28
+            case .sha256, .sha3_256: return 32
+            case .sha384, .sha3_384: return 48
+            case .sha512, .sha3_512: return 64
+            }
+        }
+
+        /// OpenSSL's name, for EVP_MAC and parameter lists.
+        public var name: String {
+            switch self {
+            case .sha1: return "SHA1"
+            case .sha224: return "SHA2-224"
+            case .sha256: return "SHA2-256"
+            case .sha384: return "SHA2-384"
+            case .sha512: return "SHA2-512"
+            case .sha3_224: return "SHA3-224"
+            case .sha3_256: return "SHA3-256"
+            case .sha3_384: return "SHA3-384"
+            case .sha3_512: return "SHA3-512"
             }
         }
     }

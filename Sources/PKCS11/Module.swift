@@ -3,9 +3,14 @@ import Glibc
 import KeychainCore
 import Logging
 
+/// Silent by default (the module runs inside other programs); `KEYCHAIN_PKCS11_LOG=debug` (or
+/// trace, info…) prints each refused call with its reason to standard error. Never secrets.
 let logger: Logger = {
-    var logger = Logger(label: "keychain-pkcs11")
-    logger.logLevel = .critical
+    let level = getenv("KEYCHAIN_PKCS11_LOG").flatMap { Logger.Level(rawValue: String(cString: $0)) }
+    var logger = Logger(label: "keychain-pkcs11") { label in
+        level == nil ? SwiftLogNoOpLogHandler() as any LogHandler : StreamLogHandler.standardError(label: label)
+    }
+    logger.logLevel = level ?? .critical
     return logger
 }()
 

@@ -66,9 +66,25 @@ extension ModuleState {
     func createObject(_ handle: CK_SESSION_HANDLE, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
         try withSession(handle) { session, token throws(CKError) in
             let id = try Self.newUniqueID()
-            let object = try keychain { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: id.text) }
-            return try store(object, uid: id.uid, session: session, token: token)
+            let bySO = token.login == .securityOfficer
+            let object = try keychain { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: id.text, bySecurityOfficer: bySO) }
+            let handle = try store(object, uid: id.uid, session: session, token: token)
+            if object.objectClass == .privateKey { try addPublicKeyIfMissing(for: object, session: session, token: token) }
+            return handle
         }
+    }
+
+    /// A private key stored alone gets a public-key object derived from it, with the same
+    /// CKA_ID and label, because OpenSSH and others list only public keys and certificates.
+    private func addPublicKeyIfMissing(for privateKey: ObjectAttributes, session: Session, token: Token) throws(CKError) {
+        guard let id = privateKey[.id], let keyType = privateKey[.keyType] else { return }
+        let query: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.publicKey.rawValue)), (.keyType, keyType), (.id, id)]
+        let onToken = try keychain { () throws(KeychainError) in try token.keychain.find(query, master: token.userMaster) }
+        let inSession = handles.sessionObjects(onSlot: session.slotID).contains { $0.object.attributes.matches(query) }
+        guard onToken.isEmpty, !inSession else { return }
+        let uniqueID = try Self.newUniqueID()
+        let publicKey = try keychain { () throws(KeychainError) in try KeyFactory.publicObject(for: privateKey, uniqueID: uniqueID.text) }
+        _ = try store(publicKey, uid: uniqueID.uid, session: session, token: token)
     }
 
     func copyObject(_ handle: CK_SESSION_HANDLE, object source: CK_OBJECT_HANDLE, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
@@ -76,7 +92,8 @@ extension ModuleState {
             let entry = try visibleEntry(source, session: session, token: token)
             let original = try attributes(of: entry, handle: source, token: token)
             let id = try Self.newUniqueID()
-            let copy = try keychain { () throws(KeychainError) in try ObjectTemplate.copy(original, with: template, uniqueID: id.text) }
+            let bySO = token.login == .securityOfficer
+            let copy = try keychain { () throws(KeychainError) in try ObjectTemplate.copy(original, with: template, uniqueID: id.text, bySecurityOfficer: bySO) }
             return try store(copy, uid: id.uid, session: session, token: token)
         }
     }
@@ -116,7 +133,7 @@ extension ModuleState {
                     problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_TYPE_INVALID), "object has no attribute \(type)")
                     continue
                 }
-                if AttributeTable.rule(type)?.flags.contains(.sensitive) == true {
+                if current.isHidden(type) {
                     entries[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
                     problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_SENSITIVE), "attribute \(type) is sensitive")
                     continue
@@ -142,7 +159,8 @@ extension ModuleState {
     func setAttributeValues(_ handle: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, template: Template) throws(CKError) {
         try withSession(handle) { session, token throws(CKError) in
             let (entry, current) = try objectForWriting(object, session: session, token: token)
-            let updated = try keychain { () throws(KeychainError) in try ObjectTemplate.set(template, on: current) }
+            let bySO = token.login == .securityOfficer
+            let updated = try keychain { () throws(KeychainError) in try ObjectTemplate.set(template, on: current, bySecurityOfficer: bySO) }
             switch entry.location {
             case .session(let sessionObject):
                 sessionObject.attributes = updated

@@ -4,7 +4,16 @@
 /// attributes join this table, not a switch elsewhere.
 public struct AttributeRule: Sendable {
     public enum Kind: Sendable {
-        case bool, ulong, bytes
+        /// CK_BBOOL, one byte.
+        case bool
+        /// CK_ULONG.
+        case ulong
+        /// A byte string of any length.
+        case bytes
+        /// CK_DATE: empty or eight ASCII digits YYYYMMDD.
+        case date
+        /// An array of CK_MECHANISM_TYPE.
+        case ulongArray
     }
 
     public struct Flags: OptionSet, Sendable {
@@ -27,6 +36,12 @@ public struct AttributeRule: Sendable {
         public static let indexed = Flags(rawValue: 1 << 6)
         /// Computed from the stored row, not kept in the record.
         public static let derivedFromRow = Flags(rawValue: 1 << 7)
+        /// Once TRUE it stays TRUE (a change to FALSE is CKR_ATTRIBUTE_READ_ONLY).
+        public static let changeToTrueOnly = Flags(rawValue: 1 << 8)
+        /// Only the SO may set it to TRUE.
+        public static let securityOfficerOnly = Flags(rawValue: 1 << 9)
+        /// Computed from the key material; accepted in a template only with the computed value.
+        public static let computed = Flags(rawValue: 1 << 10)
     }
 
     public let type: AttributeType
@@ -41,6 +56,8 @@ public struct AttributeRule: Sendable {
         case .bool: return value.count == 1
         case .ulong: return value.count == AttributeValue.ulongSize
         case .bytes: return value.count <= AttributeTable.maximumValueLength
+        case .date: return value.isEmpty || (value.count == 8 && value.allSatisfy { (0x30...0x39).contains($0) })
+        case .ulongArray: return value.count % AttributeValue.ulongSize == 0 && value.count <= AttributeTable.maximumValueLength
         }
     }
 }
@@ -70,7 +87,51 @@ public enum AttributeTable {
         // Data objects (§4.5).
         add(.application, .bytes, [.settable, .copySettable, .indexed], default: [])
         add(.objectID, .bytes, [.settable, .copySettable, .indexed], default: [])
-        add(.value, .bytes, [.settable, .copySettable], default: [])
+        add(.value, .bytes, [.settable, .copySettable, .sensitive], default: [])
+        // Keys (§4.7–§4.9). Usage flags default to TRUE for what the key type can do;
+        // KeyFactory removes usages a key type cannot have.
+        let unavailable = AttributeValue.ulong(UInt.max)
+        add(.keyType, .ulong, [.requiredOnCreate])
+        add(.id, .bytes, [.settable, .copySettable, .indexed])
+        add(.startDate, .date, [.settable, .copySettable], default: [])
+        add(.endDate, .date, [.settable, .copySettable], default: [])
+        add(.derive, .bool, [.settable, .copySettable], default: no)
+        add(.local, .bool, [.generated], default: no)
+        add(.keyGenMechanism, .ulong, [.generated], default: unavailable)
+        add(.allowedMechanisms, .ulongArray, [], default: [])
+        add(.subject, .bytes, [.settable, .copySettable, .indexed], default: [])
+        add(.encrypt, .bool, [.settable, .copySettable], default: yes)
+        add(.verify, .bool, [.settable, .copySettable], default: yes)
+        add(.verifyRecover, .bool, [.settable, .copySettable], default: no)
+        add(.wrap, .bool, [.settable, .copySettable], default: yes)
+        add(.decrypt, .bool, [.settable, .copySettable], default: yes)
+        add(.sign, .bool, [.settable, .copySettable], default: yes)
+        add(.signRecover, .bool, [.settable, .copySettable], default: no)
+        add(.unwrap, .bool, [.settable, .copySettable], default: yes)
+        add(.trusted, .bool, [.settable, .securityOfficerOnly], default: no)
+        add(.publicKeyInfo, .bytes, [.computed])
+        // Keys are kept from leaving unless a template says otherwise.
+        add(.sensitive, .bool, [.settable, .copySettable, .changeToTrueOnly], default: yes)
+        add(.extractable, .bool, [.settable, .copySettable, .changeToFalseOnly], default: no)
+        add(.alwaysSensitive, .bool, [.generated])
+        add(.neverExtractable, .bool, [.generated])
+        add(.alwaysAuthenticate, .bool, [], default: no)
+        add(.wrapWithTrusted, .bool, [.settable, .copySettable, .changeToTrueOnly], default: no)
+        add(.checkValue, .bytes, [.computed])
+        add(.valueLength, .ulong, [.computed])
+        // RSA (§6.1)
+        add(.modulus, .bytes, [])
+        add(.modulusBits, .ulong, [.computed])
+        add(.publicExponent, .bytes, [])
+        add(.privateExponent, .bytes, [.sensitive])
+        add(.prime1, .bytes, [.sensitive])
+        add(.prime2, .bytes, [.sensitive])
+        add(.exponent1, .bytes, [.sensitive])
+        add(.exponent2, .bytes, [.sensitive])
+        add(.coefficient, .bytes, [.sensitive])
+        // EC, Edwards and Montgomery (§6.3, §6.4)
+        add(.ecParams, .bytes, [])
+        add(.ecPoint, .bytes, [])
         return table
     }()
 
@@ -79,17 +140,70 @@ public enum AttributeTable {
     /// The attributes every storage object has.
     static let storage: [AttributeType] = [.objectClass, .token, .isPrivate, .modifiable, .label, .copyable, .destroyable, .uniqueID, .creationTime, .modificationTime]
 
-    /// Attributes valid for each supported object class.
-    private static let schemas: [ObjectClass: Set<AttributeType>] = [
-        .data: Set(storage + [.application, .objectID, .value]),
-    ]
+    static let commonKey: [AttributeType] = [.keyType, .id, .startDate, .endDate, .derive, .local, .keyGenMechanism, .allowedMechanisms]
+    static let publicKey: [AttributeType] = commonKey + [.subject, .encrypt, .verify, .verifyRecover, .wrap, .trusted, .publicKeyInfo]
+    static let privateKey: [AttributeType] = commonKey + [.subject, .sensitive, .decrypt, .sign, .signRecover, .unwrap, .extractable,
+                                                          .alwaysSensitive, .neverExtractable, .wrapWithTrusted, .alwaysAuthenticate, .publicKeyInfo]
 
-    public static func isSupported(_ objectClass: ObjectClass) -> Bool { schemas[objectClass] != nil }
-
-    /// Whether `type` is an attribute of objects of `objectClass`.
-    public static func isValid(_ type: AttributeType, for objectClass: ObjectClass) -> Bool {
-        schemas[objectClass]?.contains(type) ?? false
+    /// What one object class (and key type) has: its attributes, those a creation template must
+    /// give, and those fixed at creation even where the attribute is settable elsewhere.
+    struct Schema {
+        let attributes: Set<AttributeType>
+        let required: Set<AttributeType>
+        let fixed: Set<AttributeType>
     }
 
-    public static func attributes(of objectClass: ObjectClass) -> Set<AttributeType> { schemas[objectClass] ?? [] }
+    private static func keySchema(_ base: [AttributeType], material: [AttributeType], required: [AttributeType]) -> Schema {
+        Schema(attributes: Set(storage + base + material), required: Set(required), fixed: Set(material))
+    }
+
+    private static let rsaPrivateMaterial: [AttributeType] = [.modulus, .publicExponent, .privateExponent, .prime1, .prime2, .exponent1, .exponent2, .coefficient]
+
+    /// Attributes valid for each supported object class (and key type).
+    private static let schemas: [SchemaKey: Schema] = [
+        SchemaKey(.data): Schema(attributes: Set(storage + [.application, .objectID, .value]), required: [], fixed: []),
+        SchemaKey(.publicKey, .rsa): keySchema(publicKey, material: [.modulus, .modulusBits, .publicExponent], required: [.modulus, .publicExponent]),
+        SchemaKey(.privateKey, .rsa): keySchema(privateKey, material: rsaPrivateMaterial, required: [.modulus, .publicExponent, .privateExponent]),
+        SchemaKey(.publicKey, .ec): keySchema(publicKey, material: [.ecParams, .ecPoint], required: [.ecParams, .ecPoint]),
+        SchemaKey(.privateKey, .ec): keySchema(privateKey, material: [.ecParams, .value], required: [.ecParams, .value]),
+        SchemaKey(.publicKey, .ecEdwards): keySchema(publicKey, material: [.ecParams, .ecPoint], required: [.ecParams, .ecPoint]),
+        SchemaKey(.privateKey, .ecEdwards): keySchema(privateKey, material: [.ecParams, .value], required: [.ecParams, .value]),
+        SchemaKey(.publicKey, .ecMontgomery): keySchema(publicKey, material: [.ecParams, .ecPoint], required: [.ecParams, .ecPoint]),
+        SchemaKey(.privateKey, .ecMontgomery): keySchema(privateKey, material: [.ecParams, .value], required: [.ecParams, .value]),
+    ]
+
+    struct SchemaKey: Hashable {
+        let objectClass: ObjectClass
+        let keyType: KeyType?
+        init(_ objectClass: ObjectClass, _ keyType: KeyType? = nil) {
+            self.objectClass = objectClass
+            self.keyType = keyType
+        }
+    }
+
+    /// Whether objects of this class carry CKA_KEY_TYPE.
+    public static func isKeyClass(_ objectClass: ObjectClass) -> Bool {
+        objectClass == .publicKey || objectClass == .privateKey || objectClass == .secretKey
+    }
+
+    public static func isSupported(_ objectClass: ObjectClass) -> Bool {
+        schemas.keys.contains { $0.objectClass == objectClass }
+    }
+
+    public static func isSupported(_ objectClass: ObjectClass, keyType: KeyType?) -> Bool {
+        schemas[SchemaKey(objectClass, keyType)] != nil
+    }
+
+    /// Whether `type` is an attribute of objects of `objectClass` (and `keyType`).
+    public static func isValid(_ type: AttributeType, for objectClass: ObjectClass, keyType: KeyType? = nil) -> Bool {
+        schemas[SchemaKey(objectClass, keyType)]?.attributes.contains(type) ?? false
+    }
+
+    public static func attributes(of objectClass: ObjectClass, keyType: KeyType? = nil) -> Set<AttributeType> {
+        schemas[SchemaKey(objectClass, keyType)]?.attributes ?? []
+    }
+
+    static func schema(_ objectClass: ObjectClass, keyType: KeyType?) -> Schema? {
+        schemas[SchemaKey(objectClass, keyType)]
+    }
 }

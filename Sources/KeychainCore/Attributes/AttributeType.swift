@@ -27,6 +27,86 @@ public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, C
     /// CKA_DESTROYABLE
     public static let destroyable = AttributeType(0x172)
 
+    // Key attributes (PKCS#11 3.0 §4.7–§4.9, §6).
+    /// CKA_CERTIFICATE_TYPE
+    public static let certificateType = AttributeType(0x80)
+    /// CKA_TRUSTED
+    public static let trusted = AttributeType(0x86)
+    /// CKA_CHECK_VALUE
+    public static let checkValue = AttributeType(0x90)
+    /// CKA_KEY_TYPE
+    public static let keyType = AttributeType(0x100)
+    /// CKA_SUBJECT
+    public static let subject = AttributeType(0x101)
+    /// CKA_ID
+    public static let id = AttributeType(0x102)
+    /// CKA_SENSITIVE
+    public static let sensitive = AttributeType(0x103)
+    /// CKA_ENCRYPT
+    public static let encrypt = AttributeType(0x104)
+    /// CKA_DECRYPT
+    public static let decrypt = AttributeType(0x105)
+    /// CKA_WRAP
+    public static let wrap = AttributeType(0x106)
+    /// CKA_UNWRAP
+    public static let unwrap = AttributeType(0x107)
+    /// CKA_SIGN
+    public static let sign = AttributeType(0x108)
+    /// CKA_SIGN_RECOVER
+    public static let signRecover = AttributeType(0x109)
+    /// CKA_VERIFY
+    public static let verify = AttributeType(0x10A)
+    /// CKA_VERIFY_RECOVER
+    public static let verifyRecover = AttributeType(0x10B)
+    /// CKA_DERIVE
+    public static let derive = AttributeType(0x10C)
+    /// CKA_START_DATE
+    public static let startDate = AttributeType(0x110)
+    /// CKA_END_DATE
+    public static let endDate = AttributeType(0x111)
+    /// CKA_MODULUS
+    public static let modulus = AttributeType(0x120)
+    /// CKA_MODULUS_BITS
+    public static let modulusBits = AttributeType(0x121)
+    /// CKA_PUBLIC_EXPONENT
+    public static let publicExponent = AttributeType(0x122)
+    /// CKA_PRIVATE_EXPONENT
+    public static let privateExponent = AttributeType(0x123)
+    /// CKA_PRIME_1
+    public static let prime1 = AttributeType(0x124)
+    /// CKA_PRIME_2
+    public static let prime2 = AttributeType(0x125)
+    /// CKA_EXPONENT_1
+    public static let exponent1 = AttributeType(0x126)
+    /// CKA_EXPONENT_2
+    public static let exponent2 = AttributeType(0x127)
+    /// CKA_COEFFICIENT
+    public static let coefficient = AttributeType(0x128)
+    /// CKA_PUBLIC_KEY_INFO
+    public static let publicKeyInfo = AttributeType(0x129)
+    /// CKA_VALUE_LEN
+    public static let valueLength = AttributeType(0x161)
+    /// CKA_EXTRACTABLE
+    public static let extractable = AttributeType(0x162)
+    /// CKA_LOCAL
+    public static let local = AttributeType(0x163)
+    /// CKA_NEVER_EXTRACTABLE
+    public static let neverExtractable = AttributeType(0x164)
+    /// CKA_ALWAYS_SENSITIVE
+    public static let alwaysSensitive = AttributeType(0x165)
+    /// CKA_KEY_GEN_MECHANISM
+    public static let keyGenMechanism = AttributeType(0x166)
+    /// CKA_EC_PARAMS
+    public static let ecParams = AttributeType(0x180)
+    /// CKA_EC_POINT
+    public static let ecPoint = AttributeType(0x181)
+    /// CKA_ALWAYS_AUTHENTICATE
+    public static let alwaysAuthenticate = AttributeType(0x202)
+    /// CKA_WRAP_WITH_TRUSTED
+    public static let wrapWithTrusted = AttributeType(0x210)
+    /// CKA_ALLOWED_MECHANISMS (CKF_ARRAY_ATTRIBUTE | 0x600)
+    public static let allowedMechanisms = AttributeType(0x4000_0600)
+
     /// CKA_VENDOR_DEFINED | 0x4B430000: the base of this module's vendor attributes.
     public static let vendorBase: UInt = 0x8000_0000 | 0x4B43_0000
     /// CKA_KC_CREATION_TIME: seconds since 1970 when a token object was stored (read-only).
@@ -53,6 +133,25 @@ public struct ObjectClass: RawRepresentable, Hashable, Sendable {
     public static let privateKey = ObjectClass(rawValue: 0x3)
     /// CKO_SECRET_KEY
     public static let secretKey = ObjectClass(rawValue: 0x4)
+}
+
+/// A PKCS#11 key type (`CKK_*`).
+public struct KeyType: RawRepresentable, Hashable, Sendable {
+    public let rawValue: UInt
+    public init(rawValue: UInt) { self.rawValue = rawValue }
+
+    /// CKK_RSA
+    public static let rsa = KeyType(rawValue: 0x0)
+    /// CKK_EC
+    public static let ec = KeyType(rawValue: 0x3)
+    /// CKK_GENERIC_SECRET
+    public static let genericSecret = KeyType(rawValue: 0x10)
+    /// CKK_AES
+    public static let aes = KeyType(rawValue: 0x1F)
+    /// CKK_EC_EDWARDS
+    public static let ecEdwards = KeyType(rawValue: 0x40)
+    /// CKK_EC_MONTGOMERY
+    public static let ecMontgomery = KeyType(rawValue: 0x41)
 }
 
 /// Encodings of attribute values in their PKCS#11 in-memory form on this platform:

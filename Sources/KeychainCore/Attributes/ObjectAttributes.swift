@@ -13,6 +13,16 @@ public struct ObjectAttributes: Sendable, Equatable {
         values[.objectClass].flatMap(AttributeValue.decodeULong).map(ObjectClass.init(rawValue:))
     }
 
+    public var keyType: KeyType? {
+        values[.keyType].flatMap(AttributeValue.decodeULong).map(KeyType.init(rawValue:))
+    }
+
+    /// Whether reading `type` must be refused: a secret part of a sensitive or unextractable key.
+    public func isHidden(_ type: AttributeType) -> Bool {
+        guard AttributeTable.rule(type)?.flags.contains(.sensitive) == true, objectClass != .data else { return false }
+        return bool(.sensitive) || !bool(.extractable)
+    }
+
     public func bool(_ type: AttributeType) -> Bool { values[type].flatMap(AttributeValue.decodeBool) ?? false }
 
     public var isToken: Bool { bool(.token) }
@@ -50,8 +60,19 @@ public typealias Template = [(type: AttributeType, value: [UInt8])]
 /// Applies the attribute table to templates: what C_CreateObject, C_CopyObject and
 /// C_SetAttributeValue may do, each in one place.
 public enum ObjectTemplate {
-    /// Builds a new object from a creation template, filling defaults and a fresh unique ID.
-    public static func create(_ template: Template, uniqueID: [UInt8]) throws(KeychainError) -> ObjectAttributes {
+    /// Builds a new object from a creation template, filling defaults, a fresh unique ID and, for
+    /// keys, the attributes computed from the key material (which is checked).
+    public static func create(_ template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool = false) throws(KeychainError) -> ObjectAttributes {
+        var object = try assemble(template, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer)
+        if AttributeTable.isKeyClass(object.objectClass ?? .data) {
+            try KeyFactory.completeImported(&object, given: Set(template.map(\.type)))
+        }
+        return object
+    }
+
+    /// The object a template describes, before key material is examined: class and key type
+    /// resolved, every attribute checked against the table, defaults filled.
+    static func assemble(_ template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool, generated: Set<AttributeType> = []) throws(KeychainError) -> ObjectAttributes {
         try checkNoDuplicates(template)
         guard let classValue = template.first(where: { $0.type == .objectClass })?.value else {
             throw KeychainError(.templateIncomplete, "CKA_CLASS is missing")
@@ -63,18 +84,35 @@ public enum ObjectTemplate {
         guard AttributeTable.isSupported(objectClass) else {
             throw KeychainError(.attributeValueInvalid, "object class 0x\(String(rawClass, radix: 16)) cannot be created here")
         }
+        var keyType: KeyType?
+        if AttributeTable.isKeyClass(objectClass) {
+            guard let value = template.first(where: { $0.type == .keyType })?.value else {
+                throw KeychainError(.templateIncomplete, "CKA_KEY_TYPE is missing")
+            }
+            guard let raw = AttributeValue.decodeULong(value) else { throw KeychainError(.attributeValueInvalid, "CKA_KEY_TYPE must be a CK_ULONG") }
+            keyType = KeyType(rawValue: raw)
+            guard AttributeTable.isSupported(objectClass, keyType: keyType) else {
+                throw KeychainError(.attributeValueInvalid, "key type 0x\(String(raw, radix: 16)) is not supported for this class")
+            }
+        }
+        guard let schema = AttributeTable.schema(objectClass, keyType: keyType) else {
+            throw KeychainError(.attributeValueInvalid, "unsupported object")
+        }
         var object = ObjectAttributes()
         for (type, value) in template {
-            let rule = try rule(type, for: objectClass)
-            if rule.flags.contains(.generated) {
+            let rule = try rule(type, in: schema)
+            if rule.flags.contains(.generated), !generated.contains(type) {
                 throw KeychainError(.attributeReadOnly, "attribute \(type) is set by the token")
             }
             try check(value, against: rule)
+            if rule.flags.contains(.securityOfficerOnly), AttributeValue.decodeBool(value) == true, !bySecurityOfficer {
+                throw KeychainError(.attributeReadOnly, "only the SO may set attribute \(type)")
+            }
             object[type] = value
         }
-        for type in AttributeTable.attributes(of: objectClass) where object[type] == nil {
+        for type in schema.attributes where object[type] == nil {
             guard let rule = AttributeTable.rule(type) else { continue }
-            if rule.flags.contains(.requiredOnCreate) {
+            if rule.flags.contains(.requiredOnCreate) || schema.required.contains(type) {
                 throw KeychainError(.templateIncomplete, "attribute \(type) is required")
             }
             if let value = rule.defaultValue { object[type] = value }
@@ -84,40 +122,48 @@ public enum ObjectTemplate {
     }
 
     /// The object after C_SetAttributeValue with `template`.
-    public static func set(_ template: Template, on object: ObjectAttributes) throws(KeychainError) -> ObjectAttributes {
+    public static func set(_ template: Template, on object: ObjectAttributes, bySecurityOfficer: Bool = false) throws(KeychainError) -> ObjectAttributes {
         guard object.isModifiable else { throw KeychainError(.actionProhibited, "the object is not modifiable") }
-        return try apply(template, to: object, permitted: .settable)
+        return try apply(template, to: object, permitted: .settable, bySecurityOfficer: bySecurityOfficer)
     }
 
     /// The new object of C_CopyObject: the source with `template` applied and a fresh unique ID.
-    public static func copy(_ object: ObjectAttributes, with template: Template, uniqueID: [UInt8]) throws(KeychainError) -> ObjectAttributes {
+    public static func copy(_ object: ObjectAttributes, with template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool = false) throws(KeychainError) -> ObjectAttributes {
         guard object.isCopyable else { throw KeychainError(.actionProhibited, "the object is not copyable") }
-        var copy = try apply(template, to: object, permitted: .copySettable)
+        var copy = try apply(template, to: object, permitted: .copySettable, bySecurityOfficer: bySecurityOfficer)
         copy[.uniqueID] = uniqueID
         return copy
     }
 
-    private static func apply(_ template: Template, to object: ObjectAttributes, permitted: AttributeRule.Flags) throws(KeychainError) -> ObjectAttributes {
+    private static func apply(_ template: Template, to object: ObjectAttributes, permitted: AttributeRule.Flags, bySecurityOfficer: Bool) throws(KeychainError) -> ObjectAttributes {
         try checkNoDuplicates(template)
-        guard let objectClass = object.objectClass else { throw KeychainError(.recordCorrupted, "object without a class") }
+        guard let objectClass = object.objectClass, let schema = AttributeTable.schema(objectClass, keyType: object.keyType) else {
+            throw KeychainError(.recordCorrupted, "object without a known class")
+        }
         var result = object
         for (type, value) in template {
-            let rule = try rule(type, for: objectClass)
+            let rule = try rule(type, in: schema)
             try check(value, against: rule)
             if object[type] == value { continue }
-            guard rule.flags.isDisjoint(with: [.generated]), !rule.flags.isDisjoint(with: permitted) else {
+            guard !rule.flags.contains(.generated), !schema.fixed.contains(type), !rule.flags.isDisjoint(with: permitted) else {
                 throw KeychainError(.attributeReadOnly, "attribute \(type) cannot be changed")
             }
             if rule.flags.contains(.changeToFalseOnly), AttributeValue.decodeBool(value) == true {
                 throw KeychainError(.attributeReadOnly, "attribute \(type) can only change to CK_FALSE")
+            }
+            if rule.flags.contains(.changeToTrueOnly), AttributeValue.decodeBool(value) == false {
+                throw KeychainError(.attributeReadOnly, "attribute \(type) can only change to CK_TRUE")
+            }
+            if rule.flags.contains(.securityOfficerOnly), !bySecurityOfficer {
+                throw KeychainError(.attributeReadOnly, "only the SO may change attribute \(type)")
             }
             result[type] = value
         }
         return result
     }
 
-    private static func rule(_ type: AttributeType, for objectClass: ObjectClass) throws(KeychainError) -> AttributeRule {
-        guard AttributeTable.isValid(type, for: objectClass), let rule = AttributeTable.rule(type) else {
+    private static func rule(_ type: AttributeType, in schema: AttributeTable.Schema) throws(KeychainError) -> AttributeRule {
+        guard schema.attributes.contains(type), let rule = AttributeTable.rule(type) else {
             throw KeychainError(.attributeTypeInvalid, "attribute \(type) is not valid for this object class")
         }
         return rule

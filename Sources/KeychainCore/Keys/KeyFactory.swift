@@ -1,0 +1,170 @@
+import KeychainCrypto
+
+/// Turns key attributes into OpenSSL keys and back: validates imported key material, computes
+/// the attributes derived from it, and describes generated keys as attributes.
+public enum KeyFactory {
+    /// RSA sizes accepted for import and for generation (bits).
+    public static let rsaImportBits = 1024...8192
+    public static let rsaGenerationBits = 2048...8192
+
+    /// The parsed key of a key object (public or private).
+    public static func key(of object: ObjectAttributes) throws(KeychainError) -> AsymmetricKey {
+        guard let objectClass = object.objectClass, let keyType = object.keyType else {
+            throw KeychainError(.recordCorrupted, "key object without class or key type")
+        }
+        let isPrivate = objectClass == .privateKey
+        do {
+            switch keyType {
+            case .rsa:
+                let parts = RSAComponents(
+                    modulus: object[.modulus] ?? [], publicExponent: object[.publicExponent] ?? [],
+                    privateExponent: isPrivate ? object[.privateExponent] : nil,
+                    prime1: nonEmpty(object[.prime1]), prime2: nonEmpty(object[.prime2]),
+                    exponent1: nonEmpty(object[.exponent1]), exponent2: nonEmpty(object[.exponent2]), coefficient: nonEmpty(object[.coefficient]))
+                return try AsymmetricKey.rsa(parts)
+            case .ec:
+                guard case .ec(let curve) = try CurveParameters.kind(object[.ecParams] ?? [], keyType: keyType) else {
+                    throw KeychainError(.attributeValueInvalid, "CKA_EC_PARAMS")
+                }
+                if isPrivate { return try AsymmetricKey.ec(curve, point: nil, scalar: object[.value]) }
+                return try AsymmetricKey.ec(curve, point: point(object[.ecPoint] ?? [], length: 1 + 2 * curve.coordinateLength), scalar: nil)
+            case .ecEdwards, .ecMontgomery:
+                let kind = try CurveParameters.kind(object[.ecParams] ?? [], keyType: keyType)
+                if isPrivate { return try AsymmetricKey.raw(kind, privateKey: object[.value], publicKey: nil) }
+                return try AsymmetricKey.raw(kind, privateKey: nil, publicKey: point(object[.ecPoint] ?? [], length: kind.rawKeyLength ?? 0))
+            default:
+                throw KeychainError(.attributeValueInvalid, "key type 0x\(String(keyType.rawValue, radix: 16)) is not an asymmetric key")
+            }
+        } catch let error as KeychainError {
+            throw error
+        } catch let error as CryptoError {
+            throw KeychainError(error.code == .library ? .storageFailure : .attributeValueInvalid, error.reason)
+        } catch {
+            throw KeychainError(.attributeValueInvalid, "\(error)")
+        }
+    }
+
+    /// Checks an imported key's material and fills the attributes computed from it. A computed
+    /// attribute the template gave must equal the computed value.
+    static func completeImported(_ object: inout ObjectAttributes, given: Set<AttributeType>) throws(KeychainError) {
+        let key = try key(of: object)
+        if object.keyType == .rsa, !rsaImportBits.contains(key.bits) {
+            throw KeychainError(.attributeValueInvalid, "RSA keys of \(key.bits) bits are not supported (\(rsaImportBits.lowerBound)–\(rsaImportBits.upperBound))")
+        }
+        try fillComputed(&object, key: key, given: given)
+    }
+
+    /// The attributes of a freshly generated key pair's two halves (key material and the
+    /// values computed from it), to merge into the caller's templates.
+    public static func generatedMaterial(_ key: AsymmetricKey) throws(KeychainError) -> (publicKey: [AttributeType: [UInt8]], privateKey: [AttributeType: [UInt8]]) {
+        do {
+            switch key.kind {
+            case .rsa:
+                let parts = try key.rsaComponents()
+                var privateParts: [AttributeType: [UInt8]] = [.modulus: parts.modulus, .publicExponent: parts.publicExponent,
+                                                              .privateExponent: parts.privateExponent ?? []]
+                privateParts[.prime1] = parts.prime1
+                privateParts[.prime2] = parts.prime2
+                privateParts[.exponent1] = parts.exponent1
+                privateParts[.exponent2] = parts.exponent2
+                privateParts[.coefficient] = parts.coefficient
+                return ([.modulus: parts.modulus, .publicExponent: parts.publicExponent], privateParts)
+            case .ec:
+                let params = CurveParameters.der(for: key.kind)
+                return ([.ecParams: params, .ecPoint: DER.octetString(try key.ecPoint())], [.ecParams: params, .value: try key.ecScalar().bytes])
+            default:
+                let params = CurveParameters.der(for: key.kind)
+                return ([.ecParams: params, .ecPoint: DER.octetString(try key.rawPublicKey())], [.ecParams: params, .value: try key.rawPrivateKey().bytes])
+            }
+        } catch {
+            throw KeychainError(.storageFailure, "cannot describe the generated key: \(error)")
+        }
+    }
+
+    /// The usages each key type can have; usage flags a template leaves out default to these.
+    static func defaultUsages(_ keyType: KeyType?, objectClass: ObjectClass?) -> [AttributeType: Bool] {
+        let isPublic = objectClass == .publicKey
+        switch keyType {
+        case .rsa?:
+            return isPublic ? [.encrypt: true, .verify: true, .wrap: true, .verifyRecover: false]
+                            : [.decrypt: true, .sign: true, .unwrap: true, .signRecover: false]
+        case .ec?:
+            return isPublic ? [.encrypt: false, .verify: true, .wrap: false, .verifyRecover: false, .derive: false]
+                            : [.decrypt: false, .sign: true, .unwrap: false, .signRecover: false, .derive: true]
+        case .ecEdwards?:
+            return isPublic ? [.encrypt: false, .verify: true, .wrap: false, .verifyRecover: false, .derive: false]
+                            : [.decrypt: false, .sign: true, .unwrap: false, .signRecover: false, .derive: false]
+        case .ecMontgomery?:
+            return isPublic ? [.encrypt: false, .verify: false, .wrap: false, .verifyRecover: false, .derive: false]
+                            : [.decrypt: false, .sign: false, .unwrap: false, .signRecover: false, .derive: true]
+        default:
+            return [:]
+        }
+    }
+
+    /// Fills CKA_MODULUS_BITS, CKA_PUBLIC_KEY_INFO, a default CKA_ID and the policy history flags.
+    static func fillComputed(_ object: inout ObjectAttributes, key: AsymmetricKey, given: Set<AttributeType>) throws(KeychainError) {
+        for (usage, enabled) in defaultUsages(object.keyType, objectClass: object.objectClass) where !given.contains(usage) {
+            object[usage] = AttributeValue.bool(enabled)
+        }
+        var computed: [AttributeType: [UInt8]] = [:]
+        do {
+            computed[.publicKeyInfo] = try key.subjectPublicKeyInfo()
+            if object.keyType == .rsa, object.objectClass == .publicKey {
+                computed[.modulusBits] = AttributeValue.ulong(UInt(key.bits))
+            }
+            if object[.id] == nil {
+                object[.id] = try Digest.hash(.sha1, try key.publicKeyBytes())
+            }
+        } catch {
+            throw KeychainError(.attributeValueInvalid, "cannot read the key: \(error)")
+        }
+        for (type, value) in computed {
+            if given.contains(type), object[type] != value {
+                throw KeychainError(.attributeValueInvalid, "attribute \(type) does not match the key")
+            }
+            object[type] = value
+        }
+        if object.objectClass == .publicKey, object[.ecPoint] != nil {
+            // Stored and returned as DER OCTET STRING, whichever form was given.
+            do {
+                if case .ec = key.kind { object[.ecPoint] = DER.octetString(try key.ecPoint()) } else { object[.ecPoint] = DER.octetString(try key.rawPublicKey()) }
+            } catch {
+                throw KeychainError(.attributeValueInvalid, "cannot read the public point: \(error)")
+            }
+        }
+        if object.objectClass == .privateKey {
+            object[.alwaysSensitive] = AttributeValue.bool(object.bool(.sensitive))
+            object[.neverExtractable] = AttributeValue.bool(!object.bool(.extractable))
+        }
+    }
+
+    /// A public-key object for a private key stored alone (OpenSSH lists only public keys).
+    public static func publicObject(for privateObject: ObjectAttributes, uniqueID: [UInt8]) throws(KeychainError) -> ObjectAttributes {
+        let key = try key(of: privateObject)
+        let material = try generatedMaterial(key).publicKey
+        var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.publicKey.rawValue))]
+        for type in [AttributeType.keyType, .token, .label, .id, .subject, .startDate, .endDate] {
+            if let value = privateObject[type] { template.append((type, value)) }
+        }
+        template.append((.isPrivate, AttributeValue.bool(false)))
+        template += material.map { ($0.key, $0.value) }
+        var object = try ObjectTemplate.create(template, uniqueID: uniqueID)
+        object[.local] = privateObject[.local]
+        object[.keyGenMechanism] = privateObject[.keyGenMechanism]
+        return object
+    }
+
+    // MARK: helpers
+
+    private static func nonEmpty(_ value: [UInt8]?) -> [UInt8]? {
+        guard let value, !value.isEmpty else { return nil }
+        return value
+    }
+
+    /// CKA_EC_POINT as given, raw or as DER OCTET STRING, → the raw point of `length` bytes.
+    static func point(_ value: [UInt8], length: Int) -> [UInt8] {
+        if value.count != length, let inner = DER.content(of: value, tag: 0x04), inner.count == length { return inner }
+        return value
+    }
+}

@@ -1,0 +1,407 @@
+internal import COpenSSL
+
+/// The asymmetric key types the token holds.
+public enum AsymmetricKind: Equatable, Sendable {
+    case rsa
+    case ec(Curve)
+    case ed25519, ed448
+    case x25519, x448
+
+    var openSSLName: String {
+        switch self {
+        case .rsa: return "RSA"
+        case .ec: return "EC"
+        case .ed25519: return "ED25519"
+        case .ed448: return "ED448"
+        case .x25519: return "X25519"
+        case .x448: return "X448"
+        }
+    }
+
+    /// Length of the raw keys of the Edwards and Montgomery curves.
+    public var rawKeyLength: Int? {
+        switch self {
+        case .ed25519, .x25519: return 32
+        case .ed448: return 57
+        case .x448: return 56
+        default: return nil
+        }
+    }
+}
+
+/// The NIST prime curves, named as OpenSSL names them.
+public enum Curve: String, CaseIterable, Sendable {
+    case p256 = "prime256v1"
+    case p384 = "secp384r1"
+    case p521 = "secp521r1"
+
+    /// Bytes of one coordinate (and of the private scalar).
+    public var coordinateLength: Int {
+        switch self {
+        case .p256: return 32
+        case .p384: return 48
+        case .p521: return 66
+        }
+    }
+
+    public var bits: Int {
+        switch self {
+        case .p256: return 256
+        case .p384: return 384
+        case .p521: return 521
+        }
+    }
+}
+
+/// RSA key parts as unsigned big-endian integers. Private parts are nil in a public key.
+public struct RSAComponents: Sendable {
+    public var modulus: [UInt8]
+    public var publicExponent: [UInt8]
+    public var privateExponent: [UInt8]?
+    public var prime1: [UInt8]?
+    public var prime2: [UInt8]?
+    public var exponent1: [UInt8]?
+    public var exponent2: [UInt8]?
+    public var coefficient: [UInt8]?
+
+    public init(modulus: [UInt8], publicExponent: [UInt8], privateExponent: [UInt8]? = nil, prime1: [UInt8]? = nil, prime2: [UInt8]? = nil,
+                exponent1: [UInt8]? = nil, exponent2: [UInt8]? = nil, coefficient: [UInt8]? = nil) {
+        self.modulus = modulus
+        self.publicExponent = publicExponent
+        self.privateExponent = privateExponent
+        self.prime1 = prime1
+        self.prime2 = prime2
+        self.exponent1 = exponent1
+        self.exponent2 = exponent2
+        self.coefficient = coefficient
+    }
+}
+
+/// OpenSSL's CRT parameter names (built by string-pasting macros, which do not import).
+private enum RSAParameter {
+    static let factor1 = "rsa-factor1"
+    static let factor2 = "rsa-factor2"
+    static let exponent1 = "rsa-exponent1"
+    static let exponent2 = "rsa-exponent2"
+    static let coefficient1 = "rsa-coefficient1"
+}
+
+/// Selection bits of EVP_PKEY_fromdata (OSSL_KEYMGMT_SELECT_*; the composite macros do not import).
+private enum Selection {
+    static let publicKey: Int32 = 0x02 | 0x04 | 0x80
+    static let keyPair: Int32 = 0x01 | publicKey
+}
+
+/// An OpenSSL key (EVP_PKEY), freed with its owner. Parsed once and kept ready for use.
+public final class AsymmetricKey: @unchecked Sendable {
+    let pkey: OpaquePointer
+    public let kind: AsymmetricKind
+    public let isPrivate: Bool
+
+    init(pkey: OpaquePointer, kind: AsymmetricKind, isPrivate: Bool) {
+        self.pkey = pkey
+        self.kind = kind
+        self.isPrivate = isPrivate
+    }
+
+    deinit { EVP_PKEY_free(pkey) }
+
+    // MARK: building keys
+
+    public static func rsa(_ parts: RSAComponents) throws -> AsymmetricKey {
+        let isPrivate = parts.privateExponent != nil
+        return try withParameters { builder in
+            try builder.push(OSSL_PKEY_PARAM_RSA_N, unsigned: parts.modulus)
+            try builder.push(OSSL_PKEY_PARAM_RSA_E, unsigned: parts.publicExponent)
+            if let d = parts.privateExponent { try builder.push(OSSL_PKEY_PARAM_RSA_D, unsigned: d) }
+            if let p = parts.prime1, let q = parts.prime2 {
+                try builder.push(RSAParameter.factor1, unsigned: p)
+                try builder.push(RSAParameter.factor2, unsigned: q)
+                if let dp = parts.exponent1, let dq = parts.exponent2, let qinv = parts.coefficient {
+                    try builder.push(RSAParameter.exponent1, unsigned: dp)
+                    try builder.push(RSAParameter.exponent2, unsigned: dq)
+                    try builder.push(RSAParameter.coefficient1, unsigned: qinv)
+                }
+            }
+        } build: { params in
+            try fromData(kind: .rsa, params: params, isPrivate: isPrivate)
+        }
+    }
+
+    /// An EC key from its curve, uncompressed point 04‖X‖Y and, for a private key, its scalar.
+    public static func ec(_ curve: Curve, point: [UInt8]?, scalar: [UInt8]?) throws -> AsymmetricKey {
+        var publicPoint = point
+        if publicPoint == nil, let scalar {
+            publicPoint = try derivePoint(curve: curve, scalar: scalar)
+        }
+        guard let publicPoint, publicPoint.count == 1 + 2 * curve.coordinateLength, publicPoint.first == 0x04 else {
+            throw CryptoError(.invalidInput, "EC point must be uncompressed 04‖X‖Y for \(curve.rawValue)")
+        }
+        let key = try withParameters { builder in
+            try builder.push(OSSL_PKEY_PARAM_GROUP_NAME, utf8: curve.rawValue)
+            try builder.push(OSSL_PKEY_PARAM_PUB_KEY, octets: publicPoint)
+            if let scalar { try builder.push(OSSL_PKEY_PARAM_PRIV_KEY, unsigned: scalar) }
+        } build: { params in
+            try fromData(kind: .ec(curve), params: params, isPrivate: scalar != nil)
+        }
+        try key.check()
+        return key
+    }
+
+    /// An Ed25519/Ed448/X25519/X448 key from its raw private or public bytes.
+    public static func raw(_ kind: AsymmetricKind, privateKey: [UInt8]?, publicKey: [UInt8]?) throws -> AsymmetricKey {
+        guard let length = kind.rawKeyLength else { throw CryptoError(.invalidInput, "not a raw-key algorithm") }
+        let type: Int32
+        switch kind {
+        case .ed25519: type = EVP_PKEY_ED25519
+        case .ed448: type = EVP_PKEY_ED448
+        case .x25519: type = EVP_PKEY_X25519
+        default: type = EVP_PKEY_X448
+        }
+        if let privateKey {
+            guard privateKey.count == length else { throw CryptoError(.invalidInput, "\(kind.openSSLName) private key must have \(length) bytes") }
+            guard let pkey = EVP_PKEY_new_raw_private_key(type, nil, privateKey, privateKey.count) else { throw CryptoError.library("EVP_PKEY_new_raw_private_key") }
+            let key = AsymmetricKey(pkey: pkey, kind: kind, isPrivate: true)
+            if let publicKey, publicKey != (try key.rawPublicKey()) {
+                throw CryptoError(.invalidInput, "the public key does not belong to the private key")
+            }
+            return key
+        }
+        guard let publicKey, publicKey.count == length else { throw CryptoError(.invalidInput, "\(kind.openSSLName) public key must have \(length) bytes") }
+        guard let pkey = EVP_PKEY_new_raw_public_key(type, nil, publicKey, publicKey.count) else { throw CryptoError.library("EVP_PKEY_new_raw_public_key") }
+        return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: false)
+    }
+
+    /// A key from DER SubjectPublicKeyInfo.
+    public static func publicKey(subjectPublicKeyInfo der: [UInt8]) throws -> AsymmetricKey {
+        var pointer: UnsafePointer<UInt8>? = der.withUnsafeBufferPointer { $0.baseAddress }
+        let parsed = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
+            pointer = buffer.baseAddress
+            return d2i_PUBKEY(nil, &pointer, buffer.count)
+        }
+        guard let pkey = parsed else { throw CryptoError(.invalidInput, "not a SubjectPublicKeyInfo") }
+        guard let kind = kindOf(pkey) else {
+            EVP_PKEY_free(pkey)
+            throw CryptoError(.invalidInput, "unsupported public key algorithm")
+        }
+        return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: false)
+    }
+
+    /// Generates a key pair. RSA takes `bits` and the public exponent (default 65537).
+    public static func generate(_ kind: AsymmetricKind, bits: Int = 0, publicExponent: [UInt8]? = nil) throws -> AsymmetricKey {
+        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        guard EVP_PKEY_keygen_init(ctx) == 1 else { throw CryptoError.library("EVP_PKEY_keygen_init") }
+        switch kind {
+        case .rsa:
+            guard EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, Int32(bits)) == 1 else { throw CryptoError.library("RSA key size") }
+            if let publicExponent {
+                guard let e = BN_bin2bn(publicExponent, Int32(publicExponent.count), nil) else { throw CryptoError.library("BN_bin2bn") }
+                defer { BN_free(e) }
+                guard EVP_PKEY_CTX_set1_rsa_keygen_pubexp(ctx, e) == 1 else { throw CryptoError.library("RSA public exponent") }
+            }
+        case .ec(let curve):
+            guard EVP_PKEY_CTX_set_group_name(ctx, curve.rawValue) == 1 else { throw CryptoError.library("EC curve") }
+        default:
+            break
+        }
+        var pkey: OpaquePointer?
+        guard EVP_PKEY_generate(ctx, &pkey) == 1, let pkey else { throw CryptoError.library("EVP_PKEY_generate") }
+        return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: true)
+    }
+
+    // MARK: reading keys
+
+    /// DER SubjectPublicKeyInfo of the public half.
+    public func subjectPublicKeyInfo() throws -> [UInt8] {
+        var out: UnsafeMutablePointer<UInt8>?
+        let length = i2d_PUBKEY(pkey, &out)
+        guard length > 0, let out else { throw CryptoError.library("i2d_PUBKEY") }
+        defer { CRYPTO_free(out, #fileID, #line) }
+        return Array(UnsafeBufferPointer(start: out, count: Int(length)))
+    }
+
+    public func rsaComponents() throws -> RSAComponents {
+        var parts = RSAComponents(modulus: try bigNumber(OSSL_PKEY_PARAM_RSA_N), publicExponent: try bigNumber(OSSL_PKEY_PARAM_RSA_E))
+        if isPrivate {
+            parts.privateExponent = try bigNumber(OSSL_PKEY_PARAM_RSA_D)
+            parts.prime1 = try? bigNumber(RSAParameter.factor1)
+            parts.prime2 = try? bigNumber(RSAParameter.factor2)
+            parts.exponent1 = try? bigNumber(RSAParameter.exponent1)
+            parts.exponent2 = try? bigNumber(RSAParameter.exponent2)
+            parts.coefficient = try? bigNumber(RSAParameter.coefficient1)
+        }
+        return parts
+    }
+
+    /// RSA modulus size in bits, or the curve size.
+    public var bits: Int { Int(EVP_PKEY_get_bits(pkey)) }
+
+    /// Uncompressed EC point 04‖X‖Y.
+    public func ecPoint() throws -> [UInt8] {
+        var length = 0
+        guard EVP_PKEY_get_octet_string_param(pkey, OSSL_PKEY_PARAM_PUB_KEY, nil, 0, &length) == 1, length > 0 else {
+            throw CryptoError.library("EC public key")
+        }
+        var point = [UInt8](repeating: 0, count: length)
+        guard EVP_PKEY_get_octet_string_param(pkey, OSSL_PKEY_PARAM_PUB_KEY, &point, length, &length) == 1 else {
+            throw CryptoError.library("EC public key")
+        }
+        return Array(point.prefix(length))
+    }
+
+    /// EC private scalar, fixed to the curve's length.
+    public func ecScalar() throws -> SecureBytes {
+        guard case .ec(let curve) = kind else { throw CryptoError(.invalidInput, "not an EC key") }
+        var value = try bigNumber(OSSL_PKEY_PARAM_PRIV_KEY)
+        defer { wipe(&value) }
+        return SecureBytes([UInt8](repeating: 0, count: max(0, curve.coordinateLength - value.count)) + value)
+    }
+
+    public func rawPublicKey() throws -> [UInt8] {
+        var length = 0
+        guard EVP_PKEY_get_raw_public_key(pkey, nil, &length) == 1 else { throw CryptoError.library("raw public key") }
+        var bytes = [UInt8](repeating: 0, count: length)
+        guard EVP_PKEY_get_raw_public_key(pkey, &bytes, &length) == 1 else { throw CryptoError.library("raw public key") }
+        return bytes
+    }
+
+    public func rawPrivateKey() throws -> SecureBytes {
+        var length = 0
+        guard EVP_PKEY_get_raw_private_key(pkey, nil, &length) == 1 else { throw CryptoError.library("raw private key") }
+        let bytes = SecureBytes(count: length)
+        let ok = bytes.withUnsafeMutableBytes { EVP_PKEY_get_raw_private_key(pkey, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), &length) }
+        guard ok == 1 else { throw CryptoError.library("raw private key") }
+        return bytes
+    }
+
+    /// Whether `other` is the public half of this key (same public parameters).
+    public func hasSamePublicKey(as other: AsymmetricKey) -> Bool {
+        EVP_PKEY_eq(pkey, other.pkey) == 1
+    }
+
+    // MARK: helpers
+
+    private func bigNumber(_ name: String) throws -> [UInt8] {
+        var bn: OpaquePointer?
+        guard EVP_PKEY_get_bn_param(pkey, name, &bn) == 1, let bn else { throw CryptoError.library("parameter \(name)") }
+        defer { BN_clear_free(bn) }
+        var bytes = [UInt8](repeating: 0, count: Int((BN_num_bits(bn) + 7) / 8))
+        _ = BN_bn2bin(bn, &bytes)
+        return bytes
+    }
+
+    private func check() throws {
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        let ok = isPrivate ? EVP_PKEY_pairwise_check(ctx) : EVP_PKEY_public_check(ctx)
+        guard ok == 1 else {
+            ERR_clear_error()
+            throw CryptoError(.invalidInput, "the key's parts are inconsistent")
+        }
+    }
+
+    private static func derivePoint(curve: Curve, scalar: [UInt8]) throws -> [UInt8] {
+        guard let group = EC_GROUP_new_by_curve_name(OBJ_sn2nid(curve.rawValue)) else { throw CryptoError.library("EC group") }
+        defer { EC_GROUP_free(group) }
+        guard let k = BN_bin2bn(scalar, Int32(scalar.count), nil) else { throw CryptoError.library("BN_bin2bn") }
+        defer { BN_clear_free(k) }
+        guard let point = EC_POINT_new(group) else { throw CryptoError.library("EC_POINT_new") }
+        defer { EC_POINT_free(point) }
+        guard EC_POINT_mul(group, point, k, nil, nil, nil) == 1 else { throw CryptoError(.invalidInput, "EC private scalar") }
+        var out = [UInt8](repeating: 0, count: 1 + 2 * curve.coordinateLength)
+        guard EC_POINT_point2oct(group, point, POINT_CONVERSION_UNCOMPRESSED, &out, out.count, nil) == out.count else {
+            throw CryptoError.library("EC_POINT_point2oct")
+        }
+        return out
+    }
+
+    static func kindOf(_ pkey: OpaquePointer) -> AsymmetricKind? {
+        switch EVP_PKEY_get_base_id(pkey) {
+        case EVP_PKEY_RSA: return .rsa
+        case EVP_PKEY_ED25519: return .ed25519
+        case EVP_PKEY_ED448: return .ed448
+        case EVP_PKEY_X25519: return .x25519
+        case EVP_PKEY_X448: return .x448
+        case EVP_PKEY_EC:
+            var name = [CChar](repeating: 0, count: 64)
+            var length = 0
+            guard EVP_PKEY_get_utf8_string_param(pkey, OSSL_PKEY_PARAM_GROUP_NAME, &name, name.count, &length) == 1 else { return nil }
+            let text = String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            return Curve(rawValue: text).map { .ec($0) }
+        default: return nil
+        }
+    }
+
+    private static func fromData(kind: AsymmetricKind, params: UnsafeMutablePointer<OSSL_PARAM>, isPrivate: Bool) throws -> AsymmetricKey {
+        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        var pkey: OpaquePointer?
+        guard EVP_PKEY_fromdata_init(ctx) == 1,
+              EVP_PKEY_fromdata(ctx, &pkey, isPrivate ? Selection.keyPair : Selection.publicKey, params) == 1, let pkey else {
+            ERR_clear_error()
+            throw CryptoError(.invalidInput, "\(kind.openSSLName) key parts rejected")
+        }
+        return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: isPrivate)
+    }
+
+    private static func withParameters(_ fill: (ParameterBuilder) throws -> Void, build: (UnsafeMutablePointer<OSSL_PARAM>) throws -> AsymmetricKey) throws -> AsymmetricKey {
+        let builder = try ParameterBuilder()
+        try fill(builder)
+        guard let params = OSSL_PARAM_BLD_to_param(builder.handle) else { throw CryptoError.library("OSSL_PARAM_BLD_to_param") }
+        defer { OSSL_PARAM_free(params) }
+        // The parameters point at the builder's name strings: keep them alive until built.
+        return try withExtendedLifetime(builder) { try build(params) }
+    }
+}
+
+/// OSSL_PARAM_BLD with what it references — big numbers (cleared when freed) and the parameter
+/// names, which OpenSSL stores by pointer — kept alive as long as the builder.
+private final class ParameterBuilder {
+    let handle: OpaquePointer
+    private var numbers: [OpaquePointer] = []
+    private var strings: [UnsafeMutablePointer<CChar>] = []
+    private var buffers: [UnsafeMutableRawPointer] = []
+
+    init() throws {
+        guard let handle = OSSL_PARAM_BLD_new() else { throw CryptoError.library("OSSL_PARAM_BLD_new") }
+        self.handle = handle
+    }
+
+    deinit {
+        OSSL_PARAM_BLD_free(handle)
+        numbers.forEach { BN_clear_free($0) }
+        strings.forEach { free($0) }
+        buffers.forEach { $0.deallocate() }
+    }
+
+    private func keep(_ text: String) throws -> UnsafeMutablePointer<CChar> {
+        guard let copy = strdup(text) else { throw CryptoError.library("strdup") }
+        strings.append(copy)
+        return copy
+    }
+
+    func push(_ name: String, unsigned bytes: [UInt8]) throws {
+        guard !bytes.isEmpty, bytes.count <= 1 << 16, let bn = BN_bin2bn(bytes, Int32(bytes.count), nil) else {
+            throw CryptoError(.invalidInput, "\(name) is empty or too large")
+        }
+        numbers.append(bn)
+        guard OSSL_PARAM_BLD_push_BN(handle, try keep(name), bn) == 1 else { throw CryptoError.library("OSSL_PARAM_BLD_push_BN") }
+    }
+
+    func push(_ name: String, utf8 value: String) throws {
+        guard OSSL_PARAM_BLD_push_utf8_string(handle, try keep(name), try keep(value), 0) == 1 else {
+            throw CryptoError.library("OSSL_PARAM_BLD_push_utf8_string")
+        }
+    }
+
+    /// OpenSSL copies the bytes only in OSSL_PARAM_BLD_to_param: keep a copy until then.
+    func push(_ name: String, octets: [UInt8]) throws {
+        let copy = UnsafeMutableRawPointer.allocate(byteCount: max(octets.count, 1), alignment: 1)
+        octets.withUnsafeBytes { copy.copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(copy), byteCount: $0.count) }
+        buffers.append(copy)
+        guard OSSL_PARAM_BLD_push_octet_string(handle, try keep(name), copy, octets.count) == 1 else {
+            throw CryptoError.library("OSSL_PARAM_BLD_push_octet_string")
+        }
+    }
+}

@@ -1,0 +1,62 @@
+/// The few DER shapes PKCS#11 attributes need (X.690): OCTET STRING wrapping of EC points and
+/// OBJECT IDENTIFIER / PrintableString curve names in CKA_EC_PARAMS.
+public enum DER {
+    public static func lengthBytes(_ length: Int) -> [UInt8] {
+        if length < 0x80 { return [UInt8(length)] }
+        var bytes: [UInt8] = []
+        var remaining = length
+        while remaining > 0 {
+            bytes.insert(UInt8(remaining & 0xFF), at: 0)
+            remaining >>= 8
+        }
+        return [0x80 | UInt8(bytes.count)] + bytes
+    }
+
+    public static func octetString(_ content: [UInt8]) -> [UInt8] {
+        [0x04] + lengthBytes(content.count) + content
+    }
+
+    /// The content of a DER value with tag `tag` that spans all of `bytes`, or nil.
+    public static func content(of bytes: [UInt8], tag: UInt8) -> [UInt8]? {
+        guard bytes.count >= 2, bytes[0] == tag else { return nil }
+        var offset = 2
+        var length = Int(bytes[1])
+        if bytes[1] & 0x80 != 0 {
+            let count = Int(bytes[1] & 0x7F)
+            guard count >= 1, count <= 3, bytes.count >= 2 + count else { return nil }
+            length = bytes[2..<(2 + count)].reduce(0) { $0 << 8 | Int($1) }
+            offset = 2 + count
+            guard length >= 0x80 else { return nil }  // not the shortest form
+        }
+        guard bytes.count - offset == length else { return nil }
+        return Array(bytes[offset...])
+    }
+}
+
+extension AsymmetricKey {
+    /// The public key as Apple's keychain exports it (SecKeyCopyExternalRepresentation): PKCS#1
+    /// RSAPublicKey for RSA, 04‖X‖Y for EC, the raw key for Edwards and Montgomery curves.
+    /// Its SHA-1 is the application label, used as CKA_ID.
+    public func publicKeyBytes() throws -> [UInt8] {
+        switch kind {
+        case .rsa:
+            let parts = try rsaComponents()
+            return Self.derSequence(Self.derInteger(parts.modulus) + Self.derInteger(parts.publicExponent))
+        case .ec:
+            return try ecPoint()
+        default:
+            return try rawPublicKey()
+        }
+    }
+
+    static func derInteger(_ unsigned: [UInt8]) -> [UInt8] {
+        var value = Array(unsigned.drop { $0 == 0 })
+        if value.isEmpty { value = [0] }
+        if value[0] & 0x80 != 0 { value.insert(0, at: 0) }
+        return [0x02] + DER.lengthBytes(value.count) + value
+    }
+
+    static func derSequence(_ content: [UInt8]) -> [UInt8] {
+        [0x30] + DER.lengthBytes(content.count) + content
+    }
+}

@@ -1,0 +1,216 @@
+internal import COpenSSL
+
+/// How a signature is made: padding, and whether the token hashes the data first.
+public enum SignatureScheme: Sendable {
+    /// PKCS#1 v1.5; with a digest the data is hashed and wrapped in DigestInfo, without one the
+    /// caller's bytes (a DigestInfo) are padded as they are (CKM_RSA_PKCS).
+    case rsaPKCS1(digest: Digest.Algorithm?)
+    /// Raw RSA, no padding (CKM_RSA_X_509): the input is as long as the modulus.
+    case rsaRaw
+    /// PSS with MGF1; `hashesData` tells whether the token hashes the data (CKM_SHA*_RSA_PKCS_PSS)
+    /// or receives the hash (CKM_RSA_PKCS_PSS).
+    case rsaPSS(digest: Digest.Algorithm, mgf1: Digest.Algorithm, saltLength: Int, hashesData: Bool)
+    /// ECDSA; signatures are r‖s, each as long as the curve order (PKCS#11 form, not DER).
+    case ecdsa(digest: Digest.Algorithm?)
+    /// Pure EdDSA (Ed25519, Ed448) over the whole message.
+    case eddsa
+}
+
+/// A signature being made or checked. Hashing schemes stream; the others collect the input.
+public final class SignatureOperation {
+    private let key: AsymmetricKey
+    private let scheme: SignatureScheme
+    private let signing: Bool
+    private var mdContext: OpaquePointer?
+    private var collected: [UInt8] = []
+
+    public init(key: AsymmetricKey, scheme: SignatureScheme, signing: Bool) throws {
+        self.key = key
+        self.scheme = scheme
+        self.signing = signing
+        if let digest = streamingDigest {
+            guard let ctx = EVP_MD_CTX_new() else { throw CryptoError.library("EVP_MD_CTX_new") }
+            mdContext = ctx
+            var pctx: OpaquePointer?
+            let ok = signing ? EVP_DigestSignInit(ctx, &pctx, digest.md, nil, key.pkey) : EVP_DigestVerifyInit(ctx, &pctx, digest.md, nil, key.pkey)
+            guard ok == 1, let pctx else { throw CryptoError.library("EVP_Digest\(signing ? "Sign" : "Verify")Init") }
+            try configure(pctx)
+        }
+    }
+
+    deinit {
+        if let mdContext { EVP_MD_CTX_free(mdContext) }
+        wipe(&collected)
+    }
+
+    /// The digest OpenSSL applies while streaming, for schemes where the token hashes.
+    private var streamingDigest: Digest.Algorithm? {
+        switch scheme {
+        case .rsaPKCS1(let digest?): return digest
+        case .rsaPSS(let digest, _, _, true): return digest
+        case .ecdsa(let digest?): return digest
+        default: return nil
+        }
+    }
+
+    /// Largest input the non-hashing schemes accept (they buffer it).
+    public static let maximumCollectedInput = 1 << 26
+
+    public func update(_ data: UnsafeRawBufferPointer) throws {
+        guard data.count > 0 else { return }
+        if let mdContext {
+            let ok = signing ? EVP_DigestSignUpdate(mdContext, data.baseAddress, data.count) : EVP_DigestVerifyUpdate(mdContext, data.baseAddress, data.count)
+            guard ok == 1 else { throw CryptoError.library("digest update") }
+        } else {
+            guard collected.count + data.count <= Self.maximumCollectedInput else { throw CryptoError(.invalidInput, "input too large") }
+            collected += data
+        }
+    }
+
+    /// The signature (signing) — its length is `signatureLength` at most.
+    public func sign() throws -> [UInt8] {
+        var signature: [UInt8]
+        if let mdContext {
+            var length = 0
+            guard EVP_DigestSignFinal(mdContext, nil, &length) == 1 else { throw CryptoError.library("EVP_DigestSignFinal") }
+            signature = [UInt8](repeating: 0, count: length)
+            guard EVP_DigestSignFinal(mdContext, &signature, &length) == 1 else { throw CryptoError.library("EVP_DigestSignFinal") }
+            signature = Array(signature.prefix(length))
+        } else if case .eddsa = scheme {
+            signature = try oneShotEdDSA()
+        } else {
+            signature = try withKeyContext { ctx in
+                guard EVP_PKEY_sign_init(ctx) == 1 else { throw CryptoError.library("EVP_PKEY_sign_init") }
+                try configure(ctx)
+                var length = 0
+                guard EVP_PKEY_sign(ctx, nil, &length, collected, collected.count) == 1 else { throw signError() }
+                var out = [UInt8](repeating: 0, count: length)
+                guard EVP_PKEY_sign(ctx, &out, &length, collected, collected.count) == 1 else { throw signError() }
+                return Array(out.prefix(length))
+            }
+        }
+        if case .ecdsa = scheme { return try Self.derToRaw(signature, curve: key.kind) }
+        return signature
+    }
+
+    /// Whether `signature` is valid; a malformed signature is simply invalid.
+    public func verify(_ signature: [UInt8]) throws -> Bool {
+        var encoded = signature
+        if case .ecdsa = scheme {
+            guard let der = Self.rawToDER(signature, curve: key.kind) else { return false }
+            encoded = der
+        }
+        defer { ERR_clear_error() }
+        if let mdContext {
+            return EVP_DigestVerifyFinal(mdContext, encoded, encoded.count) == 1
+        }
+        if case .eddsa = scheme {
+            guard let ctx = EVP_MD_CTX_new() else { throw CryptoError.library("EVP_MD_CTX_new") }
+            defer { EVP_MD_CTX_free(ctx) }
+            guard EVP_DigestVerifyInit(ctx, nil, nil, nil, key.pkey) == 1 else { throw CryptoError.library("EVP_DigestVerifyInit") }
+            return EVP_DigestVerify(ctx, encoded, encoded.count, collected, collected.count) == 1
+        }
+        return try withKeyContext { ctx in
+            guard EVP_PKEY_verify_init(ctx) == 1 else { throw CryptoError.library("EVP_PKEY_verify_init") }
+            try configure(ctx)
+            return EVP_PKEY_verify(ctx, encoded, encoded.count, collected, collected.count) == 1
+        }
+    }
+
+    /// The length of every signature with this key and scheme (C_Sign's length query).
+    public var signatureLength: Int {
+        switch key.kind {
+        case .rsa: return (key.bits + 7) / 8
+        case .ec(let curve): return 2 * curve.coordinateLength
+        case .ed25519: return 64
+        case .ed448: return 114
+        case .x25519, .x448: return 0
+        }
+    }
+
+    private func oneShotEdDSA() throws -> [UInt8] {
+        guard let ctx = EVP_MD_CTX_new() else { throw CryptoError.library("EVP_MD_CTX_new") }
+        defer { EVP_MD_CTX_free(ctx) }
+        guard EVP_DigestSignInit(ctx, nil, nil, nil, key.pkey) == 1 else { throw CryptoError.library("EVP_DigestSignInit") }
+        var length = 0
+        guard EVP_DigestSign(ctx, nil, &length, collected, collected.count) == 1 else { throw CryptoError.library("EVP_DigestSign") }
+        var out = [UInt8](repeating: 0, count: length)
+        guard EVP_DigestSign(ctx, &out, &length, collected, collected.count) == 1 else { throw CryptoError.library("EVP_DigestSign") }
+        return Array(out.prefix(length))
+    }
+
+    private func signError() -> CryptoError {
+        ERR_clear_error()
+        return CryptoError(.invalidInput, "the input does not fit this key and mechanism")
+    }
+
+    private func withKeyContext<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, key.pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        return try body(ctx)
+    }
+
+    /// Padding and PSS parameters on a key context.
+    private func configure(_ ctx: OpaquePointer) throws {
+        switch scheme {
+        case .rsaPKCS1:
+            guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1 else { throw CryptoError.library("RSA padding") }
+        case .rsaRaw:
+            guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_NO_PADDING) == 1 else { throw CryptoError.library("RSA padding") }
+        case .rsaPSS(let digest, let mgf1, let saltLength, let hashesData):
+            guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PSS_PADDING) == 1,
+                  hashesData || EVP_PKEY_CTX_set_signature_md(ctx, digest.md) == 1,
+                  EVP_PKEY_CTX_set_rsa_mgf1_md(ctx, mgf1.md) == 1,
+                  EVP_PKEY_CTX_set_rsa_pss_saltlen(ctx, Int32(saltLength)) == 1 else {
+                ERR_clear_error()
+                throw CryptoError(.invalidInput, "PSS parameters rejected")
+            }
+        case .ecdsa, .eddsa:
+            break
+        }
+    }
+
+    // MARK: ECDSA signature forms
+
+    static func derToRaw(_ der: [UInt8], curve kind: AsymmetricKind) throws -> [UInt8] {
+        guard case .ec(let curve) = kind else { return der }
+        var pointer: UnsafePointer<UInt8>?
+        let parsed = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
+            pointer = buffer.baseAddress
+            return d2i_ECDSA_SIG(nil, &pointer, buffer.count)
+        }
+        guard let signature = parsed else { throw CryptoError.library("d2i_ECDSA_SIG") }
+        defer { ECDSA_SIG_free(signature) }
+        let width = curve.coordinateLength
+        var r = [UInt8](repeating: 0, count: width)
+        var s = [UInt8](repeating: 0, count: width)
+        guard BN_bn2binpad(ECDSA_SIG_get0_r(signature), &r, Int32(width)) == width,
+              BN_bn2binpad(ECDSA_SIG_get0_s(signature), &s, Int32(width)) == width else {
+            throw CryptoError.library("BN_bn2binpad")
+        }
+        return r + s
+    }
+
+    static func rawToDER(_ raw: [UInt8], curve kind: AsymmetricKind) -> [UInt8]? {
+        guard case .ec(let curve) = kind, raw.count == 2 * curve.coordinateLength else { return nil }
+        let width = curve.coordinateLength
+        guard let signature = ECDSA_SIG_new() else { return nil }
+        defer { ECDSA_SIG_free(signature) }
+        guard let r = BN_bin2bn(raw, Int32(width), nil) else { return nil }
+        let sBytes = Array(raw[width...])
+        guard let s = BN_bin2bn(sBytes, Int32(width), nil) else {
+            BN_free(r)
+            return nil
+        }
+        guard ECDSA_SIG_set0(signature, r, s) == 1 else {
+            BN_free(r)
+            BN_free(s)
+            return nil
+        }
+        var out: UnsafeMutablePointer<UInt8>?
+        let length = i2d_ECDSA_SIG(signature, &out)
+        guard length > 0, let out else { return nil }
+        defer { CRYPTO_free(out, #fileID, #line) }
+        return Array(UnsafeBufferPointer(start: out, count: Int(length)))
+    }
+}

@@ -1,0 +1,70 @@
+import XCTest
+@testable import KeychainCrypto
+
+final class AsymmetricKeyTests: XCTestCase {
+    func test_rsa_components_round_trip_and_sign_verify() throws {
+        let generated = try AsymmetricKey.generate(.rsa, bits: 2048)
+        XCTAssertEqual(generated.bits, 2048)
+        let parts = try generated.rsaComponents()
+        XCTAssertEqual(parts.publicExponent, [1, 0, 1])
+        let imported = try AsymmetricKey.rsa(parts)
+        XCTAssertTrue(imported.isPrivate)
+        let publicOnly = try AsymmetricKey.rsa(RSAComponents(modulus: parts.modulus, publicExponent: parts.publicExponent))
+        XCTAssertTrue(publicOnly.hasSamePublicKey(as: imported))
+        let message = Array("message".utf8)
+        for scheme in [SignatureScheme.rsaPKCS1(digest: .sha256), .rsaPSS(digest: .sha256, mgf1: .sha256, saltLength: 32, hashesData: true)] {
+            let signer = try SignatureOperation(key: imported, scheme: scheme, signing: true)
+            try message.withUnsafeBytes { try signer.update($0) }
+            let signature = try signer.sign()
+            XCTAssertEqual(signature.count, 256)
+            let verifier = try SignatureOperation(key: publicOnly, scheme: scheme, signing: false)
+            try message.withUnsafeBytes { try verifier.update($0) }
+            XCTAssertTrue(try verifier.verify(signature))
+            let wrong = try SignatureOperation(key: publicOnly, scheme: scheme, signing: false)
+            try Array("other".utf8).withUnsafeBytes { try wrong.update($0) }
+            XCTAssertFalse(try wrong.verify(signature))
+        }
+    }
+
+    func test_ec_keys_from_scalar_or_point_and_raw_signatures() throws {
+        for curve in Curve.allCases {
+            let generated = try AsymmetricKey.generate(.ec(curve))
+            let point = try generated.ecPoint()
+            XCTAssertEqual(point.count, 1 + 2 * curve.coordinateLength)
+            let fromScalar = try AsymmetricKey.ec(curve, point: nil, scalar: try generated.ecScalar().bytes)
+            let fromPoint = try AsymmetricKey.ec(curve, point: point, scalar: nil)
+            let signer = try SignatureOperation(key: fromScalar, scheme: .ecdsa(digest: .sha256), signing: true)
+            try [1, 2, 3].withUnsafeBytes { try signer.update($0) }
+            let signature = try signer.sign()
+            XCTAssertEqual(signature.count, 2 * curve.coordinateLength)
+            let verifier = try SignatureOperation(key: fromPoint, scheme: .ecdsa(digest: .sha256), signing: false)
+            try [1, 2, 3].withUnsafeBytes { try verifier.update($0) }
+            XCTAssertTrue(try verifier.verify(signature))
+        }
+        XCTAssertThrowsError(try AsymmetricKey.ec(.p256, point: [4] + [UInt8](repeating: 1, count: 64), scalar: nil), "a point off the curve")
+    }
+
+    func test_edwards_keys_sign_and_verify() throws {
+        for kind in [AsymmetricKind.ed25519, .ed448] {
+            let generated = try AsymmetricKey.generate(kind)
+            let raw = try AsymmetricKey.raw(kind, privateKey: try generated.rawPrivateKey().bytes, publicKey: nil)
+            let publicKey = try AsymmetricKey.raw(kind, privateKey: nil, publicKey: try generated.rawPublicKey())
+            let signer = try SignatureOperation(key: raw, scheme: .eddsa, signing: true)
+            try [9, 9].withUnsafeBytes { try signer.update($0) }
+            let signature = try signer.sign()
+            let verifier = try SignatureOperation(key: publicKey, scheme: .eddsa, signing: false)
+            try [9, 9].withUnsafeBytes { try verifier.update($0) }
+            XCTAssertTrue(try verifier.verify(signature))
+        }
+    }
+
+    func test_subject_public_key_info_round_trips() throws {
+        for kind in [AsymmetricKind.rsa, .ec(.p384), .ed25519, .x25519] {
+            let key = try AsymmetricKey.generate(kind, bits: 2048)
+            let spki = try key.subjectPublicKeyInfo()
+            let parsed = try AsymmetricKey.publicKey(subjectPublicKeyInfo: spki)
+            XCTAssertEqual(parsed.kind, kind)
+            XCTAssertTrue(parsed.hasSamePublicKey(as: key))
+        }
+    }
+}
