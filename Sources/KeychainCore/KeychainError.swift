@@ -25,6 +25,7 @@ public struct KeychainError: Error, Equatable, CustomStringConvertible {
         case storageFull
         case storageFailure
         case argumentsBad
+        case keySizeRange
     }
 
     public let code: Code

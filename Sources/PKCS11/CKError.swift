@@ -49,6 +49,7 @@ public struct CKError: Error, Equatable, CustomStringConvertible {
         case .storageFull: rv = CKR_DEVICE_MEMORY
         case .storageFailure: rv = CKR_DEVICE_ERROR
         case .argumentsBad: rv = CKR_ARGUMENTS_BAD
+        case .keySizeRange: rv = CKR_KEY_SIZE_RANGE
         }
         self.init(CK_RV(rv), error.reason)
     }
@@ -56,6 +57,6 @@ public struct CKError: Error, Equatable, CustomStringConvertible {
 
 /// Runs `body`, turning keychain errors into their CK_RV.
 @inline(__always)
-func keychain<R>(_ body: () throws(KeychainError) -> R) throws(CKError) -> R {
+func translating<R>(_ body: () throws(KeychainError) -> R) throws(CKError) -> R {
     do { return try body() } catch { throw CKError(error) }
 }

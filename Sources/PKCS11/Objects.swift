@@ -32,7 +32,7 @@ extension ModuleState {
     }
 
     /// Write rules shared by create, copy, set and destroy.
-    private func checkWritable(token isToken: Bool, private isPrivate: Bool, session: Session, login: Token.Login) throws(CKError) {
+    func checkWritable(token isToken: Bool, private isPrivate: Bool, session: Session, login: Token.Login) throws(CKError) {
         if isToken, !session.readWrite { throw CKError.sessionReadOnly }
         if isPrivate, login != .user { throw CKError.userNotLoggedIn }
     }
@@ -44,16 +44,16 @@ extension ModuleState {
         return (entry, try attributes(of: entry, handle: handle, token: token))
     }
 
-    private static func newUniqueID() throws(CKError) -> (uid: [UInt8], text: [UInt8]) {
+    static func newUniqueID() throws(CKError) -> (uid: [UInt8], text: [UInt8]) {
         guard let uid = try? Random.bytes(16) else { throw CKError(CK_RV(CKR_DEVICE_ERROR), "random generator failed") }
         return (uid, Array(uid.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined().utf8))
     }
 
     /// Stores `object` as a token or session object and returns its new handle.
-    private func store(_ object: ObjectAttributes, uid: [UInt8], session: Session, token: Token) throws(CKError) -> CK_OBJECT_HANDLE {
+    func store(_ object: ObjectAttributes, uid: [UInt8], session: Session, token: Token) throws(CKError) -> CK_OBJECT_HANDLE {
         try checkWritable(token: object.isToken, private: object.isPrivate, session: session, login: token.login)
         if object.isToken {
-            let rowID = try keychain { () throws(KeychainError) in try token.keychain.add(object, uid: uid, master: token.userMaster) }
+            let rowID = try translating { () throws(KeychainError) in try token.keychain.add(object, uid: uid, master: token.userMaster) }
             return handles.handle(forTokenObject: rowID, slotID: session.slotID, isPrivate: object.isPrivate)
         }
         var stamped = object
@@ -67,7 +67,7 @@ extension ModuleState {
         try withSession(handle) { session, token throws(CKError) in
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
-            let object = try keychain { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: id.text, bySecurityOfficer: bySO) }
+            let object = try translating { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: id.text, bySecurityOfficer: bySO) }
             let handle = try store(object, uid: id.uid, session: session, token: token)
             if object.objectClass == .privateKey { try addPublicKeyIfMissing(for: object, session: session, token: token) }
             return handle
@@ -79,11 +79,11 @@ extension ModuleState {
     private func addPublicKeyIfMissing(for privateKey: ObjectAttributes, session: Session, token: Token) throws(CKError) {
         guard let id = privateKey[.id], let keyType = privateKey[.keyType] else { return }
         let query: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.publicKey.rawValue)), (.keyType, keyType), (.id, id)]
-        let onToken = try keychain { () throws(KeychainError) in try token.keychain.find(query, master: token.userMaster) }
+        let onToken = try translating { () throws(KeychainError) in try token.keychain.find(query, master: token.userMaster) }
         let inSession = handles.sessionObjects(onSlot: session.slotID).contains { $0.object.attributes.matches(query) }
         guard onToken.isEmpty, !inSession else { return }
         let uniqueID = try Self.newUniqueID()
-        let publicKey = try keychain { () throws(KeychainError) in try KeyFactory.publicObject(for: privateKey, uniqueID: uniqueID.text) }
+        let publicKey = try translating { () throws(KeychainError) in try KeyFactory.publicObject(for: privateKey, uniqueID: uniqueID.text) }
         _ = try store(publicKey, uid: uniqueID.uid, session: session, token: token)
     }
 
@@ -93,7 +93,7 @@ extension ModuleState {
             let original = try attributes(of: entry, handle: source, token: token)
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
-            let copy = try keychain { () throws(KeychainError) in try ObjectTemplate.copy(original, with: template, uniqueID: id.text, bySecurityOfficer: bySO) }
+            let copy = try translating { () throws(KeychainError) in try ObjectTemplate.copy(original, with: template, uniqueID: id.text, bySecurityOfficer: bySO) }
             return try store(copy, uid: id.uid, session: session, token: token)
         }
     }
@@ -103,7 +103,7 @@ extension ModuleState {
             let (entry, current) = try objectForWriting(object, session: session, token: token)
             guard current.isDestroyable else { throw CKError(CK_RV(CKR_ACTION_PROHIBITED), "the object is not destroyable") }
             if case .token(let rowID) = entry.location {
-                try keychain { () throws(KeychainError) in try token.keychain.remove(id: rowID) }
+                try translating { () throws(KeychainError) in try token.keychain.remove(id: rowID) }
             }
             handles.remove(object)
         }
@@ -114,7 +114,7 @@ extension ModuleState {
             let entry = try visibleEntry(object, session: session, token: token)
             switch entry.location {
             case .session(let sessionObject): return CK_ULONG(sessionObject.attributes.size)
-            case .token(let rowID): return CK_ULONG(try keychain { () throws(KeychainError) in try token.keychain.storedSize(id: rowID) })
+            case .token(let rowID): return CK_ULONG(try translating { () throws(KeychainError) in try token.keychain.storedSize(id: rowID) })
             }
         }
     }
@@ -160,13 +160,13 @@ extension ModuleState {
         try withSession(handle) { session, token throws(CKError) in
             let (entry, current) = try objectForWriting(object, session: session, token: token)
             let bySO = token.login == .securityOfficer
-            let updated = try keychain { () throws(KeychainError) in try ObjectTemplate.set(template, on: current, bySecurityOfficer: bySO) }
+            let updated = try translating { () throws(KeychainError) in try ObjectTemplate.set(template, on: current, bySecurityOfficer: bySO) }
             switch entry.location {
             case .session(let sessionObject):
                 sessionObject.attributes = updated
                 sessionObject.attributes[.modificationTime] = AttributeValue.ulong(UInt(time(nil)))
             case .token(let rowID):
-                try keychain { () throws(KeychainError) in try token.keychain.replace(id: rowID, with: updated, master: token.userMaster) }
+                try translating { () throws(KeychainError) in try token.keychain.replace(id: rowID, with: updated, master: token.userMaster) }
             }
         }
     }
@@ -176,7 +176,7 @@ extension ModuleState {
             guard session.find == nil else { throw CKError(CK_RV(CKR_OPERATION_ACTIVE), "a search is already active") }
             var found: [CK_OBJECT_HANDLE] = []
             let master = token.userMaster
-            let rows = try keychain { () throws(KeychainError) in try token.keychain.find(template, master: master) }
+            let rows = try translating { () throws(KeychainError) in try token.keychain.find(template, master: master) }
             for row in rows {
                 found.append(handles.handle(forTokenObject: row.id, slotID: session.slotID, isPrivate: row.isPrivate))
             }

@@ -7,6 +7,8 @@ final class Session {
     let readWrite: Bool
     /// The active C_FindObjects operation: handles not yet returned.
     var find: FindOperation?
+    /// Active digest, sign and verify operations.
+    var operations: [OperationKind: ActiveOperation] = [:]
 
     init(handle: CK_SESSION_HANDLE, slotID: CK_SLOT_ID, readWrite: Bool) {
         self.handle = handle

@@ -56,7 +56,7 @@ extension ModuleState {
             if wanted == .securityOfficer, sessions(on: session.slotID).contains(where: { !$0.readWrite }) {
                 throw CKError(CK_RV(CKR_SESSION_READ_ONLY_EXISTS), "close read-only sessions before the SO logs in")
             }
-            let master = try keychain { () throws(KeychainError) in
+            let master = try translating { () throws(KeychainError) in
                 guard pin.count <= PINPolicy.maximumLength else { throw KeychainError(.pinIncorrect, "PIN too long") }
                 return try token.keychain.unlock(wanted == .user ? .user : .securityOfficer, pin: pin)
             }
@@ -77,7 +77,7 @@ extension ModuleState {
             guard session.readWrite, let master = token.securityOfficerMaster else {
                 throw CKError(CK_RV(CKR_USER_NOT_LOGGED_IN), "C_InitPIN needs the SO logged in on a read/write session")
             }
-            try keychain { () throws(KeychainError) in try token.keychain.setUserPIN(pin, master: master, kdf: configuration.kdf) }
+            try translating { () throws(KeychainError) in try token.keychain.setUserPIN(pin, master: master, kdf: configuration.kdf) }
         }
     }
 
@@ -85,7 +85,7 @@ extension ModuleState {
         try withSession(handle) { session, token throws(CKError) in
             guard session.readWrite else { throw CKError.sessionReadOnly }
             let owner: PINOwner = token.login == .securityOfficer ? .securityOfficer : .user
-            try keychain { () throws(KeychainError) in
+            try translating { () throws(KeychainError) in
                 guard old.count <= PINPolicy.maximumLength else { throw KeychainError(.pinIncorrect, "PIN too long") }
                 try token.keychain.changePIN(owner, old: old, new: new, kdf: configuration.kdf)
             }

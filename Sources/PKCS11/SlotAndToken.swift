@@ -49,7 +49,7 @@ extension ModuleState {
             info.flags = flags
             return info
         }
-        let keychainInfo = try keychain { () throws(KeychainError) in try token.keychain.info() }
+        let keychainInfo = try translating { () throws(KeychainError) in try token.keychain.info() }
         PaddedString.fill(&info.label, with: keychainInfo.label)
         PaddedString.fill(&info.serialNumber, with: keychainInfo.serial)
         flags |= CK_FLAGS(CKF_TOKEN_INITIALIZED)
@@ -81,12 +81,12 @@ extension ModuleState {
             throw CKError(CK_RV(CKR_SESSION_EXISTS), "close the sessions on this token first")
         }
         if let token = slot.token {
-            try keychain { () throws(KeychainError) in try token.keychain.reinitialize(soPIN: soPIN, label: label, kdf: configuration.kdf) }
+            try translating { () throws(KeychainError) in try token.keychain.reinitialize(soPIN: soPIN, label: label, kdf: configuration.kdf) }
             token.logout()
             handles.removeAll(onSlot: id)
             return
         }
-        let created = try keychain { () throws(KeychainError) in
+        let created = try translating { () throws(KeychainError) in
             try directory.createKeychain(slotID: UInt(id), label: label, soPIN: soPIN, userPIN: nil, kdf: configuration.kdf)
         }
         slots.adopt(created, slotID: id, directory: directory)

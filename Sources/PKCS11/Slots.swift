@@ -1,5 +1,6 @@
 import CPKCS11
 import KeychainCore
+import KeychainCrypto
 
 /// A keychain opened as a PKCS#11 token, with this process's login state.
 final class Token {
@@ -11,6 +12,8 @@ final class Token {
     let keychain: Keychain
     private(set) var login: Login = .none
     private var master: MasterKey?
+    /// Parsed keys by object handle, ready for signing; dropped at logout and finalize.
+    var keyCache: [CK_OBJECT_HANDLE: AsymmetricKey] = [:]
 
     init(slotID: CK_SLOT_ID, keychain: Keychain) {
         self.slotID = slotID
@@ -26,6 +29,7 @@ final class Token {
     func logout() {
         login = .none
         master = nil
+        keyCache.removeAll()
     }
 
     /// The master key while the normal user is logged in: the only state that sees private objects.

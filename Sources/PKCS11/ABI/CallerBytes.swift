@@ -22,6 +22,11 @@ enum CallerBytes {
     static let pinLengthRange = CKError(CK_RV(CKR_PIN_LEN_RANGE), "PIN longer than \(PINPolicy.maximumLength) bytes")
     static let pinIncorrect = CKError(CK_RV(CKR_PIN_INCORRECT), "PIN longer than any valid PIN")
 
+    /// Input data of a cryptographic operation (any length the caller's memory holds).
+    static func input(_ pointer: UnsafeMutablePointer<CK_BYTE>?, count: CK_ULONG) throws(CKError) -> UnsafeRawBufferPointer {
+        try read(pointer, count: count, limit: Int.max, tooLong: CKError.argumentsBad)
+    }
+
     /// A writable caller buffer of `count` bytes (for output the module produces itself).
     static func output(_ pointer: UnsafeMutableRawPointer?, count: CK_ULONG) throws(CKError) -> UnsafeMutableRawBufferPointer {
         guard count > 0 else { return UnsafeMutableRawBufferPointer(start: nil, count: 0) }

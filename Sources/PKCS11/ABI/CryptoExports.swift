@@ -1,8 +1,7 @@
 import CPKCS11
 
-/// The cryptographic entry points (§5.8–§5.14). Mechanisms are not registered yet, so each one
-/// checks its session and answers CKR_FUNCTION_NOT_SUPPORTED.
-// (top-level functions: C function pointers can only be formed from global funcs)
+/// The cryptographic entry points (§5.8–§5.14). Those whose mechanisms are not registered yet
+/// check their session and answer CKR_FUNCTION_NOT_SUPPORTED.
 public func C_EncryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_Encrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_EncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
@@ -11,21 +10,73 @@ public func C_DecryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK
 public func C_Decrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_DecryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_DecryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_DigestInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_Digest(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_DigestUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_DigestKey(_ s: CK_SESSION_HANDLE, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_DigestFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_SignInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_Sign(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_SignUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_SignFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
+public func C_DigestInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.digestInit(s, mechanism: try CallerMechanism(m))
+    }
+}
+public func C_Digest(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.finishSinglePart(s, .digest, data: try CallerBytes.input(d, count: dl), output: o, length: ol)
+    }
+}
+public func C_DigestUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.update(s, .digest, data: try CallerBytes.input(d, count: dl))
+    }
+}
+public func C_DigestKey(_ s: CK_SESSION_HANDLE, _ k: CK_OBJECT_HANDLE) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.digestKey(s, key: k)
+    }
+}
+public func C_DigestFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.finishMultiPart(s, .digest, output: o, length: ol)
+    }
+}
+public func C_SignInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.signInit(s, mechanism: try CallerMechanism(m), key: k)
+    }
+}
+public func C_Sign(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.finishSinglePart(s, .sign, data: try CallerBytes.input(d, count: dl), output: o, length: ol)
+    }
+}
+public func C_SignUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.update(s, .sign, data: try CallerBytes.input(d, count: dl))
+    }
+}
+public func C_SignFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.finishMultiPart(s, .sign, output: o, length: ol)
+    }
+}
 public func C_SignRecoverInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_SignRecover(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_VerifyInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_Verify(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ g: BytePointer, _ gl: CK_ULONG) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_VerifyUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_VerifyFinal(_ s: CK_SESSION_HANDLE, _ g: BytePointer, _ gl: CK_ULONG) -> CK_RV { Exports.notYetSupported(#function, s) }
+public func C_VerifyInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.verifyInit(s, mechanism: try CallerMechanism(m), key: k)
+    }
+}
+public func C_Verify(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ g: BytePointer, _ gl: CK_ULONG) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.verify(s, data: try CallerBytes.input(d, count: dl), signature: try CallerBytes.input(g, count: gl))
+    }
+}
+public func C_VerifyUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.update(s, .verify, data: try CallerBytes.input(d, count: dl))
+    }
+}
+public func C_VerifyFinal(_ s: CK_SESSION_HANDLE, _ g: BytePointer, _ gl: CK_ULONG) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.verify(s, data: nil, signature: try CallerBytes.input(g, count: gl))
+    }
+}
 public func C_VerifyRecoverInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_VerifyRecover(_ s: CK_SESSION_HANDLE, _ g: BytePointer, _ gl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_DigestEncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
@@ -34,7 +85,15 @@ public func C_SignEncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: 
 public func C_DecryptVerifyUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_GenerateKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ t: AttributePointer, _ c: CK_ULONG, _ k: HandlePointer) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_GenerateKeyPair(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ pt: AttributePointer, _ pc: CK_ULONG, _ vt: AttributePointer, _ vc: CK_ULONG,
-                                     _ pk: HandlePointer, _ vk: HandlePointer) -> CK_RV { Exports.notYetSupported(#function, s) }
+                                     _ pk: HandlePointer, _ vk: HandlePointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        guard let pk, let vk else { throw CKError.argumentsBad }
+        let handles = try state.generateKeyPair(s, mechanism: try CallerMechanism(m), publicTemplate: try CallerTemplate.read(pt, count: pc),
+                                                privateTemplate: try CallerTemplate.read(vt, count: vc))
+        pk.pointee = handles.publicKey
+        vk.pointee = handles.privateKey
+    }
+}
 public func C_WrapKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ w: CK_OBJECT_HANDLE, _ k: CK_OBJECT_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_UnwrapKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ u: CK_OBJECT_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ t: AttributePointer, _ c: CK_ULONG,
                                _ k: HandlePointer) -> CK_RV { Exports.notYetSupported(#function, s) }

@@ -109,15 +109,15 @@ public func C_WaitForSlotEvent(_ flags: CK_FLAGS, _ slot: UnsafeMutablePointer<C
 public func C_GetMechanismList(_ slot: CK_SLOT_ID, _ list: UnsafeMutablePointer<CK_MECHANISM_TYPE>?, _ count: ULongPointer) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
         _ = try state.slot(slot)
-        try OutputBuffer.write([CK_MECHANISM_TYPE](), to: list, count: count)
+        try OutputBuffer.write(Mechanisms.all.keys.sorted(), to: list, count: count)
     }
 }
 
 public func C_GetMechanismInfo(_ slot: CK_SLOT_ID, _ type: CK_MECHANISM_TYPE, _ info: UnsafeMutablePointer<CK_MECHANISM_INFO>?) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
         _ = try state.slot(slot)
-        guard info != nil else { throw CKError.argumentsBad }
-        throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(type, radix: 16)) is not supported")
+        guard let info else { throw CKError.argumentsBad }
+        info.pointee = try Mechanisms.mechanism(type).info
     }
 }
 

@@ -1,0 +1,84 @@
+import KeychainCrypto
+
+/// C_GenerateKeyPair in keychain terms: the caller's two templates plus the generated material.
+public enum KeyGeneration {
+    /// Attributes a generation template may not give: the token makes them.
+    private static let material: Set<AttributeType> = [.modulus, .privateExponent, .prime1, .prime2, .exponent1, .exponent2, .coefficient,
+                                                        .ecPoint, .value]
+
+    /// What the templates ask for: the key kind, RSA size and exponent.
+    public struct Request {
+        public let kind: AsymmetricKind
+        public let keyType: KeyType
+        public let bits: Int
+        public let publicExponent: [UInt8]?
+    }
+
+    /// Reads the request from the public template (CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT,
+    /// CKA_EC_PARAMS), for a mechanism that makes keys of `keyType`.
+    public static func request(keyType: KeyType, publicTemplate: Template, privateTemplate: Template) throws(KeychainError) -> Request {
+        for (template, objectClass) in [(publicTemplate, ObjectClass.publicKey), (privateTemplate, .privateKey)] {
+            if let value = template.first(where: { $0.type == .objectClass })?.value, AttributeValue.decodeULong(value) != objectClass.rawValue {
+                throw KeychainError(.templateInconsistent, "CKA_CLASS does not fit a key pair")
+            }
+            if let value = template.first(where: { $0.type == .keyType })?.value, AttributeValue.decodeULong(value) != keyType.rawValue {
+                throw KeychainError(.templateInconsistent, "CKA_KEY_TYPE does not fit the mechanism")
+            }
+            if let given = template.first(where: { material.contains($0.type) }) {
+                throw KeychainError(.templateInconsistent, "attribute \(given.type) is made by the token")
+            }
+        }
+        let find = { (type: AttributeType) in publicTemplate.first { $0.type == type }?.value ?? privateTemplate.first { $0.type == type }?.value }
+        switch keyType {
+        case .rsa:
+            guard let bitsValue = publicTemplate.first(where: { $0.type == .modulusBits })?.value else {
+                throw KeychainError(.templateIncomplete, "CKA_MODULUS_BITS is required")
+            }
+            guard let bits = AttributeValue.decodeULong(bitsValue) else { throw KeychainError(.attributeValueInvalid, "CKA_MODULUS_BITS") }
+            guard KeyFactory.rsaGenerationBits.contains(Int(clamping: bits)) else {
+                throw KeychainError(.keySizeRange, "RSA keys are generated with \(KeyFactory.rsaGenerationBits.lowerBound)–\(KeyFactory.rsaGenerationBits.upperBound) bits")
+            }
+            let exponent = publicTemplate.first { $0.type == .publicExponent }?.value
+            if let exponent {
+                let trimmed = exponent.drop { $0 == 0 }
+                guard !trimmed.isEmpty, trimmed.count <= 8, (trimmed.last ?? 0) & 1 == 1, Array(trimmed) != [1] else {
+                    throw KeychainError(.attributeValueInvalid, "CKA_PUBLIC_EXPONENT must be an odd number above 1")
+                }
+            }
+            return Request(kind: .rsa, keyType: .rsa, bits: Int(bits), publicExponent: exponent)
+        case .ec, .ecEdwards, .ecMontgomery:
+            guard let params = find(.ecParams) else { throw KeychainError(.templateIncomplete, "CKA_EC_PARAMS is required") }
+            let kind = try CurveParameters.kind(params, keyType: keyType)
+            return Request(kind: kind, keyType: keyType, bits: 0, publicExponent: nil)
+        default:
+            throw KeychainError(.templateInconsistent, "not an asymmetric key type")
+        }
+    }
+
+    /// The two objects of a generated pair: templates, generated material, CKA_LOCAL and
+    /// CKA_KEY_GEN_MECHANISM, computed attributes, and a shared default CKA_ID.
+    public static func objects(for key: AsymmetricKey, request: Request, mechanism: UInt, publicTemplate: Template, privateTemplate: Template,
+                               uniqueIDs: (public: [UInt8], private: [UInt8]), bySecurityOfficer: Bool) throws(KeychainError) -> (publicKey: ObjectAttributes, privateKey: ObjectAttributes) {
+        let material = try KeyFactory.generatedMaterial(key)
+        let local: Template = [(.local, AttributeValue.bool(true)), (.keyGenMechanism, AttributeValue.ulong(mechanism))]
+        func build(_ template: Template, objectClass: ObjectClass, parts: [AttributeType: [UInt8]], uniqueID: [UInt8]) throws(KeychainError) -> ObjectAttributes {
+            var full = template.filter { $0.type != .objectClass && $0.type != .keyType && $0.type != .ecParams }
+            full.append((.objectClass, AttributeValue.ulong(objectClass.rawValue)))
+            full.append((.keyType, AttributeValue.ulong(request.keyType.rawValue)))
+            full += parts.filter { entry in !full.contains { $0.type == entry.key } }.map { ($0.key, $0.value) }
+            full += local
+            var object = try ObjectTemplate.assemble(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer,
+                                                     generated: [.local, .keyGenMechanism])
+            try KeyFactory.fillComputed(&object, key: key, given: Set(template.map(\.type)))
+            return object
+        }
+        var publicKey = try build(publicTemplate, objectClass: .publicKey, parts: material.publicKey, uniqueID: uniqueIDs.public)
+        var privateKey = try build(privateTemplate, objectClass: .privateKey, parts: material.privateKey, uniqueID: uniqueIDs.private)
+        // One template naming CKA_ID gives it to both halves, so they pair up.
+        let givenPublicID = publicTemplate.contains { $0.type == .id }
+        let givenPrivateID = privateTemplate.contains { $0.type == .id }
+        if givenPublicID, !givenPrivateID { privateKey[.id] = publicKey[.id] }
+        if givenPrivateID, !givenPublicID { publicKey[.id] = privateKey[.id] }
+        return (publicKey, privateKey)
+    }
+}

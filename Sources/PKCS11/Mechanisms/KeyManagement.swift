@@ -1,0 +1,51 @@
+import CPKCS11
+import KeychainCore
+import KeychainCrypto
+
+/// PKCS#11 §5.14 key management: key pair generation.
+extension ModuleState {
+    func generateKeyPair(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, publicTemplate: Template,
+                         privateTemplate: Template) throws(CKError) -> (publicKey: CK_OBJECT_HANDLE, privateKey: CK_OBJECT_HANDLE) {
+        try withSession(handle) { session, token throws(CKError) in
+            let entry = try Mechanisms.mechanism(mechanism.type)
+            guard case .keyPairGeneration(let keyType) = entry.role else {
+                throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) does not generate key pairs")
+            }
+            try mechanism.parameter.requireEmpty()
+            let request = try translating { () throws(KeychainError) in
+                try KeyGeneration.request(keyType: keyType, publicTemplate: publicTemplate, privateTemplate: privateTemplate)
+            }
+            let key: AsymmetricKey
+            do {
+                key = try AsymmetricKey.generate(request.kind, bits: request.bits, publicExponent: request.publicExponent)
+            } catch {
+                throw CKError(CK_RV(CKR_DEVICE_ERROR), "key generation failed: \(error)")
+            }
+            let publicID = try Self.newUniqueID(), privateID = try Self.newUniqueID()
+            let bySO = token.login == .securityOfficer
+            let (publicObject, privateObject) = try translating { () throws(KeychainError) in
+                try KeyGeneration.objects(for: key, request: request, mechanism: UInt(mechanism.type), publicTemplate: publicTemplate,
+                                          privateTemplate: privateTemplate, uniqueIDs: (publicID.text, privateID.text), bySecurityOfficer: bySO)
+            }
+            // Check both before storing either, so a refusal leaves nothing behind.
+            try checkWritable(token: publicObject.isToken, private: publicObject.isPrivate, session: session, login: token.login)
+            try checkWritable(token: privateObject.isToken, private: privateObject.isPrivate, session: session, login: token.login)
+            let privateHandle = try store(privateObject, uid: privateID.uid, session: session, token: token)
+            do throws(CKError) {
+                let publicHandle = try store(publicObject, uid: publicID.uid, session: session, token: token)
+                return (publicHandle, privateHandle)
+            } catch {
+                try? destroyStored(privateHandle, token: token)
+                throw error
+            }
+        }
+    }
+
+    /// Removes an object this module just stored (undoing half of a failed pair).
+    private func destroyStored(_ handle: CK_OBJECT_HANDLE, token: Token) throws(CKError) {
+        if case .token(let rowID)? = handles[handle]?.location {
+            try translating { () throws(KeychainError) in try token.keychain.remove(id: rowID) }
+        }
+        handles.remove(handle)
+    }
+}
