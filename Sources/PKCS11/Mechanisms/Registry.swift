@@ -18,8 +18,10 @@ struct Mechanism: Sendable {
     let flags: CK_FLAGS
     let role: Role
 
+    /// CKF_HW is set on every mechanism: the operation runs inside the token (the module), with
+    /// its keys, never in the calling application — which is what clients test the flag for.
     var info: CK_MECHANISM_INFO {
-        CK_MECHANISM_INFO(ulMinKeySize: minimumKeySize, ulMaxKeySize: maximumKeySize, flags: flags)
+        CK_MECHANISM_INFO(ulMinKeySize: minimumKeySize, ulMaxKeySize: maximumKeySize, flags: flags | CK_FLAGS(CKF_HW))
     }
 }
 
