@@ -27,18 +27,43 @@ public final class StreamingDigest {
     }
 }
 
-/// HMAC fed in parts (C_SignUpdate with an HMAC mechanism).
-public final class StreamingHMAC {
-    private let ctx: OpaquePointer
+/// A MAC fed in parts (C_SignUpdate with an HMAC or CMAC mechanism).
+public final class StreamingMAC {
+    public enum Algorithm: Sendable, Equatable {
+        case hmac(Digest.Algorithm)
+        case aesCMAC
 
-    public init(_ algorithm: Digest.Algorithm, key: SecureBytes) throws {
-        guard let mac = EVP_MAC_fetch(nil, "HMAC", nil) else { throw CryptoError.library("EVP_MAC_fetch") }
+        public var outputSize: Int {
+            switch self {
+            case .hmac(let digest): return digest.outputSize
+            case .aesCMAC: return 16
+            }
+        }
+    }
+
+    private let ctx: OpaquePointer
+    public let algorithm: Algorithm
+
+    public init(_ algorithm: Algorithm, key: SecureBytes) throws {
+        self.algorithm = algorithm
+        let (macName, parameterName, parameterValue): (String, String, String)
+        switch algorithm {
+        case .hmac(let digest):
+            (macName, parameterName, parameterValue) = ("HMAC", "digest", digest.name)
+        case .aesCMAC:
+            guard [16, 24, 32].contains(key.count) else { throw CryptoError(.invalidInput, "AES key length \(key.count)") }
+            (macName, parameterName, parameterValue) = ("CMAC", "cipher", "AES-\(key.count * 8)-CBC")
+        }
+        guard let mac = EVP_MAC_fetch(nil, macName, nil) else { throw CryptoError.library("EVP_MAC_fetch") }
         defer { EVP_MAC_free(mac) }
         guard let ctx = EVP_MAC_CTX_new(mac) else { throw CryptoError.library("EVP_MAC_CTX_new") }
         self.ctx = ctx
-        let name = strdup(algorithm.name)
-        defer { free(name) }
-        var params = [OSSL_PARAM_construct_utf8_string("digest", name, 0), OSSL_PARAM_construct_end()]
+        let name = strdup(parameterName), value = strdup(parameterValue)
+        defer {
+            free(name)
+            free(value)
+        }
+        var params = [OSSL_PARAM_construct_utf8_string(name, value, 0), OSSL_PARAM_construct_end()]
         let ok = key.withUnsafeBytes { k in
             EVP_MAC_init(ctx, k.baseAddress?.assumingMemoryBound(to: UInt8.self), k.count, &params)
         }
@@ -53,7 +78,7 @@ public final class StreamingHMAC {
     }
 
     public func finish() throws -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var out = [UInt8](repeating: 0, count: 64)
         var length = 0
         guard EVP_MAC_final(ctx, &out, &length, out.count) == 1 else { throw CryptoError.library("EVP_MAC_final") }
         return Array(out.prefix(length))

@@ -13,7 +13,7 @@ final class Token {
     private(set) var login: Login = .none
     private var master: MasterKey?
     /// Parsed keys by object handle, ready for signing; dropped at logout and finalize.
-    var keyCache: [CK_OBJECT_HANDLE: AsymmetricKey] = [:]
+    var keyCache: [CK_OBJECT_HANDLE: ReadyKey] = [:]
 
     init(slotID: CK_SLOT_ID, keychain: Keychain) {
         self.slotID = slotID

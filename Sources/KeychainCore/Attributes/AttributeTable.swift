@@ -157,6 +157,9 @@ public enum AttributeTable {
         Schema(attributes: Set(storage + base + material), required: Set(required), fixed: Set(material))
     }
 
+    static let secretKey: [AttributeType] = commonKey + [.sensitive, .encrypt, .decrypt, .sign, .verify, .wrap, .unwrap, .extractable,
+                                                         .alwaysSensitive, .neverExtractable, .checkValue, .wrapWithTrusted, .trusted]
+
     private static let rsaPrivateMaterial: [AttributeType] = [.modulus, .publicExponent, .privateExponent, .prime1, .prime2, .exponent1, .exponent2, .coefficient]
 
     /// Attributes valid for each supported object class (and key type).
@@ -170,6 +173,8 @@ public enum AttributeTable {
         SchemaKey(.privateKey, .ecEdwards): keySchema(privateKey, material: [.ecParams, .value], required: [.ecParams, .value]),
         SchemaKey(.publicKey, .ecMontgomery): keySchema(publicKey, material: [.ecParams, .ecPoint], required: [.ecParams, .ecPoint]),
         SchemaKey(.privateKey, .ecMontgomery): keySchema(privateKey, material: [.ecParams, .value], required: [.ecParams, .value]),
+        SchemaKey(.secretKey, .aes): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
+        SchemaKey(.secretKey, .genericSecret): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
     ]
 
     struct SchemaKey: Hashable {

@@ -221,6 +221,10 @@ public final class Keychain {
     /// Stores a new token object; private objects need the master key. Returns its row id.
     public func add(_ object: ObjectAttributes, uid: [UInt8], master: MasterKey?) throws(KeychainError) -> Int64 {
         let protection: Protection = object.isPrivate ? .private : .public
+        if protection == .public, object.objectClass == .privateKey || object.objectClass == .secretKey {
+            // A public record is readable from the file alone: no secret key goes there.
+            throw KeychainError(.templateInconsistent, "private and secret keys stored on the token must have CKA_PRIVATE = TRUE")
+        }
         let keys = try keys(for: protection, master: master)
         return try translatingErrors {
             let record = try seal(object, uid: uid, protection: protection, keys: keys)

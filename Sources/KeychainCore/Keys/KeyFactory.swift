@@ -47,6 +47,10 @@ public enum KeyFactory {
     /// Checks an imported key's material and fills the attributes computed from it. A computed
     /// attribute the template gave must equal the computed value.
     static func completeImported(_ object: inout ObjectAttributes, given: Set<AttributeType>) throws(KeychainError) {
+        if object.objectClass == .secretKey {
+            try completeSecret(&object, given: given)
+            return
+        }
         let key = try key(of: object)
         if object.keyType == .rsa, !rsaImportBits.contains(key.bits) {
             throw KeychainError(.attributeValueInvalid, "RSA keys of \(key.bits) bits are not supported (\(rsaImportBits.lowerBound)–\(rsaImportBits.upperBound))")
@@ -94,6 +98,10 @@ public enum KeyFactory {
         case .ecEdwards?:
             return isPublic ? [.encrypt: false, .verify: true, .wrap: false, .verifyRecover: false, .derive: false]
                             : [.decrypt: false, .sign: true, .unwrap: false, .signRecover: false, .derive: false]
+        case .aes?:
+            return [.encrypt: true, .decrypt: true, .sign: true, .verify: true, .wrap: true, .unwrap: true, .derive: false]
+        case .genericSecret?:
+            return [.encrypt: false, .decrypt: false, .sign: true, .verify: true, .wrap: false, .unwrap: false, .derive: false]
         case .ecMontgomery?:
             return isPublic ? [.encrypt: false, .verify: false, .wrap: false, .verifyRecover: false, .derive: false]
                             : [.decrypt: false, .sign: false, .unwrap: false, .signRecover: false, .derive: true]
@@ -137,6 +145,38 @@ public enum KeyFactory {
             object[.alwaysSensitive] = AttributeValue.bool(object.bool(.sensitive))
             object[.neverExtractable] = AttributeValue.bool(!object.bool(.extractable))
         }
+    }
+
+    /// Checks a secret key's value and fills CKA_VALUE_LEN, CKA_CHECK_VALUE, usage defaults and
+    /// the policy history flags.
+    static func completeSecret(_ object: inout ObjectAttributes, given: Set<AttributeType>) throws(KeychainError) {
+        let value = object[.value] ?? []
+        switch object.keyType {
+        case .aes?:
+            guard [16, 24, 32].contains(value.count) else { throw KeychainError(.attributeValueInvalid, "AES keys have 16, 24 or 32 bytes") }
+        default:
+            guard !value.isEmpty else { throw KeychainError(.attributeValueInvalid, "a secret key needs a value") }
+        }
+        var computed: [AttributeType: [UInt8]] = [.valueLength: AttributeValue.ulong(UInt(value.count))]
+        do {
+            let secret = SecureBytes(value)
+            let check = object.keyType == .aes ? try SymmetricCipher.encryptZeroBlock(key: secret) : try Digest.hash(.sha1, value)
+            computed[.checkValue] = Array(check.prefix(3))
+        } catch {
+            throw KeychainError(.storageFailure, "cannot compute the check value: \(error)")
+        }
+        for (type, expected) in computed {
+            if given.contains(type), object[type] != expected {
+                throw KeychainError(.attributeValueInvalid, "attribute \(type) does not match the key value")
+            }
+            object[type] = expected
+        }
+        for (usage, enabled) in defaultUsages(object.keyType, objectClass: .secretKey) where !given.contains(usage) {
+            object[usage] = AttributeValue.bool(enabled)
+        }
+        if object[.id] == nil { object[.id] = [] }
+        object[.alwaysSensitive] = AttributeValue.bool(object.bool(.sensitive))
+        object[.neverExtractable] = AttributeValue.bool(!object.bool(.extractable))
     }
 
     /// A public-key object for a private key stored alone (OpenSSH lists only public keys).

@@ -55,6 +55,33 @@ public enum KeyGeneration {
         }
     }
 
+    /// A generated secret key (C_GenerateKey): CKA_VALUE_LEN from the template (AES: 16, 24, 32;
+    /// generic secrets: 1 to 512 bytes), random value, CKA_LOCAL and CKA_KEY_GEN_MECHANISM.
+    public static func secretKey(keyType: KeyType, mechanism: UInt, template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool) throws(KeychainError) -> ObjectAttributes {
+        if let value = template.first(where: { $0.type == .objectClass })?.value, AttributeValue.decodeULong(value) != ObjectClass.secretKey.rawValue {
+            throw KeychainError(.templateInconsistent, "CKA_CLASS does not fit a secret key")
+        }
+        if let value = template.first(where: { $0.type == .keyType })?.value, AttributeValue.decodeULong(value) != keyType.rawValue {
+            throw KeychainError(.templateInconsistent, "CKA_KEY_TYPE does not fit the mechanism")
+        }
+        if template.contains(where: { $0.type == .value }) { throw KeychainError(.templateInconsistent, "CKA_VALUE is made by the token") }
+        guard let lengthValue = template.first(where: { $0.type == .valueLength })?.value else {
+            throw KeychainError(.templateIncomplete, "CKA_VALUE_LEN is required")
+        }
+        guard let length = AttributeValue.decodeULong(lengthValue) else { throw KeychainError(.attributeValueInvalid, "CKA_VALUE_LEN") }
+        let valid = keyType == .aes ? [16, 24, 32].contains(length) : (1...512).contains(length)
+        guard valid else { throw KeychainError(.keySizeRange, "no \(length)-byte key of this type") }
+        var value: [UInt8]
+        do { value = try Random.bytes(Int(length)) } catch { throw KeychainError(.storageFailure, "random generator failed") }
+        defer { wipe(&value) }
+        var full = template.filter { $0.type != .objectClass && $0.type != .keyType }
+        full += [(.objectClass, AttributeValue.ulong(ObjectClass.secretKey.rawValue)), (.keyType, AttributeValue.ulong(keyType.rawValue)),
+                 (.value, value), (.local, AttributeValue.bool(true)), (.keyGenMechanism, AttributeValue.ulong(mechanism))]
+        var object = try ObjectTemplate.assemble(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer, generated: [.local, .keyGenMechanism])
+        try KeyFactory.completeSecret(&object, given: Set(template.map(\.type)))
+        return object
+    }
+
     /// The two objects of a generated pair: templates, generated material, CKA_LOCAL and
     /// CKA_KEY_GEN_MECHANISM, computed attributes, and a shared default CKA_ID.
     public static func objects(for key: AsymmetricKey, request: Request, mechanism: UInt, publicTemplate: Template, privateTemplate: Template,

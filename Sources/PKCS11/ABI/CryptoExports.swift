@@ -2,14 +2,46 @@ import CPKCS11
 
 /// The cryptographic entry points (§5.8–§5.14). Those whose mechanisms are not registered yet
 /// check their session and answer CKR_FUNCTION_NOT_SUPPORTED.
-public func C_EncryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_Encrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_EncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_EncryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_DecryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_Decrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_DecryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_DecryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
+public func C_EncryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.cipherInit(s, mechanism: try CallerMechanism(m), key: k, encrypting: true)
+    }
+}
+public func C_Encrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.cipherSinglePart(s, encrypting: true, input: try CallerBytes.input(d, count: dl), output: o, length: ol)
+    }
+}
+public func C_EncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.cipherUpdate(s, encrypting: true, input: try CallerBytes.input(d, count: dl), output: o, length: ol)
+    }
+}
+public func C_EncryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.cipherFinal(s, encrypting: true, output: o, length: ol)
+    }
+}
+public func C_DecryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.cipherInit(s, mechanism: try CallerMechanism(m), key: k, encrypting: false)
+    }
+}
+public func C_Decrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.cipherSinglePart(s, encrypting: false, input: try CallerBytes.input(d, count: dl), output: o, length: ol)
+    }
+}
+public func C_DecryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.cipherUpdate(s, encrypting: false, input: try CallerBytes.input(d, count: dl), output: o, length: ol)
+    }
+}
+public func C_DecryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.cipherFinal(s, encrypting: false, output: o, length: ol)
+    }
+}
 public func C_DigestInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
         try state.digestInit(s, mechanism: try CallerMechanism(m))
@@ -83,7 +115,12 @@ public func C_DigestEncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl
 public func C_DecryptDigestUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_SignEncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_DecryptVerifyUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_GenerateKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ t: AttributePointer, _ c: CK_ULONG, _ k: HandlePointer) -> CK_RV { Exports.notYetSupported(#function, s) }
+public func C_GenerateKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ t: AttributePointer, _ c: CK_ULONG, _ k: HandlePointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        guard let k else { throw CKError.argumentsBad }
+        k.pointee = try state.generateKey(s, mechanism: try CallerMechanism(m), template: try CallerTemplate.read(t, count: c))
+    }
+}
 public func C_GenerateKeyPair(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ pt: AttributePointer, _ pc: CK_ULONG, _ vt: AttributePointer, _ vc: CK_ULONG,
                                      _ pk: HandlePointer, _ vk: HandlePointer) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in

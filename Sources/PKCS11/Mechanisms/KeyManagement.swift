@@ -8,7 +8,7 @@ extension ModuleState {
                          privateTemplate: Template) throws(CKError) -> (publicKey: CK_OBJECT_HANDLE, privateKey: CK_OBJECT_HANDLE) {
         try withSession(handle) { session, token throws(CKError) in
             let entry = try Mechanisms.mechanism(mechanism.type)
-            guard case .keyPairGeneration(let keyType) = entry.role else {
+            guard entry.supports(CKF_GENERATE_KEY_PAIR), let keyType = entry.generates else {
                 throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) does not generate key pairs")
             }
             try mechanism.parameter.requireEmpty()
@@ -38,6 +38,22 @@ extension ModuleState {
                 try? destroyStored(privateHandle, token: token)
                 throw error
             }
+        }
+    }
+
+    func generateKey(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
+        try withSession(handle) { session, token throws(CKError) in
+            let entry = try Mechanisms.mechanism(mechanism.type)
+            guard entry.supports(CKF_GENERATE), let keyType = entry.generates else {
+                throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) does not generate secret keys")
+            }
+            try mechanism.parameter.requireEmpty()
+            let id = try Self.newUniqueID()
+            let bySO = token.login == .securityOfficer
+            let object = try translating { () throws(KeychainError) in
+                try KeyGeneration.secretKey(keyType: keyType, mechanism: UInt(mechanism.type), template: template, uniqueID: id.text, bySecurityOfficer: bySO)
+            }
+            return try store(object, uid: id.uid, session: session, token: token)
         }
     }
 

@@ -4,52 +4,89 @@ import KeychainCrypto
 
 /// The kinds of operation a session can have active, one of each at a time.
 enum OperationKind: Hashable {
-    case digest, sign, verify
+    case digest, sign, verify, encrypt, decrypt
 }
 
-/// An active C_DigestInit / C_SignInit / C_VerifyInit operation.
+/// A key ready for use: parsed once per login (PKCS11 keeps these in `Token.keyCache`).
+enum ReadyKey {
+    case asymmetric(AsymmetricKey)
+    case secret(SecureBytes)
+}
+
+/// An active C_*Init operation and how far it has gone.
 final class ActiveOperation {
     enum Engine {
         case digest(StreamingDigest)
         case signature(SignatureOperation)
+        case mac(StreamingMAC)
+        case symmetric(SymmetricCipher)
+        /// RSA encryption or decryption: the input is collected and processed at the end.
+        case rsa(AsymmetricKey, RSACipher.Padding, encrypting: Bool)
     }
 
     let engine: Engine
-    /// The exact length of the result (digest or signature), for length queries.
+    /// The exact result length of signatures, MACs and digests (for length queries).
     let outputLength: Int
     /// Set by the first Update: the single-part call is then refused.
     var isMultiPart = false
+    /// Input collected for RSA encryption and decryption.
+    var collected: [UInt8] = []
 
     init(engine: Engine, outputLength: Int) {
         self.engine = engine
         self.outputLength = outputLength
     }
 
-    func update(_ data: UnsafeRawBufferPointer) throws(CKError) {
+    deinit { wipe(&collected) }
+
+    /// Feeds input to a digest, signature or MAC.
+    func absorb(_ data: UnsafeRawBufferPointer) throws(CKError) {
         do {
             switch engine {
             case .digest(let digest): try digest.update(data)
             case .signature(let signature): try signature.update(data)
+            case .mac(let mac): try mac.update(data)
+            case .symmetric, .rsa: throw CKError(CK_RV(CKR_GENERAL_ERROR), "not an absorbing operation")
             }
+        } catch let error as CKError {
+            throw error
         } catch {
             throw CKError(CK_RV(CKR_DATA_LEN_RANGE), "\(error)")
         }
     }
+
+    /// The digest, signature or MAC.
+    func result() throws(CKError) -> [UInt8] {
+        do {
+            switch engine {
+            case .digest(let digest): return try digest.finish()
+            case .signature(let signer): return try signer.sign()
+            case .mac(let mac): return try mac.finish()
+            case .symmetric, .rsa: throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a signing operation")
+            }
+        } catch let error as CKError {
+            throw error
+        } catch let error as CryptoError where error.code == .invalidInput {
+            throw CKError(CK_RV(CKR_DATA_LEN_RANGE), error.reason)
+        } catch {
+            throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)")
+        }
+    }
 }
 
-/// PKCS#11 §5.10–§5.12: digesting, signing and verifying, single- and multi-part.
+/// PKCS#11 §5.10–§5.12: digesting, signing and verifying (MACs included), single- and multi-part.
 extension ModuleState {
-    /// Runs a step of an active operation. The operation ends on success, unless `keepsGoing`
-    /// says so, and on any error but CKR_BUFFER_TOO_SMALL (PKCS#11 §5.2).
-    private func step<R>(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, keepsGoing: Bool = false,
-                         _ body: (ActiveOperation) throws(CKError) -> (result: R, finished: Bool)) throws(CKError) -> R {
+    /// Runs a step of an active operation. The operation ends when `body` says it finished and on
+    /// any error but CKR_BUFFER_TOO_SMALL (PKCS#11 §5.2); a length query leaves it running.
+    func step<R>(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind,
+                 _ body: (ActiveOperation) throws(CKError) -> (result: R, finished: Bool)) throws(CKError) -> R {
         let session = try session(handle)
         guard let operation = session.operations[kind] else {
             throw CKError(CK_RV(CKR_OPERATION_NOT_INITIALIZED), "no \(kind) operation is active")
         }
         do {
             let (result, finished) = try body(operation)
-            if finished && !keepsGoing { session.operations[kind] = nil }
+            if finished { session.operations[kind] = nil }
             return result
         } catch where error.rv == CK_RV(CKR_BUFFER_TOO_SMALL) {
             throw error
@@ -59,7 +96,7 @@ extension ModuleState {
         }
     }
 
-    private func begin(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, _ make: (Session, Token) throws(CKError) -> ActiveOperation) throws(CKError) {
+    func begin(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, _ make: (Session, Token) throws(CKError) -> ActiveOperation) throws(CKError) {
         try withSession(handle) { session, token throws(CKError) in
             guard session.operations[kind] == nil else { throw CKError(CK_RV(CKR_OPERATION_ACTIVE), "a \(kind) operation is already active") }
             session.operations[kind] = try make(session, token)
@@ -70,7 +107,7 @@ extension ModuleState {
 
     func digestInit(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism) throws(CKError) {
         try begin(handle, .digest) { _, _ throws(CKError) in
-            guard case .digest(let algorithm) = try Mechanisms.mechanism(mechanism.type).role else {
+            guard let algorithm = try Mechanisms.mechanism(mechanism.type).digest else {
                 throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a digest mechanism")
             }
             try mechanism.parameter.requireEmpty()
@@ -82,15 +119,18 @@ extension ModuleState {
         }
     }
 
-    /// C_DigestKey: only secret keys can be digested; there are none of those yet.
+    /// C_DigestKey: feeds a secret key's value into the digest; other keys are indigestible.
     func digestKey(_ handle: CK_SESSION_HANDLE, key: CK_OBJECT_HANDLE) throws(CKError) {
-        try step(handle, .digest) { _ throws(CKError) -> ((), Bool) in
-            try withSession(handle) { session, token throws(CKError) -> ((), Bool) in
-                guard handles[key]?.slotID == session.slotID, !(handles[key]?.isPrivate ?? false) || token.login == .user else {
-                    throw CKError(CK_RV(CKR_KEY_HANDLE_INVALID), "no such key")
-                }
+        let session = try session(handle)
+        guard let token = slots[session.slotID]?.token else { throw CKError(CK_RV(CKR_DEVICE_REMOVED), "the keychain is gone") }
+        try step(handle, .digest) { operation throws(CKError) -> ((), Bool) in
+            let attributes = try keyAttributes(key, session: session, token: token)
+            guard attributes.objectClass == .secretKey, let value = attributes[.value] else {
                 throw CKError(CK_RV(CKR_KEY_INDIGESTIBLE), "only secret keys can be digested")
             }
+            operation.isMultiPart = true
+            try SecureBytes(value).withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(CKError) in try operation.absorb(bytes) }
+            return ((), false)
         }
     }
 
@@ -98,23 +138,35 @@ extension ModuleState {
 
     func signInit(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, key: CK_OBJECT_HANDLE) throws(CKError) {
         try begin(handle, .sign) { session, token throws(CKError) in
-            try signatureOperation(mechanism, key: key, signing: true, session: session, token: token)
+            try authenticationOperation(mechanism, key: key, signing: true, session: session, token: token)
         }
     }
 
     func verifyInit(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, key: CK_OBJECT_HANDLE) throws(CKError) {
         try begin(handle, .verify) { session, token throws(CKError) in
-            try signatureOperation(mechanism, key: key, signing: false, session: session, token: token)
+            try authenticationOperation(mechanism, key: key, signing: false, session: session, token: token)
         }
     }
 
-    private func signatureOperation(_ mechanism: CallerMechanism, key handle: CK_OBJECT_HANDLE, signing: Bool, session: Session, token: Token) throws(CKError) -> ActiveOperation {
+    /// A signature (asymmetric) or MAC (secret key) operation.
+    private func authenticationOperation(_ mechanism: CallerMechanism, key handle: CK_OBJECT_HANDLE, signing: Bool, session: Session,
+                                         token: Token) throws(CKError) -> ActiveOperation {
         let entry = try Mechanisms.mechanism(mechanism.type)
-        guard case .signature(let keyTypes, let makeScheme) = entry.role, entry.flags & CK_FLAGS(signing ? CKF_SIGN : CKF_VERIFY) != 0 else {
+        guard entry.supports(signing ? CKF_SIGN : CKF_VERIFY) else {
             throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) cannot \(signing ? "sign" : "verify")")
         }
-        let key = try usableKey(handle, session: session, token: token, objectClass: signing ? .privateKey : .publicKey,
-                                usage: signing ? .sign : .verify, mechanism: entry, keyTypes: keyTypes)
+        if let algorithm = entry.mac {
+            try mechanism.parameter.requireEmpty()
+            let secret = try secretKey(handle, session: session, token: token, usage: signing ? .sign : .verify, mechanism: entry)
+            do {
+                return ActiveOperation(engine: .mac(try StreamingMAC(algorithm, key: secret)), outputLength: algorithm.outputSize)
+            } catch {
+                throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "\(error)")
+            }
+        }
+        guard let makeScheme = entry.signature else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a signature mechanism") }
+        let key = try asymmetricKey(handle, session: session, token: token, objectClass: signing ? .privateKey : .publicKey,
+                                    usage: signing ? .sign : .verify, mechanism: entry)
         let scheme = try makeScheme(mechanism.parameter, key)
         do {
             let operation = try SignatureOperation(key: key, scheme: scheme, signing: signing)
@@ -124,23 +176,28 @@ extension ModuleState {
         }
     }
 
-    /// The parsed key behind `handle`, after the checks every key operation makes: visible,
-    /// of the right class and type, allowed this usage and this mechanism, of a size the
-    /// mechanism takes. Parsed keys are cached until logout.
-    func usableKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
-                   mechanism: Mechanism, keyTypes: Set<KeyType>) throws(CKError) -> AsymmetricKey {
+    // MARK: keys for operations
+
+    /// The attributes of a key object visible to the session.
+    func keyAttributes(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> ObjectAttributes {
         guard let entry = handles[handle], entry.slotID == session.slotID, !entry.isPrivate || token.login == .user else {
             throw CKError(CK_RV(CKR_KEY_HANDLE_INVALID), "no such key")
         }
-        let attributes: ObjectAttributes
         switch entry.location {
-        case .session(let object): attributes = object.attributes
+        case .session(let object): return object.attributes
         case .token(let rowID):
-            do { attributes = try token.keychain.object(id: rowID, master: token.userMaster) } catch where error.code == .objectNotFound {
+            do { return try token.keychain.object(id: rowID, master: token.userMaster) } catch where error.code == .objectNotFound {
                 throw CKError(CK_RV(CKR_KEY_HANDLE_INVALID), "the key is gone")
             } catch { throw CKError(error) }
         }
-        guard attributes.objectClass == objectClass, let keyType = attributes.keyType, keyTypes.contains(keyType) else {
+    }
+
+    /// The checks every key operation makes: the right class and type, this usage allowed, this
+    /// mechanism allowed. Returns the attributes.
+    func checkedKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
+                    mechanism: Mechanism) throws(CKError) -> ObjectAttributes {
+        let attributes = try keyAttributes(handle, session: session, token: token)
+        guard attributes.objectClass == objectClass, let keyType = attributes.keyType, mechanism.keyTypes.contains(keyType) else {
             throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "this key does not fit the mechanism")
         }
         guard attributes.bool(usage) else {
@@ -152,12 +209,32 @@ extension ModuleState {
             }
             guard types.contains(UInt(mechanism.type)) else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not in CKA_ALLOWED_MECHANISMS") }
         }
-        let key = try token.cachedKey(for: handle, attributes: attributes)
-        let size = CK_ULONG(Self.mechanismKeySize(key))
-        guard mechanism.minimumKeySize == 0 || (size >= mechanism.minimumKeySize && size <= mechanism.maximumKeySize) else {
-            throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "a \(size)-bit key is outside this mechanism's range")
+        return attributes
+    }
+
+    func asymmetricKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
+                       mechanism: Mechanism) throws(CKError) -> AsymmetricKey {
+        let attributes = try checkedKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism)
+        guard case .asymmetric(let key) = try token.readyKey(for: handle, attributes: attributes) else {
+            throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not an asymmetric key")
         }
+        try Self.checkSize(Self.mechanismKeySize(key), mechanism)
         return key
+    }
+
+    func secretKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, usage: AttributeType, mechanism: Mechanism) throws(CKError) -> SecureBytes {
+        let attributes = try checkedKey(handle, session: session, token: token, objectClass: .secretKey, usage: usage, mechanism: mechanism)
+        guard case .secret(let value) = try token.readyKey(for: handle, attributes: attributes) else {
+            throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not a secret key")
+        }
+        try Self.checkSize(value.count, mechanism)
+        return value
+    }
+
+    private static func checkSize(_ size: Int, _ mechanism: Mechanism) throws(CKError) {
+        guard mechanism.minimumKeySize == 0 || (CK_ULONG(size) >= mechanism.minimumKeySize && CK_ULONG(size) <= mechanism.maximumKeySize) else {
+            throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "a key of size \(size) is outside this mechanism's range")
+        }
     }
 
     /// Key size in the units CK_MECHANISM_INFO uses: modulus bits, curve bits, 255 or 448
@@ -171,33 +248,33 @@ extension ModuleState {
         }
     }
 
-    // MARK: the data steps, shared by digest, sign and verify
+    // MARK: the data steps of digest, sign and verify
 
     /// C_Digest / C_Sign: the whole input at once, under the call-twice convention.
     func finishSinglePart(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, data: UnsafeRawBufferPointer,
                           output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
         try step(handle, kind) { operation throws(CKError) in
             guard !operation.isMultiPart else { throw CKError(CK_RV(CKR_OPERATION_ACTIVE), "a multi-part operation is in progress") }
-            guard try Self.hasRoom(operation, output: output, length: length) else { return ((), false) }
-            try operation.update(data)
-            try OutputBuffer.write(try Self.result(of: operation), to: output, length: length)
+            guard try Self.hasRoom(operation.outputLength, output: output, length: length) else { return ((), false) }
+            try operation.absorb(data)
+            try OutputBuffer.write(try operation.result(), to: output, length: length)
             return ((), true)
         }
     }
 
     func update(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, data: UnsafeRawBufferPointer) throws(CKError) {
-        try step(handle, kind, keepsGoing: true) { operation throws(CKError) in
+        try step(handle, kind) { operation throws(CKError) in
             operation.isMultiPart = true
-            try operation.update(data)
-            return ((), true)
+            try operation.absorb(data)
+            return ((), false)
         }
     }
 
     /// C_DigestFinal / C_SignFinal.
     func finishMultiPart(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
         try step(handle, kind) { operation throws(CKError) in
-            guard try Self.hasRoom(operation, output: output, length: length) else { return ((), false) }
-            try OutputBuffer.write(try Self.result(of: operation), to: output, length: length)
+            guard try Self.hasRoom(operation.outputLength, output: output, length: length) else { return ((), false) }
+            try OutputBuffer.write(try operation.result(), to: output, length: length)
             return ((), true)
         }
     }
@@ -205,55 +282,52 @@ extension ModuleState {
     /// C_Verify (with data) and C_VerifyFinal (data == nil).
     func verify(_ handle: CK_SESSION_HANDLE, data: UnsafeRawBufferPointer?, signature: UnsafeRawBufferPointer) throws(CKError) {
         try step(handle, .verify) { operation throws(CKError) in
-            guard case .signature(let verifier) = operation.engine else { throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a verification") }
             if let data {
                 guard !operation.isMultiPart else { throw CKError(CK_RV(CKR_OPERATION_ACTIVE), "a multi-part operation is in progress") }
-                try operation.update(data)
+                try operation.absorb(data)
             }
             guard signature.count == operation.outputLength else {
                 throw CKError(CK_RV(CKR_SIGNATURE_LEN_RANGE), "a signature has \(operation.outputLength) bytes")
             }
             let valid: Bool
-            do { valid = try verifier.verify(Array(signature)) } catch { throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)") }
+            switch operation.engine {
+            case .signature(let verifier):
+                do { valid = try verifier.verify(Array(signature)) } catch { throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)") }
+            case .mac:
+                valid = ConstantTime.equals(try operation.result(), Array(signature))
+            default:
+                throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a verification")
+            }
             guard valid else { throw CKError(CK_RV(CKR_SIGNATURE_INVALID), "the signature does not verify") }
             return ((), true)
         }
     }
 
-    /// Answers a length query (true: there is room to produce the result now).
-    private static func hasRoom(_ operation: ActiveOperation, output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) -> Bool {
+    /// Answers a length query (false) or checks there is room for `needed` bytes (true).
+    static func hasRoom(_ needed: Int, output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) -> Bool {
         guard let length else { throw CKError.argumentsBad }
         guard output != nil else {
-            length.pointee = CK_ULONG(operation.outputLength)
+            length.pointee = CK_ULONG(needed)
             return false
         }
-        guard length.pointee >= CK_ULONG(operation.outputLength) else {
-            let needed = operation.outputLength
+        guard length.pointee >= CK_ULONG(needed) else {
             length.pointee = CK_ULONG(needed)
             throw CKError.bufferTooSmall(required: needed)
         }
         return true
     }
-
-    private static func result(of operation: ActiveOperation) throws(CKError) -> [UInt8] {
-        do {
-            switch operation.engine {
-            case .digest(let digest): return try digest.finish()
-            case .signature(let signer): return try signer.sign()
-            }
-        } catch let error as CryptoError where error.code == .invalidInput {
-            throw CKError(CK_RV(CKR_DATA_LEN_RANGE), error.reason)
-        } catch {
-            throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)")
-        }
-    }
 }
 
 extension Token {
-    /// The OpenSSL key of a key object, parsed once while logged in.
-    func cachedKey(for handle: CK_OBJECT_HANDLE, attributes: ObjectAttributes) throws(CKError) -> AsymmetricKey {
+    /// The usable form of a key object, parsed once while logged in.
+    func readyKey(for handle: CK_OBJECT_HANDLE, attributes: ObjectAttributes) throws(CKError) -> ReadyKey {
         if let key = keyCache[handle] { return key }
-        let key = try translating { () throws(KeychainError) in try KeyFactory.key(of: attributes) }
+        let key: ReadyKey
+        if attributes.objectClass == .secretKey {
+            key = .secret(SecureBytes(attributes[.value] ?? []))
+        } else {
+            key = .asymmetric(try translating { () throws(KeychainError) in try KeyFactory.key(of: attributes) })
+        }
         keyCache[handle] = key
         return key
     }

@@ -1,0 +1,177 @@
+internal import COpenSSL
+
+/// AES in the modes PKCS#11 offers, streaming through EVP_CIPHER_CTX.
+public final class SymmetricCipher {
+    public enum Mode: Sendable, Equatable {
+        case ecb, cbc, cbcPad, ctr
+        /// GCM with its 12-byte-or-longer IV, additional data and tag length in bytes.
+        case gcm(tagLength: Int)
+    }
+
+    public let mode: Mode
+    public let encrypting: Bool
+    private var ctx: OpaquePointer
+    /// GCM decryption holds all ciphertext until the tag is checked at the end.
+    private var heldCiphertext: [UInt8] = []
+    /// Bytes given to OpenSSL that it has not yet turned into output (block modes: less than a
+    /// block, or a whole block held back for CBC-PAD decryption).
+    private var buffered = 0
+
+    public static let blockSize = 16
+
+    public init(mode: Mode, key: SecureBytes, iv: [UInt8], associatedData: [UInt8] = [], encrypting: Bool) throws {
+        guard let cipher = Self.cipher(mode: mode, keyLength: key.count) else { throw CryptoError(.invalidInput, "AES key length \(key.count)") }
+        guard let ctx = EVP_CIPHER_CTX_new() else { throw CryptoError.library("EVP_CIPHER_CTX_new") }
+        self.ctx = ctx
+        self.mode = mode
+        self.encrypting = encrypting
+        guard EVP_CipherInit_ex(ctx, cipher, nil, nil, nil, encrypting ? 1 : 0) == 1 else { throw CryptoError.library("EVP_CipherInit_ex") }
+        if case .gcm = mode {
+            guard iv.count >= 1, EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, Int32(iv.count), nil) == 1 else {
+                throw CryptoError(.invalidInput, "GCM IV length")
+            }
+        } else if mode != .ecb, iv.count != Self.blockSize {
+            throw CryptoError(.invalidInput, "the IV must have 16 bytes")
+        }
+        let ok = key.withUnsafeBytes { k in
+            EVP_CipherInit_ex(ctx, nil, nil, k.baseAddress?.assumingMemoryBound(to: UInt8.self), iv.isEmpty ? nil : iv, encrypting ? 1 : 0)
+        }
+        guard ok == 1 else { throw CryptoError.library("EVP_CipherInit_ex(key)") }
+        EVP_CIPHER_CTX_set_padding(ctx, mode == .cbcPad ? 1 : 0)
+        if case .gcm = mode, !associatedData.isEmpty {
+            var length: Int32 = 0
+            guard EVP_CipherUpdate(ctx, nil, &length, associatedData, Int32(associatedData.count)) == 1 else { throw CryptoError.library("GCM AAD") }
+        }
+    }
+
+    private init(copying other: SymmetricCipher) throws {
+        guard let ctx = EVP_CIPHER_CTX_new() else { throw CryptoError.library("EVP_CIPHER_CTX_new") }
+        self.ctx = ctx
+        mode = other.mode
+        encrypting = other.encrypting
+        heldCiphertext = other.heldCiphertext
+        buffered = other.buffered
+        guard EVP_CIPHER_CTX_copy(ctx, other.ctx) == 1 else { throw CryptoError.library("EVP_CIPHER_CTX_copy") }
+    }
+
+    deinit {
+        EVP_CIPHER_CTX_free(ctx)
+        wipe(&heldCiphertext)
+    }
+
+    /// An independent copy of the state: a step run on the copy leaves this one untouched.
+    public func copy() throws -> SymmetricCipher { try SymmetricCipher(copying: self) }
+
+    /// Adopts the state of `other` (a copy that ran ahead).
+    public func adopt(_ other: SymmetricCipher) {
+        swap(&ctx, &other.ctx)
+        heldCiphertext = other.heldCiphertext
+        buffered = other.buffered
+    }
+
+    private var tagLength: Int? {
+        if case .gcm(let length) = mode { return length }
+        return nil
+    }
+
+    /// The most an update of `count` bytes can produce.
+    public func maximumUpdateOutput(_ count: Int) -> Int {
+        if tagLength != nil && !encrypting { return 0 }
+        if mode == .ctr || tagLength != nil { return count }
+        return ((buffered + count) / Self.blockSize) * Self.blockSize
+    }
+
+    /// The most the final step can produce.
+    public var maximumFinalOutput: Int {
+        if let tagLength { return encrypting ? tagLength : max(0, heldCiphertext.count - tagLength) }
+        switch mode {
+        case .cbcPad: return Self.blockSize
+        default: return 0
+        }
+    }
+
+    public func update(_ input: UnsafeRawBufferPointer) throws -> [UInt8] {
+        guard input.count > 0 else { return [] }
+        guard input.count <= Int(Int32.max) - Self.blockSize else { throw CryptoError(.invalidInput, "input too large") }
+        if tagLength != nil && !encrypting {
+            heldCiphertext += input
+            return []
+        }
+        var out = [UInt8](repeating: 0, count: input.count + Self.blockSize)
+        var length: Int32 = 0
+        guard EVP_CipherUpdate(ctx, &out, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count)) == 1 else {
+            throw CryptoError.library("EVP_CipherUpdate")
+        }
+        buffered += input.count - Int(length)
+        return Array(out.prefix(Int(length)))
+    }
+
+    /// Ends the operation. Block modes without padding need whole blocks; GCM decryption fails
+    /// with `.authenticationFailed` if the tag does not verify (and returns no plaintext).
+    public func finish() throws -> [UInt8] {
+        if let tagLength {
+            return encrypting ? try finishGCMEncryption(tagLength) : try finishGCMDecryption(tagLength)
+        }
+        var out = [UInt8](repeating: 0, count: Self.blockSize)
+        var length: Int32 = 0
+        guard EVP_CipherFinal_ex(ctx, &out, &length) == 1 else {
+            ERR_clear_error()
+            throw CryptoError(.invalidInput, encrypting ? "the data is not a whole number of blocks" : "bad padding or length")
+        }
+        return Array(out.prefix(Int(length)))
+    }
+
+    private func finishGCMEncryption(_ tagLength: Int) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: Self.blockSize)
+        var length: Int32 = 0
+        guard EVP_CipherFinal_ex(ctx, &out, &length) == 1 else { throw CryptoError.library("GCM final") }
+        var tag = [UInt8](repeating: 0, count: tagLength)
+        guard EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, Int32(tagLength), &tag) == 1 else { throw CryptoError.library("GCM tag") }
+        return Array(out.prefix(Int(length))) + tag
+    }
+
+    private func finishGCMDecryption(_ tagLength: Int) throws -> [UInt8] {
+        guard heldCiphertext.count >= tagLength else { throw CryptoError(.invalidInput, "shorter than the GCM tag") }
+        let bodyLength = heldCiphertext.count - tagLength
+        var tag = Array(heldCiphertext[bodyLength...])
+        var out = [UInt8](repeating: 0, count: bodyLength + Self.blockSize)
+        var length: Int32 = 0
+        if bodyLength > 0 {
+            guard EVP_CipherUpdate(ctx, &out, &length, heldCiphertext, Int32(bodyLength)) == 1 else { throw CryptoError.library("GCM update") }
+        }
+        guard EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, Int32(tagLength), &tag) == 1 else { throw CryptoError.library("GCM tag") }
+        var tail: Int32 = 0
+        let ok = out.withUnsafeMutableBufferPointer { EVP_CipherFinal_ex(ctx, $0.baseAddress.map { $0 + Int(length) }, &tail) }
+        guard ok == 1 else {
+            ERR_clear_error()
+            wipe(&out)
+            throw CryptoError(.authenticationFailed, "the GCM tag does not verify")
+        }
+        return Array(out.prefix(Int(length + tail)))
+    }
+
+    static func cipher(mode: Mode, keyLength: Int) -> OpaquePointer? {
+        switch (mode, keyLength) {
+        case (.ecb, 16): return EVP_aes_128_ecb()
+        case (.ecb, 24): return EVP_aes_192_ecb()
+        case (.ecb, 32): return EVP_aes_256_ecb()
+        case (.cbc, 16), (.cbcPad, 16): return EVP_aes_128_cbc()
+        case (.cbc, 24), (.cbcPad, 24): return EVP_aes_192_cbc()
+        case (.cbc, 32), (.cbcPad, 32): return EVP_aes_256_cbc()
+        case (.ctr, 16): return EVP_aes_128_ctr()
+        case (.ctr, 24): return EVP_aes_192_ctr()
+        case (.ctr, 32): return EVP_aes_256_ctr()
+        case (.gcm, 16): return EVP_aes_128_gcm()
+        case (.gcm, 24): return EVP_aes_192_gcm()
+        case (.gcm, 32): return EVP_aes_256_gcm()
+        default: return nil
+        }
+    }
+
+    /// AES-ECB of one zero block under `key`: the source of an AES key's CKA_CHECK_VALUE.
+    public static func encryptZeroBlock(key: SecureBytes) throws -> [UInt8] {
+        let cipher = try SymmetricCipher(mode: .ecb, key: key, iv: [], encrypting: true)
+        let zeros = [UInt8](repeating: 0, count: blockSize)
+        return try zeros.withUnsafeBytes { try cipher.update($0) } + cipher.finish()
+    }
+}

@@ -1,0 +1,144 @@
+import CPKCS11
+import KeychainCore
+import KeychainCrypto
+
+/// PKCS#11 §5.8–§5.9: encryption and decryption, single- and multi-part.
+///
+/// Symmetric steps run on a copy of the cipher state first: a length query or a short buffer
+/// leaves the operation exactly where it was, and the copy becomes the state when it succeeds.
+extension ModuleState {
+    func cipherInit(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, key: CK_OBJECT_HANDLE, encrypting: Bool) throws(CKError) {
+        try begin(handle, encrypting ? .encrypt : .decrypt) { session, token throws(CKError) in
+            let entry = try Mechanisms.mechanism(mechanism.type)
+            guard entry.supports(encrypting ? CKF_ENCRYPT : CKF_DECRYPT), let makeSpec = entry.cipher else {
+                throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) cannot \(encrypting ? "encrypt" : "decrypt")")
+            }
+            let usage: AttributeType = encrypting ? .encrypt : .decrypt
+            switch try makeSpec(mechanism.parameter) {
+            case .symmetric(let mode, let iv, let associatedData):
+                let secret = try secretKey(key, session: session, token: token, usage: usage, mechanism: entry)
+                do {
+                    let cipher = try SymmetricCipher(mode: mode, key: secret, iv: iv, associatedData: associatedData, encrypting: encrypting)
+                    return ActiveOperation(engine: .symmetric(cipher), outputLength: 0)
+                } catch {
+                    throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "\(error)")
+                }
+            case .rsa(let padding):
+                let rsa = try asymmetricKey(key, session: session, token: token, objectClass: encrypting ? .publicKey : .privateKey,
+                                            usage: usage, mechanism: entry)
+                return ActiveOperation(engine: .rsa(rsa, padding, encrypting: encrypting), outputLength: (rsa.bits + 7) / 8)
+            }
+        }
+    }
+
+    /// C_Encrypt / C_Decrypt.
+    func cipherSinglePart(_ handle: CK_SESSION_HANDLE, encrypting: Bool, input: UnsafeRawBufferPointer,
+                          output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+        try step(handle, encrypting ? .encrypt : .decrypt) { operation throws(CKError) in
+            guard !operation.isMultiPart else { throw CKError(CK_RV(CKR_OPERATION_ACTIVE), "a multi-part operation is in progress") }
+            guard let length else { throw CKError.argumentsBad }
+            let result: [UInt8]
+            switch operation.engine {
+            case .symmetric(let cipher):
+                result = try Self.run(encrypting: encrypting) {
+                    let trial = try cipher.copy()
+                    return try trial.update(input) + trial.finish()
+                }
+            case .rsa(let key, let padding, _):
+                if output == nil {
+                    length.pointee = CK_ULONG(operation.outputLength)
+                    return ((), false)
+                }
+                result = try Self.rsa(Array(input), key: key, padding: padding, encrypting: encrypting, modulusBytes: operation.outputLength)
+            default:
+                throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a cipher operation")
+            }
+            guard try Self.hasRoom(result.count, output: output, length: length) else { return ((), false) }
+            try OutputBuffer.write(result, to: output, length: length)
+            return ((), true)
+        }
+    }
+
+    /// C_EncryptUpdate / C_DecryptUpdate.
+    func cipherUpdate(_ handle: CK_SESSION_HANDLE, encrypting: Bool, input: UnsafeRawBufferPointer,
+                      output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+        try step(handle, encrypting ? .encrypt : .decrypt) { operation throws(CKError) in
+            operation.isMultiPart = true
+            guard let length else { throw CKError.argumentsBad }
+            switch operation.engine {
+            case .symmetric(let cipher):
+                var trial: SymmetricCipher?
+                let produced = try Self.run(encrypting: encrypting) {
+                    let copy = try cipher.copy()
+                    trial = copy
+                    return try copy.update(input)
+                }
+                guard try Self.hasRoom(produced.count, output: output, length: length) else { return ((), false) }
+                try OutputBuffer.write(produced, to: output, length: length)
+                if let trial { cipher.adopt(trial) }
+            case .rsa:
+                guard operation.collected.count + input.count <= operation.outputLength else {
+                    throw CKError(CK_RV(encrypting ? CKR_DATA_LEN_RANGE : CKR_ENCRYPTED_DATA_LEN_RANGE), "more input than one RSA block")
+                }
+                operation.collected += input
+                length.pointee = 0
+            default:
+                throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a cipher operation")
+            }
+            return ((), false)
+        }
+    }
+
+    /// C_EncryptFinal / C_DecryptFinal.
+    func cipherFinal(_ handle: CK_SESSION_HANDLE, encrypting: Bool, output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+        try step(handle, encrypting ? .encrypt : .decrypt) { operation throws(CKError) in
+            guard let length else { throw CKError.argumentsBad }
+            let result: [UInt8]
+            switch operation.engine {
+            case .symmetric(let cipher):
+                result = try Self.run(encrypting: encrypting) { try cipher.copy().finish() }
+            case .rsa(let key, let padding, _):
+                if output == nil {
+                    length.pointee = CK_ULONG(operation.outputLength)
+                    return ((), false)
+                }
+                result = try Self.rsa(operation.collected, key: key, padding: padding, encrypting: encrypting, modulusBytes: operation.outputLength)
+            default:
+                throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a cipher operation")
+            }
+            guard try Self.hasRoom(result.count, output: output, length: length) else { return ((), false) }
+            try OutputBuffer.write(result, to: output, length: length)
+            return ((), true)
+        }
+    }
+
+    /// Runs a symmetric step, mapping failures to the codes PKCS#11 gives them.
+    private static func run(encrypting: Bool, _ body: () throws -> [UInt8]) throws(CKError) -> [UInt8] {
+        do {
+            return try body()
+        } catch let error as CryptoError where error.code == .authenticationFailed {
+            throw CKError(CK_RV(CKR_ENCRYPTED_DATA_INVALID), error.reason)
+        } catch let error as CryptoError where error.code == .invalidInput {
+            throw CKError(CK_RV(encrypting ? CKR_DATA_LEN_RANGE : CKR_ENCRYPTED_DATA_LEN_RANGE), error.reason)
+        } catch {
+            throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)")
+        }
+    }
+
+    /// One RSA block. Length problems are *_LEN_RANGE; a failed decryption is
+    /// CKR_ENCRYPTED_DATA_INVALID whatever went wrong inside it.
+    static func rsa(_ input: [UInt8], key: AsymmetricKey, padding: RSACipher.Padding, encrypting: Bool, modulusBytes: Int) throws(CKError) -> [UInt8] {
+        if encrypting {
+            guard input.count <= RSACipher.maximumInput(padding, modulusBytes: modulusBytes) else {
+                throw CKError(CK_RV(CKR_DATA_LEN_RANGE), "too much data for one RSA block")
+            }
+            do { return try RSACipher.encrypt(input, key: key, padding: padding) } catch {
+                throw CKError(CK_RV(CKR_DATA_INVALID), "\(error)")
+            }
+        }
+        guard input.count == modulusBytes else { throw CKError(CK_RV(CKR_ENCRYPTED_DATA_LEN_RANGE), "RSA ciphertext must have \(modulusBytes) bytes") }
+        do { return try RSACipher.decrypt(input, key: key, padding: padding).bytes } catch {
+            throw CKError(CK_RV(CKR_ENCRYPTED_DATA_INVALID), "decryption failed")
+        }
+    }
+}

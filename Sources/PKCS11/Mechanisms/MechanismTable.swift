@@ -1,0 +1,215 @@
+import CPKCS11
+import KeychainCore
+import KeychainCrypto
+
+enum Mechanisms {
+    // PKCS#11 3.0 values the 2.40 header lacks.
+    static let sha3_224: UInt = 0x2B5, sha3_256: UInt = 0x2B0, sha3_384: UInt = 0x2C0, sha3_512: UInt = 0x2D0
+    static let sha3_224HMAC: UInt = 0x2B6, sha3_256HMAC: UInt = 0x2B1, sha3_384HMAC: UInt = 0x2C1, sha3_512HMAC: UInt = 0x2D1
+    static let ecEdwardsKeyPairGen: UInt = 0x1055
+    static let ecMontgomeryKeyPairGen: UInt = 0x1056
+    static let eddsa: UInt = 0x1057
+    static let aesKeyWrap: UInt = 0x2109
+    static let aesKeyWrapPad: UInt = 0x210A
+
+    static let all: [CK_MECHANISM_TYPE: Mechanism] = {
+        var table: [CK_MECHANISM_TYPE: Mechanism] = [:]
+        func add(_ type: UInt, _ min: Int, _ max: Int, _ flags: UInt, _ configure: (inout Mechanism) -> Void = { _ in }) {
+            var mechanism = Mechanism(type: CK_MECHANISM_TYPE(type), minimumKeySize: CK_ULONG(min), maximumKeySize: CK_ULONG(max), flags: CK_FLAGS(flags))
+            configure(&mechanism)
+            table[mechanism.type] = mechanism
+        }
+        let signVerify = UInt(CKF_SIGN | CKF_VERIFY)
+        let encryptDecrypt = UInt(CKF_ENCRYPT | CKF_DECRYPT)
+        let wrapUnwrap = UInt(CKF_WRAP | CKF_UNWRAP)
+
+        // Digests and HMAC (current mechanisms §2.16–§2.25).
+        let digests: [(UInt, UInt, Digest.Algorithm)] = [
+            (UInt(CKM_SHA_1), UInt(CKM_SHA_1_HMAC), .sha1), (UInt(CKM_SHA224), UInt(CKM_SHA224_HMAC), .sha224),
+            (UInt(CKM_SHA256), UInt(CKM_SHA256_HMAC), .sha256), (UInt(CKM_SHA384), UInt(CKM_SHA384_HMAC), .sha384),
+            (UInt(CKM_SHA512), UInt(CKM_SHA512_HMAC), .sha512), (sha3_224, sha3_224HMAC, .sha3_224), (sha3_256, sha3_256HMAC, .sha3_256),
+            (sha3_384, sha3_384HMAC, .sha3_384), (sha3_512, sha3_512HMAC, .sha3_512),
+        ]
+        for (digest, hmac, algorithm) in digests {
+            add(digest, 0, 0, UInt(CKF_DIGEST)) { $0.digest = algorithm }
+            add(hmac, 1, 512, signVerify) {
+                $0.keyTypes = [.genericSecret]
+                $0.mac = .hmac(algorithm)
+            }
+        }
+        add(UInt(CKM_GENERIC_SECRET_KEY_GEN), 8, 4096, UInt(CKF_GENERATE)) { $0.generates = .genericSecret }
+
+        // RSA (§2.1).
+        let rsaMin = KeyFactory.rsaImportBits.lowerBound, rsaMax = KeyFactory.rsaImportBits.upperBound
+        add(UInt(CKM_RSA_PKCS_KEY_PAIR_GEN), KeyFactory.rsaGenerationBits.lowerBound, KeyFactory.rsaGenerationBits.upperBound, UInt(CKF_GENERATE_KEY_PAIR)) {
+            $0.generates = .rsa
+        }
+        add(UInt(CKM_RSA_PKCS), rsaMin, rsaMax, signVerify | encryptDecrypt | wrapUnwrap) {
+            $0.keyTypes = [.rsa]
+            $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .rsaPKCS1(digest: nil) }
+            $0.cipher = { p throws(CKError) in try p.requireEmpty(); return .rsa(.pkcs1) }
+        }
+        add(UInt(CKM_RSA_X_509), rsaMin, rsaMax, signVerify | encryptDecrypt) {
+            $0.keyTypes = [.rsa]
+            $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .rsaRaw }
+            $0.cipher = { p throws(CKError) in try p.requireEmpty(); return .rsa(.raw) }
+        }
+        add(UInt(CKM_RSA_PKCS_OAEP), rsaMin, rsaMax, encryptDecrypt | wrapUnwrap) {
+            $0.keyTypes = [.rsa]
+            $0.cipher = { p throws(CKError) in .rsa(try oaepPadding(p)) }
+        }
+        let rsaHashes: [(UInt, UInt, Digest.Algorithm)] = [
+            (UInt(CKM_SHA1_RSA_PKCS), UInt(CKM_SHA1_RSA_PKCS_PSS), .sha1), (UInt(CKM_SHA224_RSA_PKCS), UInt(CKM_SHA224_RSA_PKCS_PSS), .sha224),
+            (UInt(CKM_SHA256_RSA_PKCS), UInt(CKM_SHA256_RSA_PKCS_PSS), .sha256), (UInt(CKM_SHA384_RSA_PKCS), UInt(CKM_SHA384_RSA_PKCS_PSS), .sha384),
+            (UInt(CKM_SHA512_RSA_PKCS), UInt(CKM_SHA512_RSA_PKCS_PSS), .sha512),
+        ]
+        for (pkcs1, pss, digest) in rsaHashes {
+            add(pkcs1, rsaMin, rsaMax, signVerify) {
+                $0.keyTypes = [.rsa]
+                $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .rsaPKCS1(digest: digest) }
+            }
+            add(pss, rsaMin, rsaMax, signVerify) {
+                $0.keyTypes = [.rsa]
+                $0.signature = { p, key throws(CKError) in try pssScheme(p, key: key, mechanismDigest: digest) }
+            }
+        }
+        add(UInt(CKM_RSA_PKCS_PSS), rsaMin, rsaMax, signVerify) {
+            $0.keyTypes = [.rsa]
+            $0.signature = { p, key throws(CKError) in try pssScheme(p, key: key, mechanismDigest: nil) }
+        }
+
+        // Elliptic curves (§2.3).
+        let ecFlags = UInt(CKF_EC_F_P | CKF_EC_NAMEDCURVE | CKF_EC_UNCOMPRESS)
+        add(UInt(CKM_EC_KEY_PAIR_GEN), 256, 521, UInt(CKF_GENERATE_KEY_PAIR) | ecFlags) { $0.generates = .ec }
+        let ecdsa: [(UInt, Digest.Algorithm?)] = [(UInt(CKM_ECDSA), nil), (UInt(CKM_ECDSA_SHA1), .sha1), (UInt(CKM_ECDSA_SHA224), .sha224),
+                                                   (UInt(CKM_ECDSA_SHA256), .sha256), (UInt(CKM_ECDSA_SHA384), .sha384), (UInt(CKM_ECDSA_SHA512), .sha512)]
+        for (type, digest) in ecdsa {
+            add(type, 256, 521, signVerify | ecFlags) {
+                $0.keyTypes = [.ec]
+                $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .ecdsa(digest: digest) }
+            }
+        }
+        add(ecEdwardsKeyPairGen, 255, 448, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .ecEdwards }
+        add(ecMontgomeryKeyPairGen, 255, 448, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .ecMontgomery }
+        add(eddsa, 255, 448, signVerify) {
+            $0.keyTypes = [.ecEdwards]
+            $0.signature = { p, _ throws(CKError) in try eddsaScheme(p) }
+        }
+
+        // AES (§2.14); key sizes in bytes.
+        add(UInt(CKM_AES_KEY_GEN), 16, 32, UInt(CKF_GENERATE)) { $0.generates = .aes }
+        let aesModes: [(UInt, SymmetricCipher.Mode)] = [(UInt(CKM_AES_ECB), .ecb), (UInt(CKM_AES_CBC), .cbc), (UInt(CKM_AES_CBC_PAD), .cbcPad)]
+        for (type, mode) in aesModes {
+            add(type, 16, 32, encryptDecrypt) {
+                $0.keyTypes = [.aes]
+                $0.cipher = { p throws(CKError) in
+                    if mode == .ecb { try p.requireEmpty(); return .symmetric(.ecb, iv: [], associatedData: []) }
+                    guard p.length == SymmetricCipher.blockSize, p.pointer != nil else {
+                        throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "the IV must have 16 bytes")
+                    }
+                    return .symmetric(mode, iv: p.bytes, associatedData: [])
+                }
+            }
+        }
+        add(UInt(CKM_AES_CTR), 16, 32, encryptDecrypt) {
+            $0.keyTypes = [.aes]
+            $0.cipher = { p throws(CKError) in try ctrSpec(p) }
+        }
+        add(UInt(CKM_AES_GCM), 16, 32, encryptDecrypt) {
+            $0.keyTypes = [.aes]
+            $0.cipher = { p throws(CKError) in try gcmSpec(p) }
+        }
+        add(UInt(CKM_AES_CMAC), 16, 32, signVerify) {
+            $0.keyTypes = [.aes]
+            $0.mac = .aesCMAC
+        }
+        return table
+    }()
+
+    static func mechanism(_ type: CK_MECHANISM_TYPE) throws(CKError) -> Mechanism {
+        guard let mechanism = all[type] else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(type, radix: 16)) is not supported") }
+        return mechanism
+    }
+
+    static func paramInvalid(_ reason: String) -> CKError { CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), reason) }
+
+    // MARK: parameters
+
+    /// CKG_MGF1_* → the MGF1 hash.
+    private static func mgf1(_ value: CK_ULONG) -> Digest.Algorithm? {
+        switch value {
+        case CK_ULONG(CKG_MGF1_SHA1): return .sha1
+        case CK_ULONG(CKG_MGF1_SHA224): return .sha224
+        case CK_ULONG(CKG_MGF1_SHA256): return .sha256
+        case CK_ULONG(CKG_MGF1_SHA384): return .sha384
+        case CK_ULONG(CKG_MGF1_SHA512): return .sha512
+        default: return nil
+        }
+    }
+
+    /// SHA-1 and SHA-2 only: OpenSSL's RSA padding code has no SHA-3 MGF1 here.
+    private static func sha2Digest(_ mechanism: CK_MECHANISM_TYPE) -> Digest.Algorithm? {
+        guard let algorithm = all[mechanism]?.digest, [.sha1, .sha224, .sha256, .sha384, .sha512].contains(algorithm) else { return nil }
+        return algorithm
+    }
+
+    /// CK_RSA_PKCS_PSS_PARAMS: hash, MGF1 hash and salt length; with a hashing mechanism the
+    /// parameter's hash must be the mechanism's.
+    private static func pssScheme(_ parameter: MechanismParameter, key: AsymmetricKey, mechanismDigest: Digest.Algorithm?) throws(CKError) -> SignatureScheme {
+        let params = try parameter.read(CK_RSA_PKCS_PSS_PARAMS.self)
+        guard let hash = sha2Digest(params.hashAlg), let mgf = mgf1(params.mgf) else { throw paramInvalid("unsupported PSS hash or MGF") }
+        if let mechanismDigest, mechanismDigest != hash { throw paramInvalid("the PSS hash must be the mechanism's hash") }
+        let maximumSalt = (key.bits + 7) / 8 - hash.outputSize - 2
+        guard params.sLen <= CK_ULONG(max(maximumSalt, 0)) else { throw paramInvalid("PSS salt of \(params.sLen) bytes is too long for this key") }
+        return .rsaPSS(digest: hash, mgf1: mgf, saltLength: Int(params.sLen), hashesData: mechanismDigest != nil)
+    }
+
+    /// CK_RSA_PKCS_OAEP_PARAMS: hash, MGF1 hash, and an optional label (CKZ_DATA_SPECIFIED).
+    private static func oaepPadding(_ parameter: MechanismParameter) throws(CKError) -> RSACipher.Padding {
+        let params = try parameter.read(CK_RSA_PKCS_OAEP_PARAMS.self)
+        guard let hash = sha2Digest(params.hashAlg), let mgf = mgf1(params.mgf) else { throw paramInvalid("unsupported OAEP hash or MGF") }
+        var label: [UInt8] = []
+        if params.source == CK_RSA_PKCS_OAEP_SOURCE_TYPE(CKZ_DATA_SPECIFIED) {
+            label = try parameterBytes(params.pSourceData, params.ulSourceDataLen, what: "OAEP label")
+        } else if params.source != 0 || params.ulSourceDataLen != 0 {
+            throw paramInvalid("OAEP source must be CKZ_DATA_SPECIFIED")
+        }
+        return .oaep(digest: hash, mgf1: mgf, label: label)
+    }
+
+    /// CKM_EDDSA takes no parameter or CK_EDDSA_PARAMS { phFlag, ulContextDataLen, pContextData };
+    /// only pure EdDSA without a context is offered.
+    private static func eddsaScheme(_ parameter: MechanismParameter) throws(CKError) -> SignatureScheme {
+        if parameter.isEmpty { return .eddsa }
+        let params = try parameter.read(EdDSAParameters.self)
+        guard params.prehash == 0, params.contextLength == 0 else { throw paramInvalid("pre-hashed EdDSA and contexts are not supported") }
+        return .eddsa
+    }
+
+    /// CK_AES_CTR_PARAMS: counter bits and a 16-byte counter block. OpenSSL increments the whole
+    /// block, so only the full 128-bit counter is offered.
+    private static func ctrSpec(_ parameter: MechanismParameter) throws(CKError) -> CipherSpec {
+        let params = try parameter.read(CK_AES_CTR_PARAMS.self)
+        guard params.ulCounterBits == 128 else { throw paramInvalid("only a 128-bit counter is supported") }
+        let block = withUnsafeBytes(of: params.cb) { Array($0) }
+        return .symmetric(.ctr, iv: block, associatedData: [])
+    }
+
+    /// CK_GCM_PARAMS: IV (1–256 bytes, 12 recommended), additional data, tag bits 96–128 in
+    /// multiples of 8 (and 32, 64 as NIST allows for short messages are refused).
+    private static func gcmSpec(_ parameter: MechanismParameter) throws(CKError) -> CipherSpec {
+        let params = try parameter.read(CK_GCM_PARAMS.self)
+        guard params.ulIvLen >= 1, params.ulIvLen <= 256 else { throw paramInvalid("GCM IV length must be 1–256 bytes") }
+        guard params.ulTagBits >= 96, params.ulTagBits <= 128, params.ulTagBits % 8 == 0 else { throw paramInvalid("GCM tag must be 96–128 bits") }
+        let iv = try parameterBytes(params.pIv, params.ulIvLen, what: "GCM IV")
+        let aad = try parameterBytes(params.pAAD, params.ulAADLen, what: "GCM additional data")
+        return .symmetric(.gcm(tagLength: Int(params.ulTagBits / 8)), iv: iv, associatedData: aad)
+    }
+}
+
+/// CK_EDDSA_PARAMS (PKCS#11 3.0), which the 2.40 header lacks: CK_BBOOL, CK_ULONG, CK_BYTE_PTR.
+struct EdDSAParameters {
+    var prehash: CK_BBOOL
+    var contextLength: CK_ULONG
+    var context: UnsafeMutablePointer<CK_BYTE>?
+}
