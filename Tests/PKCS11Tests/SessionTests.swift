@@ -113,8 +113,8 @@ final class SessionTests: ModuleTestCase {
         XCTAssertRV(p11.C_CancelFunction!(session), CKR_FUNCTION_NOT_PARALLEL)
         var length: CK_ULONG = 0
         XCTAssertRV(p11.C_GetOperationState!(session, nil, &length), CKR_FUNCTION_NOT_SUPPORTED)
-        XCTAssertRV(p11.C_DigestInit!(session, nil), CKR_FUNCTION_NOT_SUPPORTED)
-        XCTAssertRV(p11.C_DigestInit!(777, nil), CKR_SESSION_HANDLE_INVALID)
+        XCTAssertRV(p11.C_SignRecoverInit!(session, nil, 0), CKR_FUNCTION_NOT_SUPPORTED, "no mechanism recovers data")
+        XCTAssertRV(p11.C_SignRecoverInit!(777, nil, 0), CKR_SESSION_HANDLE_INVALID)
         XCTAssertRV(FunctionLists.version30.pointee.C_SessionCancel(session, CK_FLAGS(CKF_FIND_OBJECTS)), CKR_OK)
         var pin = userPIN
         XCTAssertRV(FunctionLists.version30.pointee.C_LoginUser(session, CK_USER_TYPE(CKU_USER), &pin, CK_ULONG(pin.count), nil, 0), CKR_OK)

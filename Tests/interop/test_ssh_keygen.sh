@@ -41,7 +41,7 @@ expect_eq "$(LC_ALL=C sort <<<"$out")" "$expected" "keys listed by ssh-keygen -D
 expect_eq "$(wc -l <<<"$out")" 3 "number of keys listed by ssh-keygen -D"
 expect_contains "$(cat "$WORK/stderr")" "skipping unsupported key type" "Ed25519 key reported by ssh-keygen -D"
 
-# The listing is the same after the keychain is used with a login in another process.
+# The listing does not change after a logged-in session has used one of the keys.
 user --sign --id c2 -m ECDSA-SHA256 -i rsa.pem -o /dev/null >/dev/null 2>&1 || fail "sign with the P-256 key"
 out=$(ssh-keygen -D "$MODULE" </dev/null 2>/dev/null) || fail "second ssh-keygen -D exit $?"
 expect_eq "$(LC_ALL=C sort <<<"$out")" "$expected" "keys listed by the second ssh-keygen -D"
