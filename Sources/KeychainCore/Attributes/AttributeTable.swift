@@ -119,6 +119,15 @@ public enum AttributeTable {
         add(.wrapWithTrusted, .bool, [.settable, .copySettable, .changeToTrueOnly], default: no)
         add(.checkValue, .bytes, [.computed])
         add(.valueLength, .ulong, [.computed])
+        // Certificates (§4.6)
+        add(.certificateType, .ulong, [])
+        add(.issuer, .bytes, [.computed, .indexed])
+        add(.serialNumber, .bytes, [.computed, .indexed])
+        add(.certificateCategory, .ulong, [.settable, .copySettable], default: AttributeValue.ulong(0))
+        add(.javaMIDPSecurityDomain, .ulong, [.settable, .copySettable], default: AttributeValue.ulong(0))
+        add(.url, .bytes, [.settable, .copySettable], default: [])
+        add(.hashOfSubjectPublicKey, .bytes, [.settable, .copySettable], default: [])
+        add(.hashOfIssuerPublicKey, .bytes, [.settable, .copySettable], default: [])
         // RSA (§6.1)
         add(.modulus, .bytes, [])
         add(.modulusBits, .ulong, [.computed])
@@ -151,11 +160,22 @@ public enum AttributeTable {
         let attributes: Set<AttributeType>
         let required: Set<AttributeType>
         let fixed: Set<AttributeType>
+        /// Defaults of this class that differ from the table's.
+        var defaults: [AttributeType: [UInt8]] = [:]
     }
 
+    /// Certificates and public keys are readable without login (as on Apple platforms, and as
+    /// OpenSSH expects); everything else defaults to CKA_PRIVATE = TRUE.
+    private static let publicByDefault: [AttributeType: [UInt8]] = [.isPrivate: AttributeValue.bool(false)]
+
     private static func keySchema(_ base: [AttributeType], material: [AttributeType], required: [AttributeType]) -> Schema {
-        Schema(attributes: Set(storage + base + material), required: Set(required), fixed: Set(material))
+        Schema(attributes: Set(storage + base + material), required: Set(required), fixed: Set(material),
+               defaults: base == publicKey ? publicByDefault : [:])
     }
+
+    private static let certificateAttributes: [AttributeType] = [.certificateType, .trusted, .certificateCategory, .checkValue, .startDate, .endDate,
+                                                                  .publicKeyInfo, .subject, .id, .issuer, .serialNumber, .value, .url,
+                                                                  .hashOfSubjectPublicKey, .hashOfIssuerPublicKey, .javaMIDPSecurityDomain]
 
     static let secretKey: [AttributeType] = commonKey + [.sensitive, .encrypt, .decrypt, .sign, .verify, .wrap, .unwrap, .extractable,
                                                          .alwaysSensitive, .neverExtractable, .checkValue, .wrapWithTrusted, .trusted]
@@ -173,6 +193,9 @@ public enum AttributeTable {
         SchemaKey(.privateKey, .ecEdwards): keySchema(privateKey, material: [.ecParams, .value], required: [.ecParams, .value]),
         SchemaKey(.publicKey, .ecMontgomery): keySchema(publicKey, material: [.ecParams, .ecPoint], required: [.ecParams, .ecPoint]),
         SchemaKey(.privateKey, .ecMontgomery): keySchema(privateKey, material: [.ecParams, .value], required: [.ecParams, .value]),
+        SchemaKey(.certificate): Schema(attributes: Set(storage + certificateAttributes), required: [.value],
+                                        fixed: [.value, .subject, .issuer, .serialNumber, .publicKeyInfo, .checkValue, .certificateType],
+                                        defaults: publicByDefault),
         SchemaKey(.secretKey, .aes): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
         SchemaKey(.secretKey, .genericSecret): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
     ]

@@ -30,8 +30,22 @@ public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, C
     // Key attributes (PKCS#11 3.0 §4.7–§4.9, §6).
     /// CKA_CERTIFICATE_TYPE
     public static let certificateType = AttributeType(0x80)
+    /// CKA_ISSUER
+    public static let issuer = AttributeType(0x81)
+    /// CKA_SERIAL_NUMBER
+    public static let serialNumber = AttributeType(0x82)
     /// CKA_TRUSTED
     public static let trusted = AttributeType(0x86)
+    /// CKA_CERTIFICATE_CATEGORY
+    public static let certificateCategory = AttributeType(0x87)
+    /// CKA_JAVA_MIDP_SECURITY_DOMAIN
+    public static let javaMIDPSecurityDomain = AttributeType(0x88)
+    /// CKA_URL
+    public static let url = AttributeType(0x89)
+    /// CKA_HASH_OF_SUBJECT_PUBLIC_KEY
+    public static let hashOfSubjectPublicKey = AttributeType(0x8A)
+    /// CKA_HASH_OF_ISSUER_PUBLIC_KEY
+    public static let hashOfIssuerPublicKey = AttributeType(0x8B)
     /// CKA_CHECK_VALUE
     public static let checkValue = AttributeType(0x90)
     /// CKA_KEY_TYPE
@@ -133,6 +147,15 @@ public struct ObjectClass: RawRepresentable, Hashable, Sendable {
     public static let privateKey = ObjectClass(rawValue: 0x3)
     /// CKO_SECRET_KEY
     public static let secretKey = ObjectClass(rawValue: 0x4)
+}
+
+/// A PKCS#11 certificate type (`CKC_*`).
+public struct CertificateType: RawRepresentable, Hashable, Sendable {
+    public let rawValue: UInt
+    public init(rawValue: UInt) { self.rawValue = rawValue }
+
+    /// CKC_X_509
+    public static let x509 = CertificateType(rawValue: 0x0)
 }
 
 /// A PKCS#11 key type (`CKK_*`).

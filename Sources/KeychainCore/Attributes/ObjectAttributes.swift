@@ -13,13 +13,19 @@ public struct ObjectAttributes: Sendable, Equatable {
         values[.objectClass].flatMap(AttributeValue.decodeULong).map(ObjectClass.init(rawValue:))
     }
 
+    public var certificateType: CertificateType? {
+        values[.certificateType].flatMap(AttributeValue.decodeULong).map(CertificateType.init(rawValue:))
+    }
+
     public var keyType: KeyType? {
         values[.keyType].flatMap(AttributeValue.decodeULong).map(KeyType.init(rawValue:))
     }
 
     /// Whether reading `type` must be refused: a secret part of a sensitive or unextractable key.
     public func isHidden(_ type: AttributeType) -> Bool {
-        guard AttributeTable.rule(type)?.flags.contains(.sensitive) == true, objectClass != .data else { return false }
+        guard AttributeTable.rule(type)?.flags.contains(.sensitive) == true, objectClass == .privateKey || objectClass == .secretKey else {
+            return false
+        }
         return bool(.sensitive) || !bool(.extractable)
     }
 
@@ -66,6 +72,8 @@ public enum ObjectTemplate {
         var object = try assemble(template, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer)
         if AttributeTable.isKeyClass(object.objectClass ?? .data) {
             try KeyFactory.completeImported(&object, given: Set(template.map(\.type)))
+        } else if object.objectClass == .certificate {
+            try CertificateFactory.complete(&object, given: Set(template.map(\.type)))
         }
         return object
     }
@@ -85,6 +93,14 @@ public enum ObjectTemplate {
             throw KeychainError(.attributeValueInvalid, "object class 0x\(String(rawClass, radix: 16)) cannot be created here")
         }
         var keyType: KeyType?
+        if objectClass == .certificate {
+            guard let value = template.first(where: { $0.type == .certificateType })?.value else {
+                throw KeychainError(.templateIncomplete, "CKA_CERTIFICATE_TYPE is missing")
+            }
+            guard AttributeValue.decodeULong(value) == CertificateType.x509.rawValue else {
+                throw KeychainError(.attributeValueInvalid, "only X.509 certificates (CKC_X_509) are supported")
+            }
+        }
         if AttributeTable.isKeyClass(objectClass) {
             guard let value = template.first(where: { $0.type == .keyType })?.value else {
                 throw KeychainError(.templateIncomplete, "CKA_KEY_TYPE is missing")
@@ -115,7 +131,7 @@ public enum ObjectTemplate {
             if rule.flags.contains(.requiredOnCreate) || schema.required.contains(type) {
                 throw KeychainError(.templateIncomplete, "attribute \(type) is required")
             }
-            if let value = rule.defaultValue { object[type] = value }
+            if let value = schema.defaults[type] ?? rule.defaultValue { object[type] = value }
         }
         object[.uniqueID] = uniqueID
         return object

@@ -1,0 +1,48 @@
+internal import COpenSSL
+
+/// An X.509 certificate parsed by OpenSSL: the parts PKCS#11 certificate objects expose.
+public struct Certificate: Sendable {
+    /// DER of the subject Name.
+    public let subject: [UInt8]
+    /// DER of the issuer Name.
+    public let issuer: [UInt8]
+    /// DER of the serialNumber INTEGER (tag, length and value).
+    public let serialNumber: [UInt8]
+    /// DER SubjectPublicKeyInfo.
+    public let subjectPublicKeyInfo: [UInt8]
+    /// The public key as Apple exports it (see AsymmetricKey.publicKeyBytes), if the algorithm
+    /// is one this token knows.
+    public let publicKeyBytes: [UInt8]?
+
+    /// Parses `der`, which must be exactly one certificate.
+    public init(der: [UInt8]) throws {
+        guard !der.isEmpty, der.count <= 1 << 20 else { throw CryptoError(.invalidInput, "certificate size") }
+        var cursor: UnsafePointer<UInt8>?
+        let parsed = der.withUnsafeBufferPointer { buffer -> (OpaquePointer?, Int) in
+            guard let base = buffer.baseAddress else { return (nil, 0) }
+            cursor = base
+            let certificate = d2i_X509(nil, &cursor, buffer.count)
+            return (certificate, cursor.map { $0 - base } ?? 0)
+        }
+        guard let x509 = parsed.0 else {
+            ERR_clear_error()
+            throw CryptoError(.invalidInput, "not a DER X.509 certificate")
+        }
+        defer { X509_free(x509) }
+        guard parsed.1 == der.count else { throw CryptoError(.invalidInput, "trailing bytes after the certificate") }
+        subject = try Self.encode { i2d_X509_NAME(X509_get_subject_name(x509), $0) }
+        issuer = try Self.encode { i2d_X509_NAME(X509_get_issuer_name(x509), $0) }
+        serialNumber = try Self.encode { i2d_ASN1_INTEGER(X509_get0_serialNumber(x509), $0) }
+        guard let pkey = X509_get0_pubkey(x509) else { throw CryptoError(.invalidInput, "the certificate's public key cannot be read") }
+        subjectPublicKeyInfo = try Self.encode { i2d_PUBKEY(pkey, $0) }
+        publicKeyBytes = try? AsymmetricKey.publicKey(subjectPublicKeyInfo: subjectPublicKeyInfo).publicKeyBytes()
+    }
+
+    private static func encode(_ body: (UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>) -> Int32) throws -> [UInt8] {
+        var out: UnsafeMutablePointer<UInt8>?
+        let length = body(&out)
+        guard length > 0, let out else { throw CryptoError.library("i2d") }
+        defer { CRYPTO_free(out, #fileID, #line) }
+        return Array(UnsafeBufferPointer(start: out, count: Int(length)))
+    }
+}
