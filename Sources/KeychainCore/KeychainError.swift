@@ -26,6 +26,9 @@ public struct KeychainError: Error, Equatable, CustomStringConvertible {
         case storageFailure
         case argumentsBad
         case keySizeRange
+        case keyUnextractable
+        case keyNotWrappable
+        case wrappedKeyInvalid
     }
 
     public let code: Code

@@ -50,6 +50,9 @@ public struct CKError: Error, Equatable, CustomStringConvertible {
         case .storageFailure: rv = CKR_DEVICE_ERROR
         case .argumentsBad: rv = CKR_ARGUMENTS_BAD
         case .keySizeRange: rv = CKR_KEY_SIZE_RANGE
+        case .keyUnextractable: rv = CKR_KEY_UNEXTRACTABLE
+        case .keyNotWrappable: rv = CKR_KEY_NOT_WRAPPABLE
+        case .wrappedKeyInvalid: rv = CKR_WRAPPED_KEY_INVALID
         }
         self.init(CK_RV(rv), error.reason)
     }

@@ -76,7 +76,7 @@ extension ModuleState {
 
     /// A private key stored alone gets a public-key object derived from it, with the same
     /// CKA_ID and label, because OpenSSH and others list only public keys and certificates.
-    private func addPublicKeyIfMissing(for privateKey: ObjectAttributes, session: Session, token: Token) throws(CKError) {
+    func addPublicKeyIfMissing(for privateKey: ObjectAttributes, session: Session, token: Token) throws(CKError) {
         guard let id = privateKey[.id], let keyType = privateKey[.keyType] else { return }
         let query: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.publicKey.rawValue)), (.keyType, keyType), (.id, id)]
         let onToken = try translating { () throws(KeychainError) in try token.keychain.find(query, master: token.userMaster) }

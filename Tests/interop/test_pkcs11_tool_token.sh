@@ -50,10 +50,14 @@ serial=$(sed -n 's/^  serial num         : //p' <<<"$out")
 out=$(p11 -T 2>&1) || fail "pkcs11-tool -T exit $?"
 expect_eq "$(sed -n 's/^  serial num         : //p' <<<"$out")" "$serial" "serial in a second process"
 
-# -M: no mechanisms yet, exit 0.
+# -M: the mechanism list with exact sizes and flags for a few, and no legacy algorithms.
 out=$(p11 --slot "$slot" -M 2>/dev/null); rc=$?
 expect_eq "$rc" 0 "-M exit code"
-expect_eq "$out" "Supported mechanisms:" "-M output"
+expect_contains "$out" $'\n  RSA-PKCS-KEY-PAIR-GEN, keySize={2048,8192}, hw, generate_key_pair\n' "-M RSA key generation"
+expect_contains "$out" $'\n  SHA256, hw, digest\n' "-M SHA-256"
+expect_contains "$out" $'\n  ECDSA-SHA256, keySize={256,521}, hw, sign, verify, EC F_P, EC OID, EC uncompressed\n' "-M ECDSA-SHA256"
+expect_not_contains "$out" "MD5" "-M offers no MD5"
+expect_not_contains "$out" "DES" "-M offers no DES"
 
 # Login works with the user PIN, not with a wrong one.
 p11 --slot "$slot" --login --pin "$PIN" -O >/dev/null 2>&1 || fail "login with the user PIN"

@@ -111,7 +111,9 @@ public enum KeyFactory {
     }
 
     /// Fills CKA_MODULUS_BITS, CKA_PUBLIC_KEY_INFO, a default CKA_ID and the policy history flags.
-    static func fillComputed(_ object: inout ObjectAttributes, key: AsymmetricKey, given: Set<AttributeType>) throws(KeychainError) {
+    /// `generated` keys record their sensitivity history; imported keys were outside the token,
+    /// so they are never "always sensitive" or "never extractable".
+    static func fillComputed(_ object: inout ObjectAttributes, key: AsymmetricKey, given: Set<AttributeType>, generated: Bool = false) throws(KeychainError) {
         for (usage, enabled) in defaultUsages(object.keyType, objectClass: object.objectClass) where !given.contains(usage) {
             object[usage] = AttributeValue.bool(enabled)
         }
@@ -142,14 +144,14 @@ public enum KeyFactory {
             }
         }
         if object.objectClass == .privateKey {
-            object[.alwaysSensitive] = AttributeValue.bool(object.bool(.sensitive))
-            object[.neverExtractable] = AttributeValue.bool(!object.bool(.extractable))
+            object[.alwaysSensitive] = AttributeValue.bool(generated && object.bool(.sensitive))
+            object[.neverExtractable] = AttributeValue.bool(generated && !object.bool(.extractable))
         }
     }
 
     /// Checks a secret key's value and fills CKA_VALUE_LEN, CKA_CHECK_VALUE, usage defaults and
     /// the policy history flags.
-    static func completeSecret(_ object: inout ObjectAttributes, given: Set<AttributeType>) throws(KeychainError) {
+    static func completeSecret(_ object: inout ObjectAttributes, given: Set<AttributeType>, generated: Bool = false) throws(KeychainError) {
         let value = object[.value] ?? []
         switch object.keyType {
         case .aes?:
@@ -175,8 +177,8 @@ public enum KeyFactory {
             object[usage] = AttributeValue.bool(enabled)
         }
         if object[.id] == nil { object[.id] = [] }
-        object[.alwaysSensitive] = AttributeValue.bool(object.bool(.sensitive))
-        object[.neverExtractable] = AttributeValue.bool(!object.bool(.extractable))
+        object[.alwaysSensitive] = AttributeValue.bool(generated && object.bool(.sensitive))
+        object[.neverExtractable] = AttributeValue.bool(generated && !object.bool(.extractable))
     }
 
     /// A public-key object for a private key stored alone (OpenSSH lists only public keys).
@@ -203,7 +205,7 @@ public enum KeyFactory {
     }
 
     /// CKA_EC_POINT as given, raw or as DER OCTET STRING, → the raw point of `length` bytes.
-    static func point(_ value: [UInt8], length: Int) -> [UInt8] {
+    public static func point(_ value: [UInt8], length: Int) -> [UInt8] {
         if value.count != length, let inner = DER.content(of: value, tag: 0x04), inner.count == length { return inner }
         return value
     }

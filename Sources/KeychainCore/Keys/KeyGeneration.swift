@@ -78,7 +78,7 @@ public enum KeyGeneration {
         full += [(.objectClass, AttributeValue.ulong(ObjectClass.secretKey.rawValue)), (.keyType, AttributeValue.ulong(keyType.rawValue)),
                  (.value, value), (.local, AttributeValue.bool(true)), (.keyGenMechanism, AttributeValue.ulong(mechanism))]
         var object = try ObjectTemplate.assemble(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer, generated: [.local, .keyGenMechanism])
-        try KeyFactory.completeSecret(&object, given: Set(template.map(\.type)))
+        try KeyFactory.completeSecret(&object, given: Set(template.map(\.type)), generated: true)
         return object
     }
 
@@ -96,7 +96,7 @@ public enum KeyGeneration {
             full += local
             var object = try ObjectTemplate.assemble(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer,
                                                      generated: [.local, .keyGenMechanism])
-            try KeyFactory.fillComputed(&object, key: key, given: Set(template.map(\.type)))
+            try KeyFactory.fillComputed(&object, key: key, given: Set(template.map(\.type)), generated: true)
             return object
         }
         var publicKey = try build(publicTemplate, objectClass: .publicKey, parts: material.publicKey, uniqueID: uniqueIDs.public)

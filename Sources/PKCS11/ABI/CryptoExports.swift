@@ -131,7 +131,22 @@ public func C_GenerateKeyPair(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ p
         vk.pointee = handles.privateKey
     }
 }
-public func C_WrapKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ w: CK_OBJECT_HANDLE, _ k: CK_OBJECT_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
+public func C_WrapKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ w: CK_OBJECT_HANDLE, _ k: CK_OBJECT_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        try state.wrapKey(s, mechanism: try CallerMechanism(m), wrappingKey: w, key: k, output: o, length: ol)
+    }
+}
 public func C_UnwrapKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ u: CK_OBJECT_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ t: AttributePointer, _ c: CK_ULONG,
-                               _ k: HandlePointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_DeriveKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ b: CK_OBJECT_HANDLE, _ t: AttributePointer, _ c: CK_ULONG, _ k: HandlePointer) -> CK_RV { Exports.notYetSupported(#function, s) }
+                               _ k: HandlePointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        guard let k else { throw CKError.argumentsBad }
+        k.pointee = try state.unwrapKey(s, mechanism: try CallerMechanism(m), unwrappingKey: u, wrapped: try CallerBytes.input(d, count: dl),
+                                        template: try CallerTemplate.read(t, count: c))
+    }
+}
+public func C_DeriveKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ b: CK_OBJECT_HANDLE, _ t: AttributePointer, _ c: CK_ULONG, _ k: HandlePointer) -> CK_RV {
+    Exports.withState(#function) { state throws(CKError) in
+        guard let k else { throw CKError.argumentsBad }
+        k.pointee = try state.deriveKey(s, mechanism: try CallerMechanism(m), baseKey: b, template: try CallerTemplate.read(t, count: c))
+    }
+}

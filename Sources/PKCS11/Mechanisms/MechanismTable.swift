@@ -123,6 +123,16 @@ enum Mechanisms {
             $0.keyTypes = [.aes]
             $0.mac = .aesCMAC
         }
+        add(aesKeyWrap, 16, 32, wrapUnwrap) {
+            $0.keyTypes = [.aes]
+            $0.keyWrap = .kw
+        }
+        add(aesKeyWrapPad, 16, 32, wrapUnwrap) {
+            $0.keyTypes = [.aes]
+            $0.keyWrap = .kwp
+        }
+        // Key agreement: ECDH on the NIST curves and on X25519/X448 (sizes in bits).
+        add(UInt(CKM_ECDH1_DERIVE), 255, 521, UInt(CKF_DERIVE) | ecFlags) { $0.keyTypes = [.ec, .ecMontgomery] }
         return table
     }()
 

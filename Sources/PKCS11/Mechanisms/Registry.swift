@@ -25,6 +25,8 @@ struct Mechanism: Sendable {
     var mac: StreamingMAC.Algorithm?
     var cipher: CipherBuilder?
     var generates: KeyType?
+    /// AES key wrap (the RSA wrapping mechanisms use their `cipher`).
+    var keyWrap: KeyWrap.Mode?
 
     /// CKF_HW is set on every mechanism: the operation runs inside the token (the module), with
     /// its keys, never in the calling application — which is what clients test the flag for.

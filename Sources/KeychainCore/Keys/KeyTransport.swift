@@ -1,0 +1,81 @@
+import KeychainCrypto
+
+/// Keys leaving and entering the token wrapped (C_WrapKey, C_UnwrapKey) or derived (C_DeriveKey).
+public enum KeyTransport {
+    /// What C_WrapKey encrypts: a secret key's value, or a private key as PKCS#8.
+    /// Refused unless the key is extractable.
+    public static func material(of object: ObjectAttributes) throws(KeychainError) -> SecureBytes {
+        guard object.bool(.extractable) else { throw KeychainError(.keyUnextractable, "the key is not extractable") }
+        switch object.objectClass {
+        case .secretKey?:
+            return SecureBytes(object[.value] ?? [])
+        case .privateKey?:
+            do { return try KeyFactory.key(of: object).pkcs8() } catch {
+                throw KeychainError(.keyNotWrappable, "cannot encode the private key: \(error)")
+            }
+        default:
+            throw KeychainError(.keyNotWrappable, "only secret and private keys can be wrapped")
+        }
+    }
+
+    /// The object C_UnwrapKey creates from `material` and the caller's template, which must
+    /// name the class and key type. The key has been outside the token: never "always
+    /// sensitive", never "never extractable".
+    public static func unwrappedObject(_ material: SecureBytes, template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool) throws(KeychainError) -> ObjectAttributes {
+        guard let classValue = template.first(where: { $0.type == .objectClass })?.value,
+              let rawClass = AttributeValue.decodeULong(classValue) else {
+            throw KeychainError(.templateIncomplete, "the unwrap template must give CKA_CLASS")
+        }
+        guard template.contains(where: { $0.type == .keyType }) else { throw KeychainError(.templateIncomplete, "the unwrap template must give CKA_KEY_TYPE") }
+        if template.contains(where: { [.value, .modulus, .privateExponent, .ecPoint].contains($0.type) }) {
+            throw KeychainError(.templateInconsistent, "key material comes from the wrapped key")
+        }
+        var full = template
+        switch ObjectClass(rawValue: rawClass) {
+        case .secretKey:
+            full.append((.value, material.bytes))
+        case .privateKey:
+            let key: AsymmetricKey
+            do { key = try AsymmetricKey.privateKey(pkcs8: material) } catch { throw KeychainError(.wrappedKeyInvalid, "the unwrapped data is not a private key") }
+            let parts = try KeyFactory.generatedMaterial(key).privateKey
+            full += parts.map { ($0.key, $0.value) }
+        default:
+            throw KeychainError(.templateInconsistent, "only secret and private keys can be unwrapped")
+        }
+        var object = try ObjectTemplate.create(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer)
+        object[.alwaysSensitive] = AttributeValue.bool(false)
+        object[.neverExtractable] = AttributeValue.bool(false)
+        return object
+    }
+
+    /// The secret key C_DeriveKey makes from `secret` (already through the KDF), taking
+    /// CKA_VALUE_LEN bytes of it; its history flags follow the base key's.
+    public static func derivedObject(_ secret: SecureBytes, template: Template, base: ObjectAttributes, uniqueID: [UInt8],
+                                     bySecurityOfficer: Bool) throws(KeychainError) -> ObjectAttributes {
+        if let value = template.first(where: { $0.type == .objectClass })?.value, AttributeValue.decodeULong(value) != ObjectClass.secretKey.rawValue {
+            throw KeychainError(.templateInconsistent, "a derived key is a secret key")
+        }
+        guard let keyTypeValue = template.first(where: { $0.type == .keyType })?.value,
+              let keyType = AttributeValue.decodeULong(keyTypeValue).map(KeyType.init(rawValue:)) else {
+            throw KeychainError(.templateIncomplete, "the derive template must give CKA_KEY_TYPE")
+        }
+        if template.contains(where: { $0.type == .value }) { throw KeychainError(.templateInconsistent, "CKA_VALUE comes from the derivation") }
+        let length: Int
+        if let lengthValue = template.first(where: { $0.type == .valueLength })?.value {
+            guard let raw = AttributeValue.decodeULong(lengthValue) else { throw KeychainError(.attributeValueInvalid, "CKA_VALUE_LEN") }
+            length = Int(clamping: raw)
+        } else if keyType == .genericSecret {
+            length = secret.count
+        } else {
+            throw KeychainError(.templateIncomplete, "CKA_VALUE_LEN is required")
+        }
+        guard length >= 1, length <= secret.count else { throw KeychainError(.keySizeRange, "cannot derive \(length) bytes from \(secret.count)") }
+        var full = template.filter { $0.type != .objectClass && $0.type != .valueLength }
+        full.append((.objectClass, AttributeValue.ulong(ObjectClass.secretKey.rawValue)))
+        full.append((.value, Array(secret.bytes.prefix(length))))
+        var object = try ObjectTemplate.create(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer)
+        object[.alwaysSensitive] = AttributeValue.bool(base.bool(.alwaysSensitive) && object.bool(.sensitive))
+        object[.neverExtractable] = AttributeValue.bool(base.bool(.neverExtractable) && !object.bool(.extractable))
+        return object
+    }
+}

@@ -1,0 +1,142 @@
+import CPKCS11
+import KeychainCore
+import KeychainCrypto
+
+/// PKCS#11 §5.14: C_WrapKey, C_UnwrapKey and C_DeriveKey.
+extension ModuleState {
+    /// How a wrapping mechanism encrypts key material with a wrapping key.
+    private enum Wrapper {
+        case aes(KeyWrap.Mode, SecureBytes)
+        case rsa(AsymmetricKey, RSACipher.Padding)
+    }
+
+    private func wrapper(_ mechanism: CallerMechanism, key: CK_OBJECT_HANDLE, wrapping: Bool, session: Session, token: Token) throws(CKError) -> Wrapper {
+        let entry = try Mechanisms.mechanism(mechanism.type)
+        guard entry.supports(wrapping ? CKF_WRAP : CKF_UNWRAP) else {
+            throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) cannot \(wrapping ? "wrap" : "unwrap")")
+        }
+        let usage: AttributeType = wrapping ? .wrap : .unwrap
+        if let mode = entry.keyWrap {
+            try mechanism.parameter.requireEmpty()
+            return .aes(mode, try secretKey(key, session: session, token: token, usage: usage, mechanism: entry))
+        }
+        guard let makeSpec = entry.cipher, case .rsa(let padding) = try makeSpec(mechanism.parameter) else {
+            throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a wrapping mechanism")
+        }
+        let rsa = try asymmetricKey(key, session: session, token: token, objectClass: wrapping ? .publicKey : .privateKey, usage: usage, mechanism: entry)
+        return .rsa(rsa, padding)
+    }
+
+    func wrapKey(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, wrappingKey: CK_OBJECT_HANDLE, key: CK_OBJECT_HANDLE,
+                 output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+        try withSession(handle) { session, token throws(CKError) in
+            guard let length else { throw CKError.argumentsBad }
+            let wrapper = try wrapper(mechanism, key: wrappingKey, wrapping: true, session: session, token: token)
+            let target = try keyAttributes(key, session: session, token: token)
+            if target.bool(.wrapWithTrusted) {
+                let wrapping = try keyAttributes(wrappingKey, session: session, token: token)
+                guard wrapping.bool(.trusted) else { throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "this key may only be wrapped by a trusted key") }
+            }
+            let material = try translating { () throws(KeychainError) in try KeyTransport.material(of: target) }
+            let wrapped: [UInt8]
+            switch wrapper {
+            case .aes(let mode, let wrappingSecret):
+                do { wrapped = try KeyWrap.wrap(mode, key: wrappingSecret, material: material) } catch {
+                    throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "AES key wrap cannot wrap \(material.count) bytes with this mechanism")
+                }
+            case .rsa(let rsa, let padding):
+                guard target.objectClass == .secretKey else { throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "RSA wraps secret keys only") }
+                wrapped = try Self.rsa(material.bytes, key: rsa, padding: padding, encrypting: true, modulusBytes: (rsa.bits + 7) / 8)
+            }
+            try OutputBuffer.write(wrapped, to: output, length: length)
+        }
+    }
+
+    func unwrapKey(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, unwrappingKey: CK_OBJECT_HANDLE, wrapped: UnsafeRawBufferPointer,
+                   template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
+        try withSession(handle) { session, token throws(CKError) in
+            let wrapper = try wrapper(mechanism, key: unwrappingKey, wrapping: false, session: session, token: token)
+            let material: SecureBytes
+            switch wrapper {
+            case .aes(let mode, let secret):
+                guard wrapped.count >= 16, wrapped.count % 8 == 0 else { throw CKError(CK_RV(CKR_WRAPPED_KEY_LEN_RANGE), "wrapped key length") }
+                do { material = try KeyWrap.unwrap(mode, key: secret, wrapped: Array(wrapped)) } catch {
+                    throw CKError(CK_RV(CKR_WRAPPED_KEY_INVALID), "the wrapped key does not verify")
+                }
+            case .rsa(let rsa, let padding):
+                let modulusBytes = (rsa.bits + 7) / 8
+                guard wrapped.count == modulusBytes else { throw CKError(CK_RV(CKR_WRAPPED_KEY_LEN_RANGE), "wrapped key length") }
+                do { material = try RSACipher.decrypt(Array(wrapped), key: rsa, padding: padding) } catch {
+                    throw CKError(CK_RV(CKR_WRAPPED_KEY_INVALID), "the wrapped key does not decrypt")
+                }
+            }
+            let id = try Self.newUniqueID()
+            let bySO = token.login == .securityOfficer
+            let object = try translating { () throws(KeychainError) in
+                try KeyTransport.unwrappedObject(material, template: template, uniqueID: id.text, bySecurityOfficer: bySO)
+            }
+            let stored = try store(object, uid: id.uid, session: session, token: token)
+            if object.objectClass == .privateKey { try addPublicKeyIfMissing(for: object, session: session, token: token) }
+            return stored
+        }
+    }
+
+    /// CKM_ECDH1_DERIVE with CK_ECDH1_DERIVE_PARAMS: the peer's public value (raw, or as DER
+    /// OCTET STRING), and the KDF (CKD_NULL or CKD_SHA*_KDF with optional shared data).
+    func deriveKey(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, baseKey: CK_OBJECT_HANDLE, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
+        try withSession(handle) { session, token throws(CKError) in
+            let entry = try Mechanisms.mechanism(mechanism.type)
+            guard entry.supports(CKF_DERIVE) else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a derivation mechanism") }
+            let params = try mechanism.parameter.read(CK_ECDH1_DERIVE_PARAMS.self)
+            let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
+            let publicData = try parameterBytes(params.pPublicData, params.ulPublicDataLen, what: "ECDH public data")
+            let sharedData = try parameterBytes(params.pSharedData, params.ulSharedDataLen, what: "ECDH shared data")
+            let kdf: Digest.Algorithm?
+            switch params.kdf {
+            case UInt(CKD_NULL):
+                guard sharedData.isEmpty else { throw Mechanisms.paramInvalid("CKD_NULL takes no shared data") }
+                kdf = nil
+            case UInt(CKD_SHA1_KDF): kdf = .sha1
+            case UInt(CKD_SHA224_KDF): kdf = .sha224
+            case UInt(CKD_SHA256_KDF): kdf = .sha256
+            case UInt(CKD_SHA384_KDF): kdf = .sha384
+            case UInt(CKD_SHA512_KDF): kdf = .sha512
+            default: throw Mechanisms.paramInvalid("unsupported KDF \(params.kdf)")
+            }
+            let peer: AsymmetricKey
+            do {
+                switch key.kind {
+                case .ec(let curve):
+                    peer = try AsymmetricKey.ec(curve, point: KeyFactory.point(publicData, length: 1 + 2 * curve.coordinateLength), scalar: nil)
+                default:
+                    peer = try AsymmetricKey.raw(key.kind, privateKey: nil, publicKey: KeyFactory.point(publicData, length: key.kind.rawKeyLength ?? 0))
+                }
+            } catch {
+                throw Mechanisms.paramInvalid("the peer's public value is not a point of this curve")
+            }
+            let shared: SecureBytes
+            do {
+                let z = try key.sharedSecret(with: peer)
+                if let kdf {
+                    let wanted = Self.requestedLength(template) ?? kdf.outputSize
+                    shared = try X963KDF.derive(kdf, secret: z, sharedInfo: sharedData, length: wanted)
+                } else {
+                    shared = z
+                }
+            } catch {
+                throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "\(error)")
+            }
+            let base = try keyAttributes(baseKey, session: session, token: token)
+            let id = try Self.newUniqueID()
+            let bySO = token.login == .securityOfficer
+            let object = try translating { () throws(KeychainError) in
+                try KeyTransport.derivedObject(shared, template: template, base: base, uniqueID: id.text, bySecurityOfficer: bySO)
+            }
+            return try store(object, uid: id.uid, session: session, token: token)
+        }
+    }
+
+    private static func requestedLength(_ template: Template) -> Int? {
+        template.first { $0.type == .valueLength }.flatMap { AttributeValue.decodeULong($0.value) }.map { Int(clamping: $0) }
+    }
+}
