@@ -1,0 +1,249 @@
+import CPKCS11
+import XCTest
+@testable import PKCS11
+
+/// Encryption, MACs, key wrapping, key derivation and certificates through the C API, with
+/// published test vectors where they exist.
+final class CipherAndTransportTests: ModuleTestCase {
+    private static func hex(_ text: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var index = text.startIndex
+        while index < text.endIndex {
+            let next = text.index(index, offsetBy: 2)
+            bytes.append(UInt8(text[index..<next], radix: 16) ?? 0)
+            index = next
+        }
+        return bytes
+    }
+
+    private func mechanism<T>(_ type: UInt, parameter: T?, _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
+        guard var parameter else {
+            var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: nil, ulParameterLen: 0)
+            return body(&mechanism)
+        }
+        return withUnsafeMutableBytes(of: &parameter) { bytes in
+            var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: bytes.baseAddress, ulParameterLen: CK_ULONG(bytes.count))
+            return body(&mechanism)
+        }
+    }
+
+    private func mechanism(_ type: UInt, bytes: [UInt8], _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
+        var bytes = bytes
+        return bytes.withUnsafeMutableBytes { buffer in
+            var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: buffer.baseAddress, ulParameterLen: CK_ULONG(buffer.count))
+            return body(&mechanism)
+        }
+    }
+
+    private func session() -> CK_SESSION_HANDLE {
+        let session = openSession(makeToken(), readWrite: true)
+        XCTAssertRV(login(session), CKR_OK)
+        return session
+    }
+
+    /// A session secret key with a known value.
+    private func secretKey(_ session: CK_SESSION_HANDLE, type: UInt, value: [UInt8], extra: [(UInt, [UInt8])] = []) -> CK_OBJECT_HANDLE {
+        var handle: CK_OBJECT_HANDLE = 0
+        let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(type)),
+                                           (UInt(CKA_VALUE), value)] + extra
+        XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_OK)
+        return handle
+    }
+
+    /// C_Encrypt or C_Decrypt of `input` in one call, with a length query first.
+    private func crypt(_ session: CK_SESSION_HANDLE, encrypt: Bool, _ input: [UInt8]) -> (CK_RV, [UInt8]) {
+        var input = input
+        var length: CK_ULONG = 0
+        let call = encrypt ? p11.C_Encrypt! : p11.C_Decrypt!
+        let query = call(session, &input, CK_ULONG(input.count), nil, &length)
+        guard query == CK_RV(CKR_OK) else { return (query, []) }
+        var output = [UInt8](repeating: 0, count: Int(length))
+        let result = call(session, &input, CK_ULONG(input.count), &output, &length)
+        return (result, Array(output.prefix(Int(length))))
+    }
+
+    func test_aes_ecb_matches_fips197_and_needs_whole_blocks() {
+        let session = session()
+        let key = secretKey(session, type: UInt(CKK_AES), value: Self.hex("000102030405060708090a0b0c0d0e0f"))
+        XCTAssertRV(mechanism(UInt(CKM_AES_ECB), parameter: Optional<Int>.none) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+        let (result, ciphertext) = crypt(session, encrypt: true, Self.hex("00112233445566778899aabbccddeeff"))
+        XCTAssertRV(result, CKR_OK)
+        XCTAssertEqual(ciphertext, Self.hex("69c4e0d86a7b0430d8cdb78070b4c55a"))
+        XCTAssertRV(mechanism(UInt(CKM_AES_ECB), parameter: Optional<Int>.none) { p11.C_DecryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertEqual(crypt(session, encrypt: false, ciphertext).1, Self.hex("00112233445566778899aabbccddeeff"))
+        XCTAssertRV(mechanism(UInt(CKM_AES_ECB), parameter: Optional<Int>.none) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertRV(crypt(session, encrypt: true, [1, 2, 3]).0, CKR_DATA_LEN_RANGE)
+        XCTAssertRV(mechanism(UInt(CKM_AES_CBC), bytes: [1, 2, 3]) { p11.C_EncryptInit!(session, $0, key) }, CKR_MECHANISM_PARAM_INVALID)
+    }
+
+    func test_aes_cbc_pad_multi_part_with_length_queries() {
+        let session = session()
+        let key = secretKey(session, type: UInt(CKK_AES), value: [UInt8](repeating: 7, count: 32))
+        let iv = [UInt8](repeating: 9, count: 16)
+        let plaintext = (0..<100).map { UInt8($0) }
+        XCTAssertRV(mechanism(UInt(CKM_AES_CBC_PAD), bytes: iv) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+        var ciphertext: [UInt8] = []
+        for chunk in [plaintext[0..<7], plaintext[7..<40], plaintext[40..<100]] {
+            var part = Array(chunk)
+            var length: CK_ULONG = 0
+            XCTAssertRV(p11.C_EncryptUpdate!(session, &part, CK_ULONG(part.count), nil, &length), CKR_OK)
+            var out = [UInt8](repeating: 0, count: Int(length))
+            XCTAssertRV(p11.C_EncryptUpdate!(session, &part, CK_ULONG(part.count), &out, &length), CKR_OK)
+            ciphertext += out.prefix(Int(length))
+        }
+        var length: CK_ULONG = 0
+        XCTAssertRV(p11.C_EncryptFinal!(session, nil, &length), CKR_OK)
+        var tail = [UInt8](repeating: 0, count: Int(length))
+        XCTAssertRV(p11.C_EncryptFinal!(session, &tail, &length), CKR_OK)
+        ciphertext += tail.prefix(Int(length))
+        XCTAssertEqual(ciphertext.count, 112)
+        XCTAssertRV(mechanism(UInt(CKM_AES_CBC_PAD), bytes: iv) { p11.C_DecryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertEqual(crypt(session, encrypt: false, ciphertext).1, plaintext)
+        XCTAssertRV(mechanism(UInt(CKM_AES_CBC_PAD), bytes: iv) { p11.C_DecryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertRV(crypt(session, encrypt: false, Array(ciphertext.prefix(100))).0, CKR_ENCRYPTED_DATA_LEN_RANGE)
+    }
+
+    func test_aes_gcm_authenticates() {
+        let session = session()
+        let key = secretKey(session, type: UInt(CKK_AES), value: [UInt8](repeating: 3, count: 16))
+        var iv = [UInt8](repeating: 1, count: 12), aad = Array("header".utf8)
+        func gcm(_ tagBits: CK_ULONG, _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
+            iv.withUnsafeMutableBufferPointer { ivBuffer in
+                aad.withUnsafeMutableBufferPointer { aadBuffer in
+                    let params = CK_GCM_PARAMS(pIv: ivBuffer.baseAddress, ulIvLen: 12, ulIvBits: 96, pAAD: aadBuffer.baseAddress, ulAADLen: CK_ULONG(aadBuffer.count), ulTagBits: tagBits)
+                    return mechanism(UInt(CKM_AES_GCM), parameter: params, body)
+                }
+            }
+        }
+        let plaintext = Array("secret message".utf8)
+        XCTAssertRV(gcm(128) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+        let (result, sealed) = crypt(session, encrypt: true, plaintext)
+        XCTAssertRV(result, CKR_OK)
+        XCTAssertEqual(sealed.count, plaintext.count + 16)
+        XCTAssertRV(gcm(128) { p11.C_DecryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertEqual(crypt(session, encrypt: false, sealed).1, plaintext)
+        var tampered = sealed
+        tampered[0] ^= 1
+        XCTAssertRV(gcm(128) { p11.C_DecryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertRV(crypt(session, encrypt: false, tampered).0, CKR_ENCRYPTED_DATA_INVALID)
+        XCTAssertRV(gcm(64) { p11.C_EncryptInit!(session, $0, key) }, CKR_MECHANISM_PARAM_INVALID)
+    }
+
+    func test_hmac_and_cmac_match_their_rfc_vectors() {
+        let session = session()
+        let jefe = secretKey(session, type: UInt(CKK_GENERIC_SECRET), value: Array("Jefe".utf8))
+        var data = Array("what do ya want for nothing?".utf8)
+        XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC), parameter: Optional<Int>.none) { p11.C_SignInit!(session, $0, jefe) }, CKR_OK)
+        var mac = [UInt8](repeating: 0, count: 32)
+        var length: CK_ULONG = 32
+        XCTAssertRV(p11.C_Sign!(session, &data, CK_ULONG(data.count), &mac, &length), CKR_OK)
+        XCTAssertEqual(mac, Self.hex("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"))
+        XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC), parameter: Optional<Int>.none) { p11.C_VerifyInit!(session, $0, jefe) }, CKR_OK)
+        XCTAssertRV(p11.C_Verify!(session, &data, CK_ULONG(data.count), &mac, 32), CKR_OK)
+        mac[0] ^= 1
+        XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC), parameter: Optional<Int>.none) { p11.C_VerifyInit!(session, $0, jefe) }, CKR_OK)
+        XCTAssertRV(p11.C_Verify!(session, &data, CK_ULONG(data.count), &mac, 32), CKR_SIGNATURE_INVALID)
+        let aes = secretKey(session, type: UInt(CKK_AES), value: Self.hex("2b7e151628aed2a6abf7158809cf4f3c"))
+        XCTAssertRV(mechanism(UInt(CKM_AES_CMAC), parameter: Optional<Int>.none) { p11.C_SignInit!(session, $0, aes) }, CKR_OK)
+        var cmac = [UInt8](repeating: 0, count: 16)
+        length = 16
+        XCTAssertRV(p11.C_Sign!(session, nil, 0, &cmac, &length), CKR_OK)
+        XCTAssertEqual(cmac, Self.hex("bb1d6929e95937287fa37d129b756746"), "RFC 4493 example 1")
+        XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC), parameter: Optional<Int>.none) { p11.C_SignInit!(session, $0, aes) }, CKR_KEY_TYPE_INCONSISTENT)
+    }
+
+    func test_aes_key_wrap_matches_rfc3394_and_respects_extractability() {
+        let session = session()
+        let kek = secretKey(session, type: UInt(CKK_AES), value: Self.hex("000102030405060708090a0b0c0d0e0f"))
+        let target = secretKey(session, type: UInt(CKK_AES), value: Self.hex("00112233445566778899aabbccddeeff"), extra: [(UInt(CKA_EXTRACTABLE), [1])])
+        var length: CK_ULONG = 0
+        XCTAssertRV(mechanism(Mechanisms.aesKeyWrap, parameter: Optional<Int>.none) { p11.C_WrapKey!(session, $0, kek, target, nil, &length) }, CKR_OK)
+        XCTAssertEqual(length, 24)
+        var wrapped = [UInt8](repeating: 0, count: 24)
+        XCTAssertRV(mechanism(Mechanisms.aesKeyWrap, parameter: Optional<Int>.none) { p11.C_WrapKey!(session, $0, kek, target, &wrapped, &length) }, CKR_OK)
+        XCTAssertEqual(wrapped, Self.hex("1fa68b0a8112b447aef34bd8fb5a7b829d3e862371d2cfe5"))
+        var unwrapped: CK_OBJECT_HANDLE = 0
+        let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_AES)))]
+        XCTAssertRV(withTemplate(template) { t, c in
+            mechanism(Mechanisms.aesKeyWrap, parameter: Optional<Int>.none) { p11.C_UnwrapKey!(session, $0, kek, &wrapped, 24, t, c, &unwrapped) }
+        }, CKR_OK)
+        XCTAssertEqual(value(session, unwrapped, UInt(CKA_CHECK_VALUE)).1, value(session, target, UInt(CKA_CHECK_VALUE)).1)
+        XCTAssertEqual(value(session, unwrapped, UInt(CKA_ALWAYS_SENSITIVE)).1, [0])
+        wrapped[5] ^= 1
+        XCTAssertRV(withTemplate(template) { t, c in
+            mechanism(Mechanisms.aesKeyWrap, parameter: Optional<Int>.none) { p11.C_UnwrapKey!(session, $0, kek, &wrapped, 24, t, c, &unwrapped) }
+        }, CKR_WRAPPED_KEY_INVALID)
+        let locked = secretKey(session, type: UInt(CKK_AES), value: [UInt8](repeating: 1, count: 16))
+        XCTAssertRV(mechanism(Mechanisms.aesKeyWrap, parameter: Optional<Int>.none) { p11.C_WrapKey!(session, $0, kek, locked, nil, &length) }, CKR_KEY_UNEXTRACTABLE)
+    }
+
+    func test_rsa_oaep_and_ecdh_agree_between_keys() {
+        let session = session()
+        var publicKey: CK_OBJECT_HANDLE = 0, privateKey: CK_OBJECT_HANDLE = 0
+        XCTAssertRV(withTemplate([(UInt(CKA_MODULUS_BITS), Self.ulong(2048))]) { pt, pc in
+            mechanism(UInt(CKM_RSA_PKCS_KEY_PAIR_GEN), parameter: Optional<Int>.none) { p11.C_GenerateKeyPair!(session, $0, pt, pc, nil, 0, &publicKey, &privateKey) }
+        }, CKR_OK)
+        let oaep = CK_RSA_PKCS_OAEP_PARAMS(hashAlg: CK_MECHANISM_TYPE(CKM_SHA256), mgf: CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA256), source: 0, pSourceData: nil, ulSourceDataLen: 0)
+        XCTAssertRV(mechanism(UInt(CKM_RSA_PKCS_OAEP), parameter: oaep) { p11.C_EncryptInit!(session, $0, publicKey) }, CKR_OK)
+        let (result, ciphertext) = crypt(session, encrypt: true, Array("oaep".utf8))
+        XCTAssertRV(result, CKR_OK)
+        XCTAssertEqual(ciphertext.count, 256)
+        XCTAssertRV(mechanism(UInt(CKM_RSA_PKCS_OAEP), parameter: oaep) { p11.C_DecryptInit!(session, $0, privateKey) }, CKR_OK)
+        XCTAssertEqual(crypt(session, encrypt: false, ciphertext).1, Array("oaep".utf8))
+        XCTAssertRV(mechanism(UInt(CKM_RSA_PKCS_OAEP), parameter: oaep) { p11.C_DecryptInit!(session, $0, privateKey) }, CKR_OK)
+        XCTAssertRV(crypt(session, encrypt: false, [UInt8](repeating: 1, count: 256)).0, CKR_ENCRYPTED_DATA_INVALID)
+        XCTAssertRV(mechanism(UInt(CKM_RSA_PKCS_OAEP), parameter: oaep) { p11.C_DecryptInit!(session, $0, privateKey) }, CKR_OK)
+        XCTAssertRV(crypt(session, encrypt: false, [1, 2, 3]).0, CKR_ENCRYPTED_DATA_LEN_RANGE)
+
+        // ECDH: A's secret with B's point equals B's secret with A's point.
+        let p256: [UInt8] = [0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07]
+        var keys: [(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)] = []
+        for _ in 0..<2 {
+            var pub: CK_OBJECT_HANDLE = 0, priv: CK_OBJECT_HANDLE = 0
+            XCTAssertRV(withTemplate([(UInt(CKA_EC_PARAMS), p256)]) { pt, pc in
+                mechanism(UInt(CKM_EC_KEY_PAIR_GEN), parameter: Optional<Int>.none) { p11.C_GenerateKeyPair!(session, $0, pt, pc, nil, 0, &pub, &priv) }
+            }, CKR_OK)
+            keys.append((pub, priv))
+        }
+        var secrets: [[UInt8]] = []
+        for (mine, theirs) in [(keys[0].1, keys[1].0), (keys[1].1, keys[0].0)] {
+            var point = value(session, theirs, UInt(CKA_EC_POINT)).1 ?? []
+            var derived: CK_OBJECT_HANDLE = 0
+            let template: [(UInt, [UInt8])] = [(UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_GENERIC_SECRET))), (UInt(CKA_VALUE_LEN), Self.ulong(32)),
+                                               (UInt(CKA_SENSITIVE), [0]), (UInt(CKA_EXTRACTABLE), [1])]
+            let result = point.withUnsafeMutableBufferPointer { buffer in
+                let params = CK_ECDH1_DERIVE_PARAMS(kdf: CK_ULONG(CKD_SHA256_KDF), ulSharedDataLen: 0, pSharedData: nil,
+                                                    ulPublicDataLen: CK_ULONG(buffer.count), pPublicData: buffer.baseAddress)
+                return withTemplate(template) { t, c in
+                    mechanism(UInt(CKM_ECDH1_DERIVE), parameter: params) { p11.C_DeriveKey!(session, $0, mine, t, c, &derived) }
+                }
+            }
+            XCTAssertRV(result, CKR_OK)
+            secrets.append(value(session, derived).1 ?? [])
+        }
+        XCTAssertEqual(secrets[0].count, 32)
+        XCTAssertEqual(secrets[0], secrets[1])
+    }
+
+    func test_certificate_attributes_come_from_the_der() {
+        let session = session()
+        let der = Self.hex("3082017230820119a00302010202021234300a06082a8648ce3d04030230183116301406035504030c0d4b6579636861696e2054657374301e170d3236313132323030303033305a170d3336313131393030303033305a30183116301406035504030c0d4b6579636861696e20546573743059301306072a8648ce3d020106082a8648ce3d03010703420004107fcdb8e7fbf82b1566890d0acb4da2ad558f7980c15b64f9cf323ccfda98c10825484e4b72b12aaf5e4f7368367a6a49a6cba7c260b1708c8449aff754ad90a3533051301d0603551d0e0416041492b4d707a0d234f073091439f8f6e1f9895e5e1d301f0603551d2304183016801492b4d707a0d234f073091439f8f6e1f9895e5e1d300f0603551d130101ff040530030101ff300a06082a8648ce3d04030203470030440220060173d81ef7f58f296d292af7144e0b98e33280edb5fc2672a0d724d32cbc4b0220312f287399395789b084fa6a8891dd8453d0e076e6fb16600f535adc42cc607e")
+        let base: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_CERTIFICATE))), (UInt(CKA_CERTIFICATE_TYPE), Self.ulong(UInt(CKC_X_509))),
+                                       (UInt(CKA_VALUE), der), (UInt(CKA_TOKEN), [1])]
+        var certificate: CK_OBJECT_HANDLE = 0
+        XCTAssertRV(withTemplate(base) { p11.C_CreateObject!(session, $0, $1, &certificate) }, CKR_OK)
+        let name = Self.hex("30183116301406035504030c0d4b6579636861696e2054657374")
+        XCTAssertEqual(value(session, certificate, UInt(CKA_SUBJECT)).1, name)
+        XCTAssertEqual(value(session, certificate, UInt(CKA_ISSUER)).1, name)
+        XCTAssertEqual(value(session, certificate, UInt(CKA_SERIAL_NUMBER)).1, [0x02, 0x02, 0x12, 0x34])
+        XCTAssertEqual(value(session, certificate, UInt(CKA_ID)).1, Self.hex("92b4d707a0d234f073091439f8f6e1f9895e5e1d"), "SHA-1 of 04‖X‖Y")
+        XCTAssertEqual(value(session, certificate, UInt(CKA_PRIVATE)).1, [0], "certificates are public by default")
+        XCTAssertEqual(value(session, certificate, UInt(CKA_CHECK_VALUE)).1?.count, 3)
+        XCTAssertEqual(find(session, [(UInt(CKA_SERIAL_NUMBER), [0x02, 0x02, 0x12, 0x34])]), [certificate])
+        var other: CK_OBJECT_HANDLE = 0
+        XCTAssertRV(withTemplate(base + [(UInt(CKA_CHECK_VALUE), [1, 2, 3])]) { p11.C_CreateObject!(session, $0, $1, &other) }, CKR_ATTRIBUTE_VALUE_INVALID)
+        XCTAssertRV(withTemplate(base + [(UInt(CKA_TRUSTED), [1])]) { p11.C_CreateObject!(session, $0, $1, &other) }, CKR_ATTRIBUTE_READ_ONLY,
+                    "only the SO marks certificates trusted")
+        XCTAssertRV(withTemplate([(UInt(CKA_VALUE), [1])]) { p11.C_SetAttributeValue!(session, certificate, $0, $1) }, CKR_ATTRIBUTE_READ_ONLY)
+    }
+}
