@@ -4,7 +4,9 @@
  *   find N      creates N token data objects (half private), then the median time of
  *               C_FindObjectsInit(CKA_LABEL) + C_FindObjects + C_FindObjectsFinal, and of the
  *               same by CKA_ID; also the durable creation rate.
- * Usage: measure MODULE load|find N   (KEYCHAIN_PKCS11_DIR chooses the keychain folder)
+ *   sign SECONDS  C_SignInit + C_Sign in a loop on session keys: RSA-2048 PKCS#1 (SHA-256),
+ *               ECDSA P-256 (SHA-256), Ed25519; prints signatures per second for each.
+ * Usage: measure MODULE load|find|sign N   (KEYCHAIN_PKCS11_DIR chooses the keychain folder)
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -132,13 +134,71 @@ static int measure_find(const char *module, int objects) {
     return 0;
 }
 
+/* Opens a logged-in R/W session on a fresh keychain in the empty slot. */
+static CK_SESSION_HANDLE fresh_session(CK_FUNCTION_LIST_PTR p11) {
+    CK_SLOT_ID slots[64];
+    CK_ULONG count = 64;
+    CHECK(p11->C_GetSlotList(CK_FALSE, slots, &count));
+    CK_SLOT_ID slot = slots[count - 1];
+    CK_UTF8CHAR label[32];
+    memset(label, ' ', sizeof label);
+    memcpy(label, "bench", 5);
+    CK_UTF8CHAR so[] = "12345678", pin[] = "1234";
+    CHECK(p11->C_InitToken(slot, so, 8, label));
+    CK_SESSION_HANDLE session;
+    CHECK(p11->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &session));
+    CHECK(p11->C_Login(session, CKU_SO, so, 8));
+    CHECK(p11->C_InitPIN(session, pin, 4));
+    CHECK(p11->C_Logout(session));
+    CHECK(p11->C_Login(session, CKU_USER, pin, 4));
+    return session;
+}
+
+static void sign_rate(CK_FUNCTION_LIST_PTR p11, CK_SESSION_HANDLE session, const char *name, CK_MECHANISM_TYPE keygen,
+                      CK_ATTRIBUTE *pub, CK_ULONG pub_count, CK_MECHANISM_TYPE mech, double seconds) {
+    CK_MECHANISM gen = {keygen, NULL, 0};
+    CK_OBJECT_HANDLE pubkey, privkey;
+    CHECK(p11->C_GenerateKeyPair(session, &gen, pub, pub_count, NULL, 0, &pubkey, &privkey));
+    CK_MECHANISM m = {mech, NULL, 0};
+    unsigned char data[32], sig[1024];
+    memset(data, 0x42, sizeof data);
+    long n = 0;
+    double start = now(), elapsed;
+    do {
+        CK_ULONG len = sizeof sig;
+        CHECK(p11->C_SignInit(session, &m, privkey));
+        CHECK(p11->C_Sign(session, data, sizeof data, sig, &len));
+        n++;
+    } while ((elapsed = now() - start) < seconds);
+    printf("%-22s %10.0f sign/s\n", name, n / elapsed);
+}
+
+static int measure_sign(const char *module, double seconds) {
+    void *handle;
+    CK_FUNCTION_LIST_PTR p11 = load(module, &handle);
+    CHECK(p11->C_Initialize(NULL));
+    CK_SESSION_HANDLE session = fresh_session(p11);
+    CK_ULONG bits = 2048;
+    CK_ATTRIBUTE rsa[] = {{CKA_MODULUS_BITS, &bits, sizeof bits}};
+    unsigned char p256[] = {0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07};
+    CK_ATTRIBUTE ec[] = {{CKA_EC_PARAMS, p256, sizeof p256}};
+    unsigned char ed25519[] = {0x06, 0x03, 0x2B, 0x65, 0x70};
+    CK_ATTRIBUTE ed[] = {{CKA_EC_PARAMS, ed25519, sizeof ed25519}};
+    sign_rate(p11, session, "RSA-2048 SHA256-PKCS", CKM_RSA_PKCS_KEY_PAIR_GEN, rsa, 1, CKM_SHA256_RSA_PKCS, seconds);
+    sign_rate(p11, session, "ECDSA P-256 SHA256", CKM_EC_KEY_PAIR_GEN, ec, 1, CKM_ECDSA_SHA256, seconds);
+    sign_rate(p11, session, "Ed25519", 0x1055 /* CKM_EC_EDWARDS_KEY_PAIR_GEN */, ed, 1, 0x1057 /* CKM_EDDSA */, seconds);
+    CHECK(p11->C_Finalize(NULL));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: %s MODULE load|find N\n", argv[0]);
+        fprintf(stderr, "usage: %s MODULE load|find|sign N\n", argv[0]);
         return 2;
     }
     int n = atoi(argv[3]);
     if (strcmp(argv[2], "load") == 0) return measure_load(argv[1], n);
     if (strcmp(argv[2], "find") == 0) return measure_find(argv[1], n);
+    if (strcmp(argv[2], "sign") == 0) return measure_sign(argv[1], atof(argv[3]));
     return 2;
 }

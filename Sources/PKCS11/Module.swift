@@ -125,7 +125,8 @@ final class ModuleState {
     /// Closes a session, destroys its session objects, and logs the token out with the last one.
     func closeSession(_ session: Session) {
         sessions[session.handle] = nil
-        handles.removeSessionObjects(ownedBy: session.handle)
+        let token = slots[session.slotID]?.token
+        for handle in handles.removeSessionObjects(ownedBy: session.handle) { token?.keyCache[handle] = nil }
         if sessions(on: session.slotID).isEmpty {
             slots[session.slotID]?.token?.logout()
             handles.removeSessionObjects(onSlot: session.slotID)

@@ -78,10 +78,17 @@ struct ObjectHandleTable {
         }.sorted { $0.handle < $1.handle }
     }
 
-    mutating func removeSessionObjects(ownedBy session: CK_SESSION_HANDLE) {
+    /// Removes a session's objects; returns their handles.
+    @discardableResult
+    mutating func removeSessionObjects(ownedBy session: CK_SESSION_HANDLE) -> [CK_OBJECT_HANDLE] {
+        var removed: [CK_OBJECT_HANDLE] = []
         for (handle, entry) in entries {
-            if case .session(let object) = entry.location, object.owner == session { entries[handle] = nil }
+            if case .session(let object) = entry.location, object.owner == session {
+                entries[handle] = nil
+                removed.append(handle)
+            }
         }
+        return removed
     }
 
     mutating func removeSessionObjects(onSlot slotID: CK_SLOT_ID) {

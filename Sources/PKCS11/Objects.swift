@@ -106,6 +106,7 @@ extension ModuleState {
                 try translating { () throws(KeychainError) in try token.keychain.remove(id: rowID) }
             }
             handles.remove(object)
+            token.keyCache[object] = nil
         }
     }
 
