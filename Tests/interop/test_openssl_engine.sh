@@ -89,8 +89,9 @@ expect_contains "$(plain x509 -in p256.pem -noout -text)" "Signature Algorithm: 
 out=$(plain verify -CAfile p256.pem rsa.pem 2>&1) && fail "rsa.pem verifies against p256.pem: $out"
 plain req -in rsa.csr -outform DER -out rsa.csr.der || fail "CSR to DER"
 { head -c -1 rsa.csr.der; printf '%b' "\\x$(printf %02x $((0x$(tail -c 1 rsa.csr.der | xxd -p) ^ 1)))"; } >rsa.bad.csr.der
-out=$(plain req -inform DER -in rsa.bad.csr.der -noout -verify 2>&1) && fail "a tampered CSR verifies: $out"
-expect_not_contains "$out" "verify OK" "tampered CSR"
+# (openssl 3.0 req -verify exits 0 even when the signature does not verify: the message is asserted.)
+out=$(plain req -inform DER -in rsa.bad.csr.der -noout -verify 2>&1)
+expect_eq "$out" "Certificate request self-signature verify failure" "openssl req -verify of a tampered CSR"
 
 # --- TLS 1.3: s_server with the token key, plain s_client --------------------------------------
 server=
