@@ -51,6 +51,15 @@ public enum Curve: String, CaseIterable, Sendable {
         case .p521: return 521
         }
     }
+
+    /// DER OBJECT IDENTIFIER of the named curve (as in CKA_EC_PARAMS).
+    public var oid: [UInt8] {
+        switch self {
+        case .p256: return [0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07]
+        case .p384: return [0x06, 0x05, 0x2B, 0x81, 0x04, 0x00, 0x22]
+        case .p521: return [0x06, 0x05, 0x2B, 0x81, 0x04, 0x00, 0x23]
+        }
+    }
 }
 
 /// RSA key parts as unsigned big-endian integers. Private parts are nil in a public key.
@@ -108,8 +117,28 @@ public final class AsymmetricKey: @unchecked Sendable {
 
     // MARK: building keys
 
+    ///
+    /// Keys are decoded from DER (PKCS#1) whenever the parts allow: decoding goes straight to
+    /// OpenSSL's providers, while EVP_PKEY_fromdata fails inside a host that registered an
+    /// ENGINE for RSA (the OpenSSL pkcs11 engine does). A private key without its CRT parts
+    /// falls back to EVP_PKEY_fromdata.
     public static func rsa(_ parts: RSAComponents) throws -> AsymmetricKey {
         let isPrivate = parts.privateExponent != nil
+        guard !parts.modulus.isEmpty, !parts.publicExponent.isEmpty else { throw CryptoError(.invalidInput, "RSA modulus and exponent are required") }
+        if !isPrivate {
+            return try decodePublic(EVP_PKEY_RSA, kind: .rsa, der: derSequence(derInteger(parts.modulus) + derInteger(parts.publicExponent)))
+        }
+        if let d = parts.privateExponent, let p = parts.prime1, let q = parts.prime2, let dp = parts.exponent1, let dq = parts.exponent2,
+           let qinv = parts.coefficient {
+            var body = derInteger([0]) + derInteger(parts.modulus) + derInteger(parts.publicExponent) + derInteger(d)
+            body += derInteger(p) + derInteger(q) + derInteger(dp) + derInteger(dq) + derInteger(qinv)
+            var der = derSequence(body)
+            defer {
+                wipe(&body)
+                wipe(&der)
+            }
+            return try decodePrivate(EVP_PKEY_RSA, kind: .rsa, der: der)
+        }
         return try withParameters { builder in
             try builder.push(OSSL_PKEY_PARAM_RSA_N, unsigned: parts.modulus)
             try builder.push(OSSL_PKEY_PARAM_RSA_E, unsigned: parts.publicExponent)
@@ -137,14 +166,28 @@ public final class AsymmetricKey: @unchecked Sendable {
         guard let publicPoint, publicPoint.count == 1 + 2 * curve.coordinateLength, publicPoint.first == 0x04 else {
             throw CryptoError(.invalidInput, "EC point must be uncompressed 04‖X‖Y for \(curve.rawValue)")
         }
-        let key = try withParameters { builder in
-            try builder.push(OSSL_PKEY_PARAM_GROUP_NAME, utf8: curve.rawValue)
-            try builder.push(OSSL_PKEY_PARAM_PUB_KEY, octets: publicPoint)
-            if let scalar { try builder.push(OSSL_PKEY_PARAM_PRIV_KEY, unsigned: scalar) }
-        } build: { params in
-            try fromData(kind: .ec(curve), params: params, isPrivate: scalar != nil)
+        // SEC1 ECPrivateKey or SubjectPublicKeyInfo, decoded by OpenSSL (which also checks
+        // that the point is on the curve).
+        let bitString: [UInt8] = [0x03] + DER.lengthBytes(publicPoint.count + 1) + [0x00] + publicPoint
+        if var scalar {
+            guard scalar.count <= curve.coordinateLength else { throw CryptoError(.invalidInput, "EC private scalar too long") }
+            scalar = [UInt8](repeating: 0, count: curve.coordinateLength - scalar.count) + scalar
+            var body = derInteger([1]) + DER.octetString(scalar) + [0xA0] + DER.lengthBytes(curve.oid.count) + curve.oid
+            body += [0xA1] + DER.lengthBytes(bitString.count) + bitString
+            var der = derSequence(body)
+            defer {
+                wipe(&scalar)
+                wipe(&body)
+                wipe(&der)
+            }
+            let key = try decodePrivate(EVP_PKEY_EC, kind: .ec(curve), der: der)
+            guard try key.ecPoint() == publicPoint else { throw CryptoError(.invalidInput, "the EC point does not belong to the private key") }
+            return key
         }
-        try key.check()
+        let ecPublicKeyOID: [UInt8] = [0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01]
+        let spki = derSequence(derSequence(ecPublicKeyOID + curve.oid) + bitString)
+        let key = try publicKey(subjectPublicKeyInfo: spki)
+        guard key.kind == .ec(curve) else { throw CryptoError(.invalidInput, "not a key of \(curve.rawValue)") }
         return key
     }
 
@@ -291,10 +334,44 @@ public final class AsymmetricKey: @unchecked Sendable {
         return bytes
     }
 
-    private func check() throws {
+    /// A private key from its type-specific DER (PKCS#1 RSAPrivateKey, SEC1 ECPrivateKey).
+    private static func decodePrivate(_ type: Int32, kind: AsymmetricKind, der: [UInt8]) throws -> AsymmetricKey {
+        let parsed = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
+            guard let base = buffer.baseAddress else { return nil }
+            var cursor: UnsafePointer<UInt8>? = base
+            return d2i_PrivateKey(type, nil, &cursor, buffer.count)
+        }
+        guard let pkey = parsed else {
+            ERR_clear_error()
+            throw CryptoError(.invalidInput, "\(kind.openSSLName) key parts rejected")
+        }
+        return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: true)
+    }
+
+    /// A public key from PKCS#1 RSAPublicKey DER.
+    private static func decodePublic(_ type: Int32, kind: AsymmetricKind, der: [UInt8]) throws -> AsymmetricKey {
+        let parsed = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
+            guard let base = buffer.baseAddress else { return nil }
+            var cursor: UnsafePointer<UInt8>? = base
+            return d2i_PublicKey(type, nil, &cursor, buffer.count)
+        }
+        guard let pkey = parsed else {
+            ERR_clear_error()
+            throw CryptoError(.invalidInput, "\(kind.openSSLName) public key rejected")
+        }
+        return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: false)
+    }
+
+    /// Checks that the parts of a key agree (for private keys: the pairwise check). Where a host's
+    /// ENGINE leaves OpenSSL unable to run the check (result -2) the decoders' own checks stand.
+    public func validate() throws {
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
         defer { EVP_PKEY_CTX_free(ctx) }
         let ok = isPrivate ? EVP_PKEY_pairwise_check(ctx) : EVP_PKEY_public_check(ctx)
+        if ok == -2 {
+            ERR_clear_error()
+            return
+        }
         guard ok == 1 else {
             ERR_clear_error()
             throw CryptoError(.invalidInput, "the key's parts are inconsistent")

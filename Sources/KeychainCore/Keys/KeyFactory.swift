@@ -52,6 +52,7 @@ public enum KeyFactory {
             return
         }
         let key = try key(of: object)
+        do { try key.validate() } catch { throw KeychainError(.attributeValueInvalid, "the key's parts do not agree") }
         if object.keyType == .rsa, !rsaImportBits.contains(key.bits) {
             throw KeychainError(.attributeValueInvalid, "RSA keys of \(key.bits) bits are not supported (\(rsaImportBits.lowerBound)–\(rsaImportBits.upperBound))")
         }

@@ -1,0 +1,148 @@
+# OpenSSH logins with the token's keys against a throwaway sshd on 127.0.0.1 (own host key, own
+# config, AuthorizedKeysFile in $WORK, run as the current user): `ssh -I module` logs in with each
+# of the RSA-2048, ECDSA P-256 and P-384 keys (authorized one at a time; sshd's log names the key
+# it accepted), the PIN coming from SSH_ASKPASS; `ssh-add -s module` loads the same keys into a
+# throwaway ssh-agent, and ssh logs in through the agent with each key; keys that are not in
+# authorized_keys are refused ("Permission denied (publickey)", exit 255) both ways, while a file
+# key that is authorized logs in.
+# Client quirks (OpenSSH 9.2): BatchMode=yes suppresses the PKCS#11 PIN prompt ("pin required"), so
+# ssh -I runs with BatchMode=no and SSH_ASKPASS_REQUIRE=force; IdentitiesOnly=yes drops the
+# provider's keys unless an IdentityFile names their public key, so the token's public keys are
+# given as IdentityFile (which also keeps ~/.ssh keys out); ssh-agent only loads providers
+# matching its -P list, compared with the module's real path (symlinks resolved).
+. "$HERE/lib.sh"
+. "$HERE/servers.sh"
+
+PIN=123456
+TOKEN=sshlogin
+new_keychain "$TOKEN" 87654321 "$PIN"
+slot=$(slot_of "$TOKEN")
+[ -n "$slot" ] || fail "no slot for keychain $TOKEN"
+user() { p11 --slot "$slot" --login --pin "$PIN" "$@"; }
+cd "$WORK" || fail "cd $WORK"
+me=$(id -un)
+
+user --keypairgen --key-type rsa:2048 --id f1 --label login-rsa >/dev/null 2>&1 || fail "generate RSA key"
+user --keypairgen --key-type EC:prime256v1 --id f2 --label login-p256 >/dev/null 2>&1 || fail "generate P-256 key"
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-384 -out p384.pem 2>/dev/null || fail "genpkey P-384"
+user --write-object p384.pem --type privkey --id f3 --label login-p384 >/dev/null 2>&1 || fail "import P-384 key"
+
+# The token's public keys as OpenSSH lists them, one file each.
+ssh-keygen -D "$MODULE" </dev/null >token.pub 2>/dev/null || fail "ssh-keygen -D exit $?"
+expect_eq "$(awk '{ print $1, $3 }' token.pub | LC_ALL=C sort | tr '\n' ';')" \
+    "ecdsa-sha2-nistp256 login-p256;ecdsa-sha2-nistp384 login-p384;ssh-rsa login-rsa;" "keys listed by ssh-keygen -D"
+for name in rsa p256 p384; do
+    grep " login-$name\$" token.pub >"$name.pub" || fail "no login-$name in ssh-keygen -D"
+done
+# The imported P-384 key's OpenSSH public key is the one from the file it came from.
+expect_eq "$(awk '{ print $2 }' p384.pub)" \
+    "$(openssl pkey -in p384.pem -pubout | ssh-keygen -i -m PKCS8 -f /dev/stdin | awk '{ print $2 }')" "P-384 public key"
+# fingerprint NAME: "TYPE SHA256:..." as sshd logs an accepted key.
+fingerprint() { ssh-keygen -l -f "$1.pub" | awk '{ t = $NF; gsub(/[()]/, "", t); print t, $2 }'; }
+
+ssh-keygen -q -t ed25519 -N '' -C file-key -f filekey || fail "file key"
+ssh-keygen -q -t ed25519 -N '' -C host-key -f host_key || fail "host key"
+
+# --- sshd -------------------------------------------------------------------------------------
+port=$(free_port)
+[ -n "$port" ] || fail "no free port"
+cat >sshd_config <<EOF || fail "write sshd_config"
+ListenAddress 127.0.0.1:$port
+HostKey $WORK/host_key
+PidFile $WORK/sshd.pid
+AuthorizedKeysFile $WORK/authorized_keys
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PermitRootLogin prohibit-password
+MaxAuthTries 10
+LogLevel VERBOSE
+EOF
+# sshd started as root needs its privilege separation directory.
+if [ "$(id -u)" -eq 0 ] && [ ! -d /run/sshd ]; then mkdir -p -m 0755 /run/sshd || fail "mkdir /run/sshd"; fi
+: >authorized_keys
+sshd_pid=
+agent_pid=
+trap 'stop_pid "$sshd_pid"; stop_pid "$agent_pid"' EXIT
+/usr/sbin/sshd -D -e -f "$WORK/sshd_config" >sshd.log 2>&1 &
+sshd_pid=$!
+wait_for_log sshd.log "Server listening on 127.0.0.1 port $port." "$sshd_pid" 20
+
+# The askpass helper prints the PIN and records each prompt it was shown.
+cat >askpass <<EOF || fail "write askpass"
+#!/bin/sh
+printf '%s\n' "\$1" >>"$WORK/askpass.log"
+echo $PIN
+EOF
+chmod +x askpass
+
+# login [ssh options]: runs `echo ok` over ssh; sets out (stdout), err (stderr) and rc.
+login() {
+    out=$(SSH_ASKPASS="$WORK/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY=:0 timeout 30 \
+        ssh -F /dev/null -p "$port" -o StrictHostKeyChecking=no -o UserKnownHostsFile="$WORK/known_hosts" \
+        -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no -o ConnectTimeout=10 \
+        -o LogLevel=ERROR "$@" "$me@127.0.0.1" echo ok </dev/null 2>"$WORK/ssh.err")
+    rc=$?
+    err=$(tr -d '\r' <"$WORK/ssh.err") # ssh ends its messages with CR LF
+}
+# accepted: the key named by sshd's last "Accepted publickey" line (sshd -e ends lines with CR LF).
+accepted() { grep "Accepted publickey for $me from 127.0.0.1 " sshd.log | tail -n 1 | tr -d '\r' | sed 's/.* ssh2: //'; }
+accepted_count() { grep -c "Accepted publickey for $me from 127.0.0.1 " sshd.log; }
+expect_login() { # WHAT EXPECTED-KEY-NAME
+    expect_eq "$rc" 0 "ssh exit status ($1): $err"
+    expect_eq "$out" ok "ssh output ($1)"
+    expect_eq "$(accepted)" "$(fingerprint "$2")" "key accepted by sshd ($1)"
+}
+expect_refused() { # WHAT
+    expect_eq "$rc" 255 "ssh exit status ($1): $out"
+    expect_eq "$out" "" "ssh output ($1)"
+    expect_eq "$err" "$me@127.0.0.1: Permission denied (publickey)." "ssh error ($1)"
+}
+
+# --- ssh -I module, one authorized key at a time ----------------------------------------------
+token_ids=(-o IdentitiesOnly=yes -o IdentityFile="$WORK/rsa.pub" -o IdentityFile="$WORK/p256.pub" -o IdentityFile="$WORK/p384.pub")
+for name in rsa p256 p384; do
+    cp "$name.pub" authorized_keys || fail "authorized_keys"
+    : >askpass.log
+    n=$(accepted_count)
+    login -I "$MODULE" "${token_ids[@]}" -o IdentityAgent=none -o BatchMode=no
+    expect_login "ssh -I with login-$name authorized" "$name"
+    expect_eq "$(accepted_count)" $((n + 1)) "logins accepted by sshd after login-$name"
+    expect_eq "$(sort -u askpass.log)" "Enter PIN for '$TOKEN': " "PIN prompt shown by ssh -I"
+done
+
+# --- ssh-agent with ssh-add -s ----------------------------------------------------------------
+cat rsa.pub p256.pub p384.pub >authorized_keys || fail "authorized_keys"
+export SSH_AUTH_SOCK="$WORK/agent.sock"
+ssh-agent -D -a "$SSH_AUTH_SOCK" -P "$(realpath "$MODULE")" >agent.log 2>&1 &
+agent_pid=$!
+wait_for_log agent.log "SSH_AUTH_SOCK=" "$agent_pid" 10
+: >askpass.log
+res=$(SSH_ASKPASS="$WORK/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY=:0 timeout 30 ssh-add -s "$MODULE" </dev/null 2>&1) ||
+    fail "ssh-add -s exit $?: $res"
+expect_eq "$res" "Card added: $MODULE" "ssh-add -s"
+expect_eq "$(cat askpass.log)" "Enter passphrase for PKCS#11: " "PIN prompt shown by ssh-add -s"
+res=$(timeout 10 ssh-add -L) || fail "ssh-add -L exit $?"
+expect_eq "$(LC_ALL=C sort <<<"$res")" "$(LC_ALL=C sort token.pub)" "keys in the agent"
+# With IdentitiesOnly and the public key file as IdentityFile, ssh uses that agent key only; the
+# agent holds the PIN, so nothing asks for it.
+: >askpass.log
+for name in rsa p256 p384; do
+    login -o IdentityAgent="$SSH_AUTH_SOCK" -o IdentitiesOnly=yes -o IdentityFile="$WORK/$name.pub" -o BatchMode=yes
+    expect_login "ssh through the agent with login-$name" "$name"
+done
+expect_eq "$(cat askpass.log)" "" "PIN prompts during logins through the agent"
+
+# --- keys that are not authorized --------------------------------------------------------------
+cp filekey.pub authorized_keys || fail "authorized_keys"
+login -I "$MODULE" "${token_ids[@]}" -o IdentityAgent=none -o BatchMode=no
+expect_refused "ssh -I with no token key authorized"
+login -o IdentityAgent="$SSH_AUTH_SOCK" "${token_ids[@]}" -o BatchMode=yes
+expect_refused "ssh through the agent with no token key authorized"
+# ... while the authorized file key logs in, so the refusals above are the keys'.
+login -i "$WORK/filekey" -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes
+expect_eq "$rc" 0 "ssh exit status (file key): $err"
+expect_eq "$out" ok "ssh output (file key)"
+expect_eq "$(accepted | awk '{ print $1 }')" ED25519 "key accepted by sshd (file key)"
