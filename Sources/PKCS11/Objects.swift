@@ -139,6 +139,10 @@ extension ModuleState {
                     problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_SENSITIVE), "attribute \(type) is sensitive")
                     continue
                 }
+                if type.isTemplate {
+                    if let failure = Self.writeTemplate(value, into: &entries[index]) { problem = problem ?? failure }
+                    continue
+                }
                 guard let destination = entries[index].pValue else {
                     entries[index].ulValueLen = CK_ULONG(value.count)
                     continue
@@ -155,6 +159,42 @@ extension ModuleState {
             }
             if let problem { throw problem }
         }
+    }
+
+    /// The call-twice convention one level down, for attribute-array attributes: the count of
+    /// attributes first, then each nested value's length or bytes (PKCS#11 3.0 §5.7.5).
+    private static func writeTemplate(_ encoded: [UInt8], into entry: inout CK_ATTRIBUTE) -> CKError? {
+        let template = NestedTemplate.decode(encoded) ?? []
+        let size = CK_ULONG(MemoryLayout<CK_ATTRIBUTE>.stride)
+        let needed = CK_ULONG(template.count) * size
+        guard let destination = entry.pValue else {
+            entry.ulValueLen = needed
+            return nil
+        }
+        guard entry.ulValueLen >= needed else {
+            entry.ulValueLen = KC_UNAVAILABLE_INFORMATION
+            return CKError.bufferTooSmall(required: Int(needed))
+        }
+        let inner = destination.bindMemory(to: CK_ATTRIBUTE.self, capacity: template.count)
+        var problem: CKError?
+        for (index, (type, value)) in template.enumerated() {
+            inner[index].type = CK_ATTRIBUTE_TYPE(type.rawValue)
+            guard let target = inner[index].pValue else {
+                inner[index].ulValueLen = CK_ULONG(value.count)
+                continue
+            }
+            guard inner[index].ulValueLen >= CK_ULONG(value.count) else {
+                inner[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
+                problem = problem ?? CKError.bufferTooSmall(required: value.count)
+                continue
+            }
+            value.withUnsafeBytes { source in
+                if let base = source.baseAddress { target.copyMemory(from: base, byteCount: source.count) }
+            }
+            inner[index].ulValueLen = CK_ULONG(value.count)
+        }
+        entry.ulValueLen = needed
+        return problem
     }
 
     func setAttributeValues(_ handle: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, template: Template) throws(CKError) {

@@ -247,3 +247,65 @@ final class CipherAndTransportTests: ModuleTestCase {
         XCTAssertRV(withTemplate([(UInt(CKA_VALUE), [1])]) { p11.C_SetAttributeValue!(session, certificate, $0, $1) }, CKR_ATTRIBUTE_READ_ONLY)
     }
 }
+
+extension CipherAndTransportTests {
+    func test_wrap_template_is_stored_returned_and_enforced() {
+        let session = openSession(makeToken(), readWrite: true)
+        XCTAssertRV(login(session), CKR_OK)
+        // A wrapping key whose CKA_WRAP_TEMPLATE admits only keys labelled "ok".
+        var okLabel = Array("ok".utf8)
+        var kek: CK_OBJECT_HANDLE = 0
+        let createResult = okLabel.withUnsafeMutableBytes { labelBytes -> CK_RV in
+            var inner = [CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_LABEL), pValue: labelBytes.baseAddress, ulValueLen: 2)]
+            return inner.withUnsafeMutableBytes { innerBytes in
+                var value = [UInt8](repeating: 0x11, count: 16)
+                return value.withUnsafeMutableBytes { valueBytes in
+                    var klass = CK_OBJECT_CLASS(CKO_SECRET_KEY), type = CK_KEY_TYPE(CKK_AES)
+                    return withUnsafeMutableBytes(of: &klass) { classBytes in
+                        withUnsafeMutableBytes(of: &type) { typeBytes in
+                            var template = [
+                                CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_CLASS), pValue: classBytes.baseAddress, ulValueLen: CK_ULONG(classBytes.count)),
+                                CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_KEY_TYPE), pValue: typeBytes.baseAddress, ulValueLen: CK_ULONG(typeBytes.count)),
+                                CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_VALUE), pValue: valueBytes.baseAddress, ulValueLen: 16),
+                                CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_WRAP_TEMPLATE), pValue: innerBytes.baseAddress, ulValueLen: CK_ULONG(innerBytes.count)),
+                            ]
+                            return p11.C_CreateObject!(session, &template, 4, &kek)
+                        }
+                    }
+                }
+            }
+        }
+        XCTAssertRV(createResult, CKR_OK)
+        // Call-twice, one level down: the count, then the nested length, then the bytes.
+        var outer = CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_WRAP_TEMPLATE), pValue: nil, ulValueLen: 0)
+        XCTAssertRV(p11.C_GetAttributeValue!(session, kek, &outer, 1), CKR_OK)
+        XCTAssertEqual(outer.ulValueLen, CK_ULONG(MemoryLayout<CK_ATTRIBUTE>.stride))
+        var nested = [CK_ATTRIBUTE(type: 0, pValue: nil, ulValueLen: 0)]
+        var label = [UInt8](repeating: 0, count: 8)
+        nested.withUnsafeMutableBytes { nestedBytes in
+            outer.pValue = nestedBytes.baseAddress
+            XCTAssertRV(p11.C_GetAttributeValue!(session, kek, &outer, 1), CKR_OK)
+            let entry = nestedBytes.load(as: CK_ATTRIBUTE.self)
+            XCTAssertEqual(entry.type, CK_ATTRIBUTE_TYPE(CKA_LABEL))
+            XCTAssertEqual(entry.ulValueLen, 2)
+            label.withUnsafeMutableBytes { labelBytes in
+                nestedBytes.storeBytes(of: CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_LABEL), pValue: labelBytes.baseAddress, ulValueLen: 8), as: CK_ATTRIBUTE.self)
+                XCTAssertRV(p11.C_GetAttributeValue!(session, kek, &outer, 1), CKR_OK)
+            }
+        }
+        XCTAssertEqual(Array(label.prefix(2)), Array("ok".utf8))
+        // Only a key matching the template may be wrapped with it.
+        var handle: CK_OBJECT_HANDLE = 0
+        func makeTarget(_ name: String) -> CK_OBJECT_HANDLE {
+            let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_AES))),
+                                               (UInt(CKA_VALUE), [UInt8](repeating: 5, count: 16)), (UInt(CKA_EXTRACTABLE), [1]), (UInt(CKA_LABEL), Array(name.utf8))]
+            XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_OK)
+            return handle
+        }
+        let allowed = makeTarget("ok"), refused = makeTarget("other")
+        var length: CK_ULONG = 0
+        var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(Mechanisms.aesKeyWrap), pParameter: nil, ulParameterLen: 0)
+        XCTAssertRV(p11.C_WrapKey!(session, &mechanism, kek, allowed, nil, &length), CKR_OK)
+        XCTAssertRV(p11.C_WrapKey!(session, &mechanism, kek, refused, nil, &length), CKR_KEY_NOT_WRAPPABLE)
+    }
+}

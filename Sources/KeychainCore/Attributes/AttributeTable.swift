@@ -14,6 +14,9 @@ public struct AttributeRule: Sendable {
         case date
         /// An array of CK_MECHANISM_TYPE.
         case ulongArray
+        /// An array of attributes (CKA_WRAP_TEMPLATE…), kept in its encoded form
+        /// (`NestedTemplate`).
+        case template
     }
 
     public struct Flags: OptionSet, Sendable {
@@ -58,6 +61,7 @@ public struct AttributeRule: Sendable {
         case .bytes: return value.count <= AttributeTable.maximumValueLength
         case .date: return value.isEmpty || (value.count == 8 && value.allSatisfy { (0x30...0x39).contains($0) })
         case .ulongArray: return value.count % AttributeValue.ulongSize == 0 && value.count <= AttributeTable.maximumValueLength
+        case .template: return NestedTemplate.decode(value) != nil
         }
     }
 }
@@ -99,6 +103,9 @@ public enum AttributeTable {
         add(.local, .bool, [.generated], default: no)
         add(.keyGenMechanism, .ulong, [.generated], default: unavailable)
         add(.allowedMechanisms, .ulongArray, [], default: [])
+        add(.wrapTemplate, .template, [], default: NestedTemplate.encode([]))
+        add(.unwrapTemplate, .template, [], default: NestedTemplate.encode([]))
+        add(.deriveTemplate, .template, [], default: NestedTemplate.encode([]))
         add(.subject, .bytes, [.settable, .copySettable, .indexed], default: [])
         add(.encrypt, .bool, [.settable, .copySettable], default: yes)
         add(.verify, .bool, [.settable, .copySettable], default: yes)
@@ -149,10 +156,11 @@ public enum AttributeTable {
     /// The attributes every storage object has.
     static let storage: [AttributeType] = [.objectClass, .token, .isPrivate, .modifiable, .label, .copyable, .destroyable, .uniqueID, .creationTime, .modificationTime]
 
-    static let commonKey: [AttributeType] = [.keyType, .id, .startDate, .endDate, .derive, .local, .keyGenMechanism, .allowedMechanisms]
-    static let publicKey: [AttributeType] = commonKey + [.subject, .encrypt, .verify, .verifyRecover, .wrap, .trusted, .publicKeyInfo]
+    static let commonKey: [AttributeType] = [.keyType, .id, .startDate, .endDate, .derive, .local, .keyGenMechanism, .allowedMechanisms, .deriveTemplate]
+    static let publicKey: [AttributeType] = commonKey + [.subject, .encrypt, .verify, .verifyRecover, .wrap, .trusted, .publicKeyInfo, .wrapTemplate]
     static let privateKey: [AttributeType] = commonKey + [.subject, .sensitive, .decrypt, .sign, .signRecover, .unwrap, .extractable,
-                                                          .alwaysSensitive, .neverExtractable, .wrapWithTrusted, .alwaysAuthenticate, .publicKeyInfo]
+                                                          .alwaysSensitive, .neverExtractable, .wrapWithTrusted, .alwaysAuthenticate, .publicKeyInfo,
+                                                          .unwrapTemplate]
 
     /// What one object class (and key type) has: its attributes, those a creation template must
     /// give, and those fixed at creation even where the attribute is settable elsewhere.
@@ -178,7 +186,8 @@ public enum AttributeTable {
                                                                   .hashOfSubjectPublicKey, .hashOfIssuerPublicKey, .javaMIDPSecurityDomain]
 
     static let secretKey: [AttributeType] = commonKey + [.sensitive, .encrypt, .decrypt, .sign, .verify, .wrap, .unwrap, .extractable,
-                                                         .alwaysSensitive, .neverExtractable, .checkValue, .wrapWithTrusted, .trusted]
+                                                         .alwaysSensitive, .neverExtractable, .checkValue, .wrapWithTrusted, .trusted,
+                                                         .wrapTemplate, .unwrapTemplate]
 
     private static let rsaPrivateMaterial: [AttributeType] = [.modulus, .publicExponent, .privateExponent, .prime1, .prime2, .exponent1, .exponent2, .coefficient]
 

@@ -120,6 +120,15 @@ public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, C
     public static let wrapWithTrusted = AttributeType(0x210)
     /// CKA_ALLOWED_MECHANISMS (CKF_ARRAY_ATTRIBUTE | 0x600)
     public static let allowedMechanisms = AttributeType(0x4000_0600)
+    /// CKA_WRAP_TEMPLATE (CKF_ARRAY_ATTRIBUTE | 0x211)
+    public static let wrapTemplate = AttributeType(0x4000_0211)
+    /// CKA_UNWRAP_TEMPLATE (CKF_ARRAY_ATTRIBUTE | 0x212)
+    public static let unwrapTemplate = AttributeType(0x4000_0212)
+    /// CKA_DERIVE_TEMPLATE (CKF_ARRAY_ATTRIBUTE | 0x213)
+    public static let deriveTemplate = AttributeType(0x4000_0213)
+
+    /// Whether the value is itself an array of attributes (a template).
+    public var isTemplate: Bool { self == .wrapTemplate || self == .unwrapTemplate || self == .deriveTemplate }
 
     /// CKA_VENDOR_DEFINED | 0x4B430000: the base of this module's vendor attributes.
     public static let vendorBase: UInt = 0x8000_0000 | 0x4B43_0000

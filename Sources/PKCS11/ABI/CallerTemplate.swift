@@ -7,13 +7,24 @@ enum CallerTemplate {
     /// (or an attack) in the caller, refused before anything is read.
     static let maximumCount: CK_ULONG = 1024
 
-    /// The attributes with their values, in the caller's order.
-    static func read(_ pointer: UnsafeMutablePointer<CK_ATTRIBUTE>?, count: CK_ULONG) throws(CKError) -> Template {
+    /// The attributes with their values, in the caller's order. The value of an attribute-array
+    /// attribute (CKA_WRAP_TEMPLATE…) is read one level deep and kept encoded.
+    static func read(_ pointer: UnsafeMutablePointer<CK_ATTRIBUTE>?, count: CK_ULONG, nested: Bool = false) throws(CKError) -> Template {
         let entries = try entries(pointer, count: count)
         var template: Template = []
         template.reserveCapacity(entries.count)
         for entry in entries {
             let type = AttributeType(entry.type)
+            if type.isTemplate {
+                guard !nested else { throw CKError(CK_RV(CKR_ATTRIBUTE_VALUE_INVALID), "templates do not nest") }
+                let size = CK_ULONG(MemoryLayout<CK_ATTRIBUTE>.stride)
+                guard entry.ulValueLen % size == 0 else {
+                    throw CKError(CK_RV(CKR_ATTRIBUTE_VALUE_INVALID), "attribute \(type) must hold whole CK_ATTRIBUTEs")
+                }
+                let inner = try read(entry.pValue?.assumingMemoryBound(to: CK_ATTRIBUTE.self), count: entry.ulValueLen / size, nested: true)
+                template.append((type, NestedTemplate.encode(inner)))
+                continue
+            }
             guard entry.ulValueLen <= CK_ULONG(AttributeTable.maximumValueLength) else {
                 throw CKError(CK_RV(CKR_ATTRIBUTE_VALUE_INVALID), "attribute \(type) is larger than \(AttributeTable.maximumValueLength) bytes")
             }

@@ -33,9 +33,12 @@ extension ModuleState {
             guard let length else { throw CKError.argumentsBad }
             let wrapper = try wrapper(mechanism, key: wrappingKey, wrapping: true, session: session, token: token)
             let target = try keyAttributes(key, session: session, token: token)
+            let wrapping = try keyAttributes(wrappingKey, session: session, token: token)
             if target.bool(.wrapWithTrusted) {
-                let wrapping = try keyAttributes(wrappingKey, session: session, token: token)
                 guard wrapping.bool(.trusted) else { throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "this key may only be wrapped by a trusted key") }
+            }
+            guard NestedTemplate.object(target, matches: .wrapTemplate, of: wrapping) else {
+                throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "the key does not match the wrapping key's CKA_WRAP_TEMPLATE")
             }
             let material = try translating { () throws(KeychainError) in try KeyTransport.material(of: target) }
             let wrapped: [UInt8]
@@ -72,8 +75,10 @@ extension ModuleState {
             }
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
+            let unwrapping = try keyAttributes(unwrappingKey, session: session, token: token)
             let object = try translating { () throws(KeychainError) in
-                try KeyTransport.unwrappedObject(material, template: template, uniqueID: id.text, bySecurityOfficer: bySO)
+                let full = try NestedTemplate.merge(template, with: .unwrapTemplate, of: unwrapping)
+                return try KeyTransport.unwrappedObject(material, template: full, uniqueID: id.text, bySecurityOfficer: bySO)
             }
             let stored = try store(object, uid: id.uid, session: session, token: token)
             if object.objectClass == .privateKey { try addPublicKeyIfMissing(for: object, session: session, token: token) }
@@ -89,6 +94,8 @@ extension ModuleState {
             guard entry.supports(CKF_DERIVE) else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a derivation mechanism") }
             let params = try mechanism.parameter.read(CK_ECDH1_DERIVE_PARAMS.self)
             let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
+            let base = try keyAttributes(baseKey, session: session, token: token)
+            let fullTemplate = try translating { () throws(KeychainError) in try NestedTemplate.merge(template, with: .deriveTemplate, of: base) }
             let publicData = try parameterBytes(params.pPublicData, params.ulPublicDataLen, what: "ECDH public data")
             let sharedData = try parameterBytes(params.pSharedData, params.ulSharedDataLen, what: "ECDH shared data")
             let kdf: Digest.Algorithm?
@@ -118,7 +125,7 @@ extension ModuleState {
             do {
                 let z = try key.sharedSecret(with: peer)
                 if let kdf {
-                    let wanted = Self.requestedLength(template) ?? kdf.outputSize
+                    let wanted = Self.requestedLength(fullTemplate) ?? kdf.outputSize
                     shared = try X963KDF.derive(kdf, secret: z, sharedInfo: sharedData, length: wanted)
                 } else {
                     shared = z
@@ -126,11 +133,10 @@ extension ModuleState {
             } catch {
                 throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "\(error)")
             }
-            let base = try keyAttributes(baseKey, session: session, token: token)
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
             let object = try translating { () throws(KeychainError) in
-                try KeyTransport.derivedObject(shared, template: template, base: base, uniqueID: id.text, bySecurityOfficer: bySO)
+                try KeyTransport.derivedObject(shared, template: fullTemplate, base: base, uniqueID: id.text, bySecurityOfficer: bySO)
             }
             return try store(object, uid: id.uid, session: session, token: token)
         }
