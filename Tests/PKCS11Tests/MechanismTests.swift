@@ -3,13 +3,13 @@ import XCTest
 @testable import PKCS11
 
 final class MechanismTests: ModuleTestCase {
-    private func mechanism(_ type: UInt, _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
+    func mechanism(_ type: UInt, _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
         var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: nil, ulParameterLen: 0)
         return body(&mechanism)
     }
 
     /// A mechanism with a parameter that stays valid for the whole call.
-    private func mechanism<T>(_ type: UInt, parameter: T, length: Int? = nil, _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
+    func mechanism<T>(_ type: UInt, parameter: T, length: Int? = nil, _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
         var parameter = parameter
         return withUnsafeMutableBytes(of: &parameter) { bytes in
             var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: bytes.baseAddress, ulParameterLen: CK_ULONG(length ?? bytes.count))
@@ -17,7 +17,7 @@ final class MechanismTests: ModuleTestCase {
         }
     }
 
-    private func loggedInSession() -> (CK_SLOT_ID, CK_SESSION_HANDLE) {
+    func loggedInSession() -> (CK_SLOT_ID, CK_SESSION_HANDLE) {
         let slot = makeToken()
         let session = openSession(slot, readWrite: true)
         XCTAssertRV(login(session), CKR_OK)
@@ -25,7 +25,7 @@ final class MechanismTests: ModuleTestCase {
     }
 
     /// Generates a key pair from the two templates; returns (public, private).
-    private func generate(_ session: CK_SESSION_HANDLE, _ type: UInt, public publicAttributes: [(UInt, [UInt8])], private privateAttributes: [(UInt, [UInt8])] = [],
+    func generate(_ session: CK_SESSION_HANDLE, _ type: UInt, public publicAttributes: [(UInt, [UInt8])], private privateAttributes: [(UInt, [UInt8])] = [],
                           expect: UInt = CKR_OK) -> (CK_OBJECT_HANDLE, CK_OBJECT_HANDLE) {
         var publicKey: CK_OBJECT_HANDLE = 0, privateKey: CK_OBJECT_HANDLE = 0
         let result = withTemplate(publicAttributes) { pt, pc in
@@ -40,7 +40,7 @@ final class MechanismTests: ModuleTestCase {
     private static let p256: [UInt8] = [0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07]
     private static let yes: [UInt8] = [1]
 
-    private func sign(_ session: CK_SESSION_HANDLE, _ type: UInt, key: CK_OBJECT_HANDLE, data: [UInt8]) -> (CK_RV, [UInt8]) {
+    func sign(_ session: CK_SESSION_HANDLE, _ type: UInt, key: CK_OBJECT_HANDLE, data: [UInt8]) -> (CK_RV, [UInt8]) {
         var data = data
         let initResult = mechanism(type) { p11.C_SignInit!(session, $0, key) }
         guard initResult == CK_RV(CKR_OK) else { return (initResult, []) }
@@ -51,7 +51,7 @@ final class MechanismTests: ModuleTestCase {
         return (result, Array(signature.prefix(Int(length))))
     }
 
-    private func verify(_ session: CK_SESSION_HANDLE, _ type: UInt, key: CK_OBJECT_HANDLE, data: [UInt8], signature: [UInt8]) -> CK_RV {
+    func verify(_ session: CK_SESSION_HANDLE, _ type: UInt, key: CK_OBJECT_HANDLE, data: [UInt8], signature: [UInt8]) -> CK_RV {
         var data = data, signature = signature
         XCTAssertRV(mechanism(type) { p11.C_VerifyInit!(session, $0, key) }, CKR_OK)
         return p11.C_Verify!(session, &data, CK_ULONG(data.count), &signature, CK_ULONG(signature.count))
@@ -199,5 +199,43 @@ final class MechanismTests: ModuleTestCase {
         wrongLength[3] = (UInt(CKA_VALUE), [UInt8](repeating: 0xFF, count: 32))
         XCTAssertRV(withTemplate(wrongLength) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_ATTRIBUTE_VALUE_INVALID, "scalar above the order")
         XCTAssertRV(withTemplate(Array(template.prefix(3))) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_TEMPLATE_INCOMPLETE)
+    }
+}
+
+extension MechanismTests {
+    func test_montgomery_agreement_and_ed448_signatures() {
+        let (_, session) = loggedInSession()
+        let x25519: [UInt8] = [0x06, 0x03, 0x2B, 0x65, 0x6E]
+        var pairs: [(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)] = []
+        for _ in 0..<2 {
+            pairs.append(generate(session, Mechanisms.ecMontgomeryKeyPairGen, public: [(UInt(CKA_EC_PARAMS), x25519)]))
+        }
+        var secrets: [[UInt8]] = []
+        for (mine, theirs) in [(pairs[0].1, pairs[1].0), (pairs[1].1, pairs[0].0)] {
+            var point = value(session, theirs, UInt(CKA_EC_POINT)).1 ?? []
+            XCTAssertEqual(point.count, 34, "DER OCTET STRING of 32 bytes")
+            var derived: CK_OBJECT_HANDLE = 0
+            let template: [(UInt, [UInt8])] = [(UInt(CKA_KEY_TYPE), ModuleTestCase.ulong(UInt(CKK_GENERIC_SECRET))), (UInt(CKA_SENSITIVE), [0]),
+                                               (UInt(CKA_EXTRACTABLE), [1])]
+            let result = point.withUnsafeMutableBufferPointer { buffer in
+                let params = CK_ECDH1_DERIVE_PARAMS(kdf: CK_ULONG(CKD_NULL), ulSharedDataLen: 0, pSharedData: nil,
+                                                    ulPublicDataLen: CK_ULONG(buffer.count), pPublicData: buffer.baseAddress)
+                return withTemplate(template) { t, c in
+                    mechanism(UInt(CKM_ECDH1_DERIVE), parameter: params) { p11.C_DeriveKey!(session, $0, mine, t, c, &derived) }
+                }
+            }
+            XCTAssertRV(result, CKR_OK)
+            secrets.append(value(session, derived).1 ?? [])
+        }
+        XCTAssertEqual(secrets[0].count, 32)
+        XCTAssertEqual(secrets[0], secrets[1])
+        XCTAssertRV(mechanism(Mechanisms.eddsa) { p11.C_SignInit!(session, $0, pairs[0].1) }, CKR_KEY_TYPE_INCONSISTENT, "X25519 keys do not sign")
+
+        let ed448: [UInt8] = [0x06, 0x03, 0x2B, 0x65, 0x71]
+        let (publicKey, privateKey) = generate(session, Mechanisms.ecEdwardsKeyPairGen, public: [(UInt(CKA_EC_PARAMS), ed448)])
+        let (result, signature) = sign(session, Mechanisms.eddsa, key: privateKey, data: Array("ed448".utf8))
+        XCTAssertRV(result, CKR_OK)
+        XCTAssertEqual(signature.count, 114)
+        XCTAssertRV(verify(session, Mechanisms.eddsa, key: publicKey, data: Array("ed448".utf8), signature: signature), CKR_OK)
     }
 }
