@@ -70,17 +70,15 @@ static int measure_load(const char *module, int runs) {
     return 0;
 }
 
-static int measure_find(const char *module, int objects) {
-    void *handle;
-    CK_FUNCTION_LIST_PTR p11 = load(module, &handle);
-    CHECK(p11->C_Initialize(NULL));
+/* Opens a logged-in R/W session on a fresh keychain in the empty slot. */
+static CK_SESSION_HANDLE fresh_session(CK_FUNCTION_LIST_PTR p11) {
     CK_SLOT_ID slots[64];
     CK_ULONG count = 64;
     CHECK(p11->C_GetSlotList(CK_FALSE, slots, &count));
-    CK_SLOT_ID slot = slots[count - 1];  /* the empty slot: a new keychain for this run */
+    CK_SLOT_ID slot = slots[count - 1];
     CK_UTF8CHAR label[32];
     memset(label, ' ', sizeof label);
-    memcpy(label, "measure", 7);
+    memcpy(label, "bench", 5);
     CK_UTF8CHAR so[] = "12345678", pin[] = "1234";
     CHECK(p11->C_InitToken(slot, so, 8, label));
     CK_SESSION_HANDLE session;
@@ -89,6 +87,14 @@ static int measure_find(const char *module, int objects) {
     CHECK(p11->C_InitPIN(session, pin, 4));
     CHECK(p11->C_Logout(session));
     CHECK(p11->C_Login(session, CKU_USER, pin, 4));
+    return session;
+}
+
+static int measure_find(const char *module, int objects) {
+    void *handle;
+    CK_FUNCTION_LIST_PTR p11 = load(module, &handle);
+    CHECK(p11->C_Initialize(NULL));
+    CK_SESSION_HANDLE session = fresh_session(p11);
 
     CK_OBJECT_CLASS klass = CKO_DATA;
     CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
@@ -132,26 +138,6 @@ static int measure_find(const char *module, int objects) {
     }
     CHECK(p11->C_Finalize(NULL));
     return 0;
-}
-
-/* Opens a logged-in R/W session on a fresh keychain in the empty slot. */
-static CK_SESSION_HANDLE fresh_session(CK_FUNCTION_LIST_PTR p11) {
-    CK_SLOT_ID slots[64];
-    CK_ULONG count = 64;
-    CHECK(p11->C_GetSlotList(CK_FALSE, slots, &count));
-    CK_SLOT_ID slot = slots[count - 1];
-    CK_UTF8CHAR label[32];
-    memset(label, ' ', sizeof label);
-    memcpy(label, "bench", 5);
-    CK_UTF8CHAR so[] = "12345678", pin[] = "1234";
-    CHECK(p11->C_InitToken(slot, so, 8, label));
-    CK_SESSION_HANDLE session;
-    CHECK(p11->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &session));
-    CHECK(p11->C_Login(session, CKU_SO, so, 8));
-    CHECK(p11->C_InitPIN(session, pin, 4));
-    CHECK(p11->C_Logout(session));
-    CHECK(p11->C_Login(session, CKU_USER, pin, 4));
-    return session;
 }
 
 static void sign_rate(CK_FUNCTION_LIST_PTR p11, CK_SESSION_HANDLE session, const char *name, CK_MECHANISM_TYPE keygen,

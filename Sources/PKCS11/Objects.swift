@@ -143,22 +143,28 @@ extension ModuleState {
                     if let failure = Self.writeTemplate(value, into: &entries[index]) { problem = problem ?? failure }
                     continue
                 }
-                guard let destination = entries[index].pValue else {
-                    entries[index].ulValueLen = CK_ULONG(value.count)
-                    continue
-                }
-                guard entries[index].ulValueLen >= CK_ULONG(value.count) else {
-                    entries[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
-                    problem = problem ?? CKError.bufferTooSmall(required: value.count)
-                    continue
-                }
-                value.withUnsafeBytes { source in
-                    if let base = source.baseAddress { destination.copyMemory(from: base, byteCount: source.count) }
-                }
-                entries[index].ulValueLen = CK_ULONG(value.count)
+                if let failure = Self.writeValue(value, into: &entries[index]) { problem = problem ?? failure }
             }
             if let problem { throw problem }
         }
+    }
+
+    /// One attribute under the call-twice convention: its length when pValue is NULL, its bytes
+    /// when they fit, else CK_UNAVAILABLE_INFORMATION and CKR_BUFFER_TOO_SMALL.
+    private static func writeValue(_ value: [UInt8], into entry: inout CK_ATTRIBUTE) -> CKError? {
+        guard let destination = entry.pValue else {
+            entry.ulValueLen = CK_ULONG(value.count)
+            return nil
+        }
+        guard entry.ulValueLen >= CK_ULONG(value.count) else {
+            entry.ulValueLen = KC_UNAVAILABLE_INFORMATION
+            return CKError.bufferTooSmall(required: value.count)
+        }
+        value.withUnsafeBytes { source in
+            if let base = source.baseAddress { destination.copyMemory(from: base, byteCount: source.count) }
+        }
+        entry.ulValueLen = CK_ULONG(value.count)
+        return nil
     }
 
     /// The call-twice convention one level down, for attribute-array attributes: the count of
@@ -179,19 +185,7 @@ extension ModuleState {
         var problem: CKError?
         for (index, (type, value)) in template.enumerated() {
             inner[index].type = CK_ATTRIBUTE_TYPE(type.rawValue)
-            guard let target = inner[index].pValue else {
-                inner[index].ulValueLen = CK_ULONG(value.count)
-                continue
-            }
-            guard inner[index].ulValueLen >= CK_ULONG(value.count) else {
-                inner[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
-                problem = problem ?? CKError.bufferTooSmall(required: value.count)
-                continue
-            }
-            value.withUnsafeBytes { source in
-                if let base = source.baseAddress { target.copyMemory(from: base, byteCount: source.count) }
-            }
-            inner[index].ulValueLen = CK_ULONG(value.count)
+            if let failure = writeValue(value, into: &inner[index]) { problem = problem ?? failure }
         }
         entry.ulValueLen = needed
         return problem

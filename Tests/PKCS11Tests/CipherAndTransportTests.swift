@@ -5,17 +5,6 @@ import XCTest
 /// Encryption, MACs, key wrapping, key derivation and certificates through the C API, with
 /// published test vectors where they exist.
 final class CipherAndTransportTests: ModuleTestCase {
-    private static func hex(_ text: String) -> [UInt8] {
-        var bytes: [UInt8] = []
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 2)
-            bytes.append(UInt8(text[index..<next], radix: 16) ?? 0)
-            index = next
-        }
-        return bytes
-    }
-
     private func mechanism<T>(_ type: UInt, parameter: T?, _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
         guard var parameter else {
             var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: nil, ulParameterLen: 0)
@@ -64,13 +53,13 @@ final class CipherAndTransportTests: ModuleTestCase {
 
     func test_aes_ecb_matches_fips197_and_needs_whole_blocks() {
         let session = session()
-        let key = secretKey(session, type: UInt(CKK_AES), value: Self.hex("000102030405060708090a0b0c0d0e0f"))
+        let key = secretKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"))
         XCTAssertRV(mechanism(UInt(CKM_AES_ECB), parameter: Optional<Int>.none) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
-        let (result, ciphertext) = crypt(session, encrypt: true, Self.hex("00112233445566778899aabbccddeeff"))
+        let (result, ciphertext) = crypt(session, encrypt: true, hex("00112233445566778899aabbccddeeff"))
         XCTAssertRV(result, CKR_OK)
-        XCTAssertEqual(ciphertext, Self.hex("69c4e0d86a7b0430d8cdb78070b4c55a"))
+        XCTAssertEqual(ciphertext, hex("69c4e0d86a7b0430d8cdb78070b4c55a"))
         XCTAssertRV(mechanism(UInt(CKM_AES_ECB), parameter: Optional<Int>.none) { p11.C_DecryptInit!(session, $0, key) }, CKR_OK)
-        XCTAssertEqual(crypt(session, encrypt: false, ciphertext).1, Self.hex("00112233445566778899aabbccddeeff"))
+        XCTAssertEqual(crypt(session, encrypt: false, ciphertext).1, hex("00112233445566778899aabbccddeeff"))
         XCTAssertRV(mechanism(UInt(CKM_AES_ECB), parameter: Optional<Int>.none) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
         XCTAssertRV(crypt(session, encrypt: true, [1, 2, 3]).0, CKR_DATA_LEN_RANGE)
         XCTAssertRV(mechanism(UInt(CKM_AES_CBC), bytes: [1, 2, 3]) { p11.C_EncryptInit!(session, $0, key) }, CKR_MECHANISM_PARAM_INVALID)
@@ -137,31 +126,31 @@ final class CipherAndTransportTests: ModuleTestCase {
         var mac = [UInt8](repeating: 0, count: 32)
         var length: CK_ULONG = 32
         XCTAssertRV(p11.C_Sign!(session, &data, CK_ULONG(data.count), &mac, &length), CKR_OK)
-        XCTAssertEqual(mac, Self.hex("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"))
+        XCTAssertEqual(mac, hex("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"))
         XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC), parameter: Optional<Int>.none) { p11.C_VerifyInit!(session, $0, jefe) }, CKR_OK)
         XCTAssertRV(p11.C_Verify!(session, &data, CK_ULONG(data.count), &mac, 32), CKR_OK)
         mac[0] ^= 1
         XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC), parameter: Optional<Int>.none) { p11.C_VerifyInit!(session, $0, jefe) }, CKR_OK)
         XCTAssertRV(p11.C_Verify!(session, &data, CK_ULONG(data.count), &mac, 32), CKR_SIGNATURE_INVALID)
-        let aes = secretKey(session, type: UInt(CKK_AES), value: Self.hex("2b7e151628aed2a6abf7158809cf4f3c"))
+        let aes = secretKey(session, type: UInt(CKK_AES), value: hex("2b7e151628aed2a6abf7158809cf4f3c"))
         XCTAssertRV(mechanism(UInt(CKM_AES_CMAC), parameter: Optional<Int>.none) { p11.C_SignInit!(session, $0, aes) }, CKR_OK)
         var cmac = [UInt8](repeating: 0, count: 16)
         length = 16
         XCTAssertRV(p11.C_Sign!(session, nil, 0, &cmac, &length), CKR_OK)
-        XCTAssertEqual(cmac, Self.hex("bb1d6929e95937287fa37d129b756746"), "RFC 4493 example 1")
+        XCTAssertEqual(cmac, hex("bb1d6929e95937287fa37d129b756746"), "RFC 4493 example 1")
         XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC), parameter: Optional<Int>.none) { p11.C_SignInit!(session, $0, aes) }, CKR_KEY_TYPE_INCONSISTENT)
     }
 
     func test_aes_key_wrap_matches_rfc3394_and_respects_extractability() {
         let session = session()
-        let kek = secretKey(session, type: UInt(CKK_AES), value: Self.hex("000102030405060708090a0b0c0d0e0f"))
-        let target = secretKey(session, type: UInt(CKK_AES), value: Self.hex("00112233445566778899aabbccddeeff"), extra: [(UInt(CKA_EXTRACTABLE), [1])])
+        let kek = secretKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"))
+        let target = secretKey(session, type: UInt(CKK_AES), value: hex("00112233445566778899aabbccddeeff"), extra: [(UInt(CKA_EXTRACTABLE), [1])])
         var length: CK_ULONG = 0
         XCTAssertRV(mechanism(Mechanisms.aesKeyWrap, parameter: Optional<Int>.none) { p11.C_WrapKey!(session, $0, kek, target, nil, &length) }, CKR_OK)
         XCTAssertEqual(length, 24)
         var wrapped = [UInt8](repeating: 0, count: 24)
         XCTAssertRV(mechanism(Mechanisms.aesKeyWrap, parameter: Optional<Int>.none) { p11.C_WrapKey!(session, $0, kek, target, &wrapped, &length) }, CKR_OK)
-        XCTAssertEqual(wrapped, Self.hex("1fa68b0a8112b447aef34bd8fb5a7b829d3e862371d2cfe5"))
+        XCTAssertEqual(wrapped, hex("1fa68b0a8112b447aef34bd8fb5a7b829d3e862371d2cfe5"))
         var unwrapped: CK_OBJECT_HANDLE = 0
         let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_AES)))]
         XCTAssertRV(withTemplate(template) { t, c in
@@ -227,16 +216,16 @@ final class CipherAndTransportTests: ModuleTestCase {
 
     func test_certificate_attributes_come_from_the_der() {
         let session = session()
-        let der = Self.hex("3082017230820119a00302010202021234300a06082a8648ce3d04030230183116301406035504030c0d4b6579636861696e2054657374301e170d3236313132323030303033305a170d3336313131393030303033305a30183116301406035504030c0d4b6579636861696e20546573743059301306072a8648ce3d020106082a8648ce3d03010703420004107fcdb8e7fbf82b1566890d0acb4da2ad558f7980c15b64f9cf323ccfda98c10825484e4b72b12aaf5e4f7368367a6a49a6cba7c260b1708c8449aff754ad90a3533051301d0603551d0e0416041492b4d707a0d234f073091439f8f6e1f9895e5e1d301f0603551d2304183016801492b4d707a0d234f073091439f8f6e1f9895e5e1d300f0603551d130101ff040530030101ff300a06082a8648ce3d04030203470030440220060173d81ef7f58f296d292af7144e0b98e33280edb5fc2672a0d724d32cbc4b0220312f287399395789b084fa6a8891dd8453d0e076e6fb16600f535adc42cc607e")
+        let der = hex("3082017230820119a00302010202021234300a06082a8648ce3d04030230183116301406035504030c0d4b6579636861696e2054657374301e170d3236313132323030303033305a170d3336313131393030303033305a30183116301406035504030c0d4b6579636861696e20546573743059301306072a8648ce3d020106082a8648ce3d03010703420004107fcdb8e7fbf82b1566890d0acb4da2ad558f7980c15b64f9cf323ccfda98c10825484e4b72b12aaf5e4f7368367a6a49a6cba7c260b1708c8449aff754ad90a3533051301d0603551d0e0416041492b4d707a0d234f073091439f8f6e1f9895e5e1d301f0603551d2304183016801492b4d707a0d234f073091439f8f6e1f9895e5e1d300f0603551d130101ff040530030101ff300a06082a8648ce3d04030203470030440220060173d81ef7f58f296d292af7144e0b98e33280edb5fc2672a0d724d32cbc4b0220312f287399395789b084fa6a8891dd8453d0e076e6fb16600f535adc42cc607e")
         let base: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_CERTIFICATE))), (UInt(CKA_CERTIFICATE_TYPE), Self.ulong(UInt(CKC_X_509))),
                                        (UInt(CKA_VALUE), der), (UInt(CKA_TOKEN), [1])]
         var certificate: CK_OBJECT_HANDLE = 0
         XCTAssertRV(withTemplate(base) { p11.C_CreateObject!(session, $0, $1, &certificate) }, CKR_OK)
-        let name = Self.hex("30183116301406035504030c0d4b6579636861696e2054657374")
+        let name = hex("30183116301406035504030c0d4b6579636861696e2054657374")
         XCTAssertEqual(value(session, certificate, UInt(CKA_SUBJECT)).1, name)
         XCTAssertEqual(value(session, certificate, UInt(CKA_ISSUER)).1, name)
         XCTAssertEqual(value(session, certificate, UInt(CKA_SERIAL_NUMBER)).1, [0x02, 0x02, 0x12, 0x34])
-        XCTAssertEqual(value(session, certificate, UInt(CKA_ID)).1, Self.hex("92b4d707a0d234f073091439f8f6e1f9895e5e1d"), "SHA-1 of 04‖X‖Y")
+        XCTAssertEqual(value(session, certificate, UInt(CKA_ID)).1, hex("92b4d707a0d234f073091439f8f6e1f9895e5e1d"), "SHA-1 of 04‖X‖Y")
         XCTAssertEqual(value(session, certificate, UInt(CKA_PRIVATE)).1, [0], "certificates are public by default")
         XCTAssertEqual(value(session, certificate, UInt(CKA_CHECK_VALUE)).1?.count, 3)
         XCTAssertEqual(find(session, [(UInt(CKA_SERIAL_NUMBER), [0x02, 0x02, 0x12, 0x34])]), [certificate])

@@ -9,6 +9,18 @@ let p11 = FunctionLists.version240.pointee
 let soPIN = Array("12345678".utf8)
 let userPIN = Array("1234".utf8)
 
+/// Bytes from hexadecimal text (test vectors).
+func hex(_ text: String) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var index = text.startIndex
+    while index < text.endIndex {
+        let next = text.index(index, offsetBy: 2, limitedBy: text.endIndex) ?? text.endIndex
+        bytes.append(UInt8(text[index..<next], radix: 16) ?? 0)
+        index = next
+    }
+    return bytes
+}
+
 func rv(_ value: CK_RV) -> String { "0x" + String(value, radix: 16) }
 
 /// A PKCS#11 test against a fresh keychain directory: C_Initialize in setUp, C_Finalize in tearDown.
