@@ -1,3 +1,9 @@
+/// A point in a keychain file's history, for caches (see `changeStamp()`).
+public struct ChangeStamp: Equatable, Sendable {
+    let dataVersion: Int64
+    let localWrites: UInt64
+}
+
 /// One keychain file: the SQLite database with its schema applied.
 ///
 /// This type knows tables and bytes, not PKCS#11: the meta table holds named values, the
@@ -16,7 +22,20 @@ public final class KeychainDatabase {
     public static var schemaVersion: Int64 { Migrations.currentVersion }
 
     /// Runs `body` as one write transaction: all of it is stored, or none.
-    public func write<R>(_ body: () throws -> R) throws -> R { try database.write(body) }
+    public func write<R>(_ body: () throws -> R) throws -> R {
+        defer { localWrites &+= 1 }
+        return try database.write(body)
+    }
+
+    private var localWrites: UInt64 = 0
+
+    /// Changes whenever this file may have changed: a write through this connection, or a commit
+    /// by any other connection (SQLite's data_version). Equal values mean nothing changed.
+    public func changeStamp() throws -> ChangeStamp {
+        var version: Int64 = 0
+        try database.query("PRAGMA data_version") { version = $0.int64(0) }
+        return ChangeStamp(dataVersion: version, localWrites: localWrites)
+    }
 
     /// Runs `body` over one consistent snapshot.
     public func read<R>(_ body: () throws -> R) throws -> R { try database.read(body) }

@@ -107,6 +107,7 @@ extension ModuleState {
             }
             handles.remove(object)
             token.keyCache[object] = nil
+            token.policyCache[object] = nil
         }
     }
 

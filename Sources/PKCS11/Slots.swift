@@ -14,6 +14,9 @@ final class Token {
     private var master: MasterKey?
     /// Parsed keys by object handle, ready for signing; dropped at logout and finalize.
     var keyCache: [CK_OBJECT_HANDLE: ReadyKey] = [:]
+    /// Token keys' attributes without their secret parts, valid while the keychain's version is
+    /// unchanged: each C_SignInit then checks usage flags without decrypting the record again.
+    var policyCache: [CK_OBJECT_HANDLE: (version: KeychainVersion, attributes: ObjectAttributes)] = [:]
 
     init(slotID: CK_SLOT_ID, keychain: Keychain) {
         self.slotID = slotID
@@ -30,6 +33,7 @@ final class Token {
         login = .none
         master = nil
         keyCache.removeAll()
+        policyCache.removeAll()
     }
 
     /// The master key while the normal user is logged in: the only state that sees private objects.

@@ -21,6 +21,11 @@ public struct ObjectAttributes: Sendable, Equatable {
         values[.keyType].flatMap(AttributeValue.decodeULong).map(KeyType.init(rawValue:))
     }
 
+    /// The attributes without secret key parts (what may be kept in memory between operations).
+    public var withoutSecrets: ObjectAttributes {
+        ObjectAttributes(values.filter { AttributeTable.rule($0.key)?.flags.contains(.sensitive) != true })
+    }
+
     /// Whether reading `type` must be refused: a secret part of a sensitive or unextractable key.
     public func isHidden(_ type: AttributeType) -> Bool {
         guard AttributeTable.rule(type)?.flags.contains(.sensitive) == true, objectClass == .privateKey || objectClass == .secretKey else {

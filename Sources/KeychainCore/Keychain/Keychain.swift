@@ -14,6 +14,12 @@ public struct KeychainInfo: Sendable {
     public let privateObjects: Int
 }
 
+/// A point in a keychain's history: equal versions mean no object changed in between, in this
+/// process or any other. Caches compare versions instead of re-reading records.
+public struct KeychainVersion: Equatable, Sendable {
+    let stamp: ChangeStamp
+}
+
 /// A search result: the object's row id and whether it is private.
 public struct FoundObject: Sendable, Equatable {
     public let id: Int64
@@ -315,6 +321,11 @@ public final class Keychain {
         }
         let matching = needsRecord ? rows.filter { row in (try? open(row, master: master))?.matches(template) == true } : rows
         return matching.map { FoundObject(id: $0.id, isPrivate: $0.protection != Protection.public.rawValue) }
+    }
+
+    /// Changes when anything in the file may have changed (here or in another process).
+    public func version() throws(KeychainError) -> KeychainVersion {
+        KeychainVersion(stamp: try translatingErrors { try store.changeStamp() })
     }
 
     /// `PRAGMA integrity_check` of the file.

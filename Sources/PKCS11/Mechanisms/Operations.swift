@@ -192,11 +192,25 @@ extension ModuleState {
         }
     }
 
+    /// A key's attributes without its secret parts, from the policy cache while the keychain is
+    /// unchanged (no record is decrypted then).
+    func keyPolicy(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> ObjectAttributes {
+        guard case .token? = handles[handle]?.location else { return try keyAttributes(handle, session: session, token: token) }
+        let version = try translating { () throws(KeychainError) in try token.keychain.version() }
+        if let cached = token.policyCache[handle], cached.version == version,
+           handles[handle].map({ !$0.isPrivate || token.login == .user }) == true {
+            return cached.attributes
+        }
+        let attributes = try keyAttributes(handle, session: session, token: token)
+        token.policyCache[handle] = (version, attributes.withoutSecrets)
+        return attributes
+    }
+
     /// The checks every key operation makes: the right class and type, this usage allowed, this
-    /// mechanism allowed. Returns the attributes.
+    /// mechanism allowed. Returns the attributes (secret parts only if they were just read).
     func checkedKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
                     mechanism: Mechanism) throws(CKError) -> ObjectAttributes {
-        let attributes = try keyAttributes(handle, session: session, token: token)
+        let attributes = try keyPolicy(handle, session: session, token: token)
         guard attributes.objectClass == objectClass, let keyType = attributes.keyType, mechanism.keyTypes.contains(keyType) else {
             throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "this key does not fit the mechanism")
         }
@@ -215,7 +229,7 @@ extension ModuleState {
     func asymmetricKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
                        mechanism: Mechanism) throws(CKError) -> AsymmetricKey {
         let attributes = try checkedKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism)
-        guard case .asymmetric(let key) = try token.readyKey(for: handle, attributes: attributes) else {
+        guard case .asymmetric(let key) = try readyKey(handle, policy: attributes, session: session, token: token) else {
             throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not an asymmetric key")
         }
         try Self.checkSize(Self.mechanismKeySize(key), mechanism)
@@ -224,11 +238,21 @@ extension ModuleState {
 
     func secretKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, usage: AttributeType, mechanism: Mechanism) throws(CKError) -> SecureBytes {
         let attributes = try checkedKey(handle, session: session, token: token, objectClass: .secretKey, usage: usage, mechanism: mechanism)
-        guard case .secret(let value) = try token.readyKey(for: handle, attributes: attributes) else {
+        guard case .secret(let value) = try readyKey(handle, policy: attributes, session: session, token: token) else {
             throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not a secret key")
         }
         try Self.checkSize(value.count, mechanism)
         return value
+    }
+
+    /// The parsed key; the full record is read only when the key is not parsed yet.
+    private func readyKey(_ handle: CK_OBJECT_HANDLE, policy: ObjectAttributes, session: Session, token: Token) throws(CKError) -> ReadyKey {
+        if let key = token.keyCache[handle] { return key }
+        // Public keys have no secret parts; for the others, `policy` holds them only when it was
+        // just read in full (`withoutSecrets` strips every sensitive attribute).
+        let complete = policy.objectClass == .publicKey || policy.values.keys.contains { AttributeTable.rule($0)?.flags.contains(.sensitive) == true }
+        let attributes = complete ? policy : try keyAttributes(handle, session: session, token: token)
+        return try token.readyKey(for: handle, attributes: attributes)
     }
 
     private static func checkSize(_ size: Int, _ mechanism: Mechanism) throws(CKError) {
