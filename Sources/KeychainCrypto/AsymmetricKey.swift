@@ -106,6 +106,8 @@ public final class AsymmetricKey: @unchecked Sendable {
     let pkey: OpaquePointer
     public let kind: AsymmetricKind
     public let isPrivate: Bool
+    /// Initialised signing contexts, reused by copying (see SignatureOperation).
+    let contexts = ContextTemplates()
 
     init(pkey: OpaquePointer, kind: AsymmetricKind, isPrivate: Bool) {
         self.pkey = pkey

@@ -1,7 +1,8 @@
 internal import COpenSSL
+import Glibc
 
 /// How a signature is made: padding, and whether the token hashes the data first.
-public enum SignatureScheme: Sendable {
+public enum SignatureScheme: Sendable, Hashable {
     /// PKCS#1 v1.5; with a digest the data is hashed and wrapped in DigestInfo, without one the
     /// caller's bytes (a DigestInfo) are padded as they are (CKM_RSA_PKCS).
     case rsaPKCS1(digest: Digest.Algorithm?)
@@ -29,12 +30,21 @@ public final class SignatureOperation {
         self.scheme = scheme
         self.signing = signing
         if let digest = streamingDigest {
+            // Initialising a context fetches algorithms from OpenSSL's providers, which costs
+            // more than an ECDSA signature: each key keeps one initialised context per scheme
+            // and every operation starts from a copy of it.
             guard let ctx = EVP_MD_CTX_new() else { throw CryptoError.library("EVP_MD_CTX_new") }
             mdContext = ctx
-            var pctx: OpaquePointer?
-            let ok = signing ? EVP_DigestSignInit(ctx, &pctx, digest.md, nil, key.pkey) : EVP_DigestVerifyInit(ctx, &pctx, digest.md, nil, key.pkey)
-            guard ok == 1, let pctx else { throw CryptoError.library("EVP_Digest\(signing ? "Sign" : "Verify")Init") }
-            try configure(pctx)
+            let copied = key.contexts.withTemplate(for: ContextKey(scheme: scheme, signing: signing)) { template in
+                EVP_MD_CTX_copy_ex(ctx, template) == 1
+            }
+            if !copied {
+                var pctx: OpaquePointer?
+                let ok = signing ? EVP_DigestSignInit(ctx, &pctx, digest.md, nil, key.pkey) : EVP_DigestVerifyInit(ctx, &pctx, digest.md, nil, key.pkey)
+                guard ok == 1, let pctx else { throw CryptoError.library("EVP_Digest\(signing ? "Sign" : "Verify")Init") }
+                try configure(pctx)
+                key.contexts.store(copyOf: ctx, for: ContextKey(scheme: scheme, signing: signing))
+            }
         }
     }
 
@@ -212,5 +222,46 @@ public final class SignatureOperation {
         guard length > 0, let out else { return nil }
         defer { CRYPTO_free(out, #fileID, #line) }
         return Array(UnsafeBufferPointer(start: out, count: Int(length)))
+    }
+}
+
+/// Which initialised context a key keeps: per scheme and direction.
+struct ContextKey: Hashable {
+    let scheme: SignatureScheme
+    let signing: Bool
+}
+
+/// Initialised EVP_MD_CTX templates of one key, freed with the key. Guarded by its own lock,
+/// since one key may serve several threads.
+final class ContextTemplates: @unchecked Sendable {
+    private var templates: [ContextKey: OpaquePointer] = [:]
+    private var mutex = pthread_mutex_t()
+
+    init() { pthread_mutex_init(&mutex, nil) }
+
+    deinit {
+        for template in templates.values { EVP_MD_CTX_free(template) }
+        pthread_mutex_destroy(&mutex)
+    }
+
+    /// Runs `body` with the template for `key` if there is one; false when there is none.
+    func withTemplate(for key: ContextKey, _ body: (OpaquePointer) -> Bool) -> Bool {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        guard let template = templates[key] else { return false }
+        return body(template)
+    }
+
+    /// Keeps a copy of a freshly initialised context (before any data went in).
+    func store(copyOf context: OpaquePointer, for key: ContextKey) {
+        guard let copy = EVP_MD_CTX_new() else { return }
+        guard EVP_MD_CTX_copy_ex(copy, context) == 1 else {
+            EVP_MD_CTX_free(copy)
+            ERR_clear_error()
+            return
+        }
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        if let old = templates.updateValue(copy, forKey: key) { EVP_MD_CTX_free(old) }
     }
 }
