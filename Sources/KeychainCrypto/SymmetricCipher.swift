@@ -18,6 +18,12 @@ public final class SymmetricCipher {
     private var buffered = 0
 
     public static let blockSize = 16
+    /// GCM decryption returns nothing before the tag checks, so it holds the ciphertext: this much.
+    public static let maximumHeldInput = 64 << 20
+
+    /// Whether updates only collect input (GCM decryption): they cannot fail half-way or
+    /// produce output, so they need no trial copy.
+    public var updatesHoldInput: Bool { tagLength != nil && !encrypting }
 
     public init(mode: Mode, key: SecureBytes, iv: [UInt8], associatedData: [UInt8] = [], encrypting: Bool) throws {
         guard let cipher = Self.cipher(mode: mode, keyLength: key.count) else { throw CryptoError(.invalidInput, "AES key length \(key.count)") }
@@ -94,6 +100,9 @@ public final class SymmetricCipher {
         guard input.count > 0 else { return [] }
         guard input.count <= Int(Int32.max) - Self.blockSize else { throw CryptoError(.invalidInput, "input too large") }
         if tagLength != nil && !encrypting {
+            guard heldCiphertext.count + input.count <= Self.maximumHeldInput else {
+                throw CryptoError(.invalidInput, "GCM decryption holds at most \(Self.maximumHeldInput) bytes")
+            }
             heldCiphertext += input
             return []
         }

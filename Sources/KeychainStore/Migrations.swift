@@ -37,6 +37,7 @@ enum Migrations {
         try database.write {
             var version: Int64 = 0
             try database.query("PRAGMA user_version") { version = $0.int64(0) }
+            guard version >= 0 else { throw StoreError(.corrupt, "negative schema version \(version)") }
             guard version <= currentVersion else {
                 throw StoreError(.schemaTooNew, "schema version \(version) is newer than this software (\(currentVersion))")
             }

@@ -69,7 +69,15 @@ extension ModuleState {
             let bySO = token.login == .securityOfficer
             let object = try translating { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: id.text, bySecurityOfficer: bySO) }
             let handle = try store(object, uid: id.uid, session: session, token: token)
-            if object.objectClass == .privateKey { try addPublicKeyIfMissing(for: object, session: session, token: token) }
+            if object.objectClass == .privateKey {
+                do throws(CKError) {
+                    try addPublicKeyIfMissing(for: object, session: session, token: token)
+                } catch {
+                    if case .token(let rowID)? = handles[handle]?.location { try? translating { () throws(KeychainError) in try token.keychain.remove(id: rowID) } }
+                    handles.remove(handle)
+                    throw error
+                }
+            }
             return handle
         }
     }

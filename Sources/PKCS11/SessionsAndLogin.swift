@@ -95,5 +95,7 @@ extension ModuleState {
     func cancel(_ handle: CK_SESSION_HANDLE, flags: CK_FLAGS) throws(CKError) {
         let session = try session(handle)
         if flags & CK_FLAGS(CKF_FIND_OBJECTS) != 0 { session.find = nil }
+        let kinds: [(UInt, OperationKind)] = [(CKF_DIGEST, .digest), (CKF_SIGN, .sign), (CKF_VERIFY, .verify), (CKF_ENCRYPT, .encrypt), (CKF_DECRYPT, .decrypt)]
+        for (flag, kind) in kinds where flags & CK_FLAGS(flag) != 0 { session.operations[kind] = nil }
     }
 }

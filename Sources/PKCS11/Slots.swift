@@ -97,7 +97,8 @@ struct SlotTable {
             }
             let stored = (try? keychain.info().slotID).flatMap { $0 }.map { CK_SLOT_ID($0) }
             let id: CK_SLOT_ID?
-            if let stored, refreshed[stored] == nil, slots[stored].map({ $0.path == path }) ?? true {
+            if let stored, stored < CK_SLOT_ID(KeychainDirectory.maximumSlotID), refreshed[stored] == nil,
+               slots[stored].map({ $0.path == path }) ?? true {
                 id = stored
             } else {
                 // No ID yet, or a copy of another keychain's file: give it an ID of its own.

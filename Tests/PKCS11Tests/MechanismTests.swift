@@ -105,7 +105,12 @@ final class MechanismTests: ModuleTestCase {
         XCTAssertRV(p11.C_DigestFinal!(session, &digest, &length), CKR_OPERATION_NOT_INITIALIZED, "an error ends the operation")
         XCTAssertRV(mechanism(UInt(CKM_SHA256), parameter: CK_ULONG(1)) { p11.C_DigestInit!(session, $0) }, CKR_MECHANISM_PARAM_INVALID)
         XCTAssertRV(mechanism(UInt(CKM_ECDSA)) { p11.C_DigestInit!(session, $0) }, CKR_MECHANISM_INVALID)
-        XCTAssertRV(p11.C_DigestInit!(session, nil), CKR_ARGUMENTS_BAD)
+        XCTAssertRV(mechanism(UInt(CKM_SHA256)) { p11.C_DigestInit!(session, $0) }, CKR_OK)
+        XCTAssertRV(p11.C_DigestInit!(session, nil), CKR_OK, "PKCS#11 3.0: a NULL mechanism ends the operation")
+        XCTAssertRV(p11.C_DigestUpdate!(session, &a, 1), CKR_OPERATION_NOT_INITIALIZED)
+        XCTAssertRV(mechanism(UInt(CKM_SHA256)) { p11.C_DigestInit!(session, $0) }, CKR_OK)
+        XCTAssertRV(FunctionLists.version30.pointee.C_SessionCancel(session, CK_FLAGS(CKF_DIGEST)), CKR_OK)
+        XCTAssertRV(mechanism(UInt(CKM_SHA256)) { p11.C_DigestInit!(session, $0) }, CKR_OK, "C_SessionCancel ended the digest")
     }
 
     func test_ec_key_pair_signs_and_verifies_with_exact_codes() {

@@ -129,6 +129,11 @@ public enum ObjectTemplate {
             if rule.flags.contains(.securityOfficerOnly), AttributeValue.decodeBool(value) == true, !bySecurityOfficer {
                 throw KeychainError(.attributeReadOnly, "only the SO may set attribute \(type)")
             }
+            if type == .alwaysAuthenticate, AttributeValue.decodeBool(value) == true {
+                // Per-operation login (CKU_CONTEXT_SPECIFIC) comes with access control; a key that
+                // claimed it without being enforced would mislead clients.
+                throw KeychainError(.attributeValueInvalid, "CKA_ALWAYS_AUTHENTICATE = TRUE is not supported yet")
+            }
             object[type] = value
         }
         for type in schema.attributes where object[type] == nil {

@@ -9,6 +9,8 @@ import KeychainCrypto
 public struct KeychainDirectory: Sendable {
     public let path: String
     public static let fileExtension = ".keychain-db"
+    /// Slot IDs stay far below CK_ULONG's limits, so no ID arithmetic can overflow.
+    public static let maximumSlotID: UInt = 1 << 32
 
     public init(path: String) { self.path = path }
 
@@ -60,7 +62,8 @@ public struct KeychainDirectory: Sendable {
         var buffer = [UInt8](repeating: 0, count: 32)
         let length = pread(fd, &buffer, buffer.count, 0)
         let text = length > 0 ? String(decoding: buffer.prefix(length).prefix { $0 != 0x0A }, as: UTF8.self) : ""
-        let current = UInt(text) ?? 1
+        // A damaged counter starts again above every ID in use (the caller passes that floor).
+        let current = UInt(text).flatMap { $0 < Self.maximumSlotID ? $0 : nil } ?? 1
         let (result, next) = try body(current)
         if let next, next != current {
             let updated = Array("\(next)\n".utf8)
@@ -76,7 +79,7 @@ public struct KeychainDirectory: Sendable {
     /// highest ID any keychain file carries, which matters for files brought from elsewhere).
     public func emptySlotID(above floor: UInt) throws(KeychainError) -> UInt {
         try withNextSlotID { current in
-            let next = max(current, floor)
+            let next = max(current, min(floor, Self.maximumSlotID))
             return (next, next)
         }
     }

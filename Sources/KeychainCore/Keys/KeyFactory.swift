@@ -51,11 +51,15 @@ public enum KeyFactory {
             try completeSecret(&object, given: given)
             return
         }
+        if object.keyType == .rsa {
+            let modulus = (object[.modulus] ?? []).drop { $0 == 0 }
+            let bits = modulus.isEmpty ? 0 : modulus.count * 8 - (modulus.first ?? 0).leadingZeroBitCount
+            guard rsaImportBits.contains(bits) else {
+                throw KeychainError(.attributeValueInvalid, "RSA keys of \(bits) bits are not supported (\(rsaImportBits.lowerBound)–\(rsaImportBits.upperBound))")
+            }
+        }
         let key = try key(of: object)
         do { try key.validate() } catch { throw KeychainError(.attributeValueInvalid, "the key's parts do not agree") }
-        if object.keyType == .rsa, !rsaImportBits.contains(key.bits) {
-            throw KeychainError(.attributeValueInvalid, "RSA keys of \(key.bits) bits are not supported (\(rsaImportBits.lowerBound)–\(rsaImportBits.upperBound))")
-        }
         try fillComputed(&object, key: key, given: given)
     }
 

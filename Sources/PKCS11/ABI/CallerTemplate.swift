@@ -6,10 +6,17 @@ enum CallerTemplate {
     /// More attributes than any object class has several times over: a larger count is a bug
     /// (or an attack) in the caller, refused before anything is read.
     static let maximumCount: CK_ULONG = 1024
+    /// The most value bytes one template (nested templates included) may carry in all.
+    static let maximumTotalLength = 64 << 20
 
     /// The attributes with their values, in the caller's order. The value of an attribute-array
     /// attribute (CKA_WRAP_TEMPLATE…) is read one level deep and kept encoded.
-    static func read(_ pointer: UnsafeMutablePointer<CK_ATTRIBUTE>?, count: CK_ULONG, nested: Bool = false) throws(CKError) -> Template {
+    static func read(_ pointer: UnsafeMutablePointer<CK_ATTRIBUTE>?, count: CK_ULONG) throws(CKError) -> Template {
+        var total = 0
+        return try read(pointer, count: count, nested: false, total: &total)
+    }
+
+    private static func read(_ pointer: UnsafeMutablePointer<CK_ATTRIBUTE>?, count: CK_ULONG, nested: Bool, total: inout Int) throws(CKError) -> Template {
         let entries = try entries(pointer, count: count)
         var template: Template = []
         template.reserveCapacity(entries.count)
@@ -21,7 +28,7 @@ enum CallerTemplate {
                 guard entry.ulValueLen % size == 0 else {
                     throw CKError(CK_RV(CKR_ATTRIBUTE_VALUE_INVALID), "attribute \(type) must hold whole CK_ATTRIBUTEs")
                 }
-                let inner = try read(entry.pValue?.assumingMemoryBound(to: CK_ATTRIBUTE.self), count: entry.ulValueLen / size, nested: true)
+                let inner = try read(entry.pValue?.assumingMemoryBound(to: CK_ATTRIBUTE.self), count: entry.ulValueLen / size, nested: true, total: &total)
                 template.append((type, NestedTemplate.encode(inner)))
                 continue
             }
@@ -29,6 +36,10 @@ enum CallerTemplate {
                 throw CKError(CK_RV(CKR_ATTRIBUTE_VALUE_INVALID), "attribute \(type) is larger than \(AttributeTable.maximumValueLength) bytes")
             }
             let length = Int(entry.ulValueLen)
+            total += length
+            guard total <= maximumTotalLength else {
+                throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "the template carries more than \(maximumTotalLength) bytes")
+            }
             if length == 0 {
                 template.append((type, []))
                 continue

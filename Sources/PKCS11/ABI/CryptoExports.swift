@@ -4,6 +4,8 @@ import CPKCS11
 /// check their session and answer CKR_FUNCTION_NOT_SUPPORTED.
 public func C_EncryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
+        // PKCS#11 3.0: a NULL mechanism ends the active operation.
+        guard m != nil else { return try state.cancel(s, .encrypt) }
         try state.cipherInit(s, mechanism: try CallerMechanism(m), key: k, encrypting: true)
     }
 }
@@ -24,6 +26,8 @@ public func C_EncryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULong
 }
 public func C_DecryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
+        // PKCS#11 3.0: a NULL mechanism ends the active operation.
+        guard m != nil else { return try state.cancel(s, .decrypt) }
         try state.cipherInit(s, mechanism: try CallerMechanism(m), key: k, encrypting: false)
     }
 }
@@ -44,6 +48,8 @@ public func C_DecryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULong
 }
 public func C_DigestInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
+        // PKCS#11 3.0: a NULL mechanism ends the active operation.
+        guard m != nil else { return try state.cancel(s, .digest) }
         try state.digestInit(s, mechanism: try CallerMechanism(m))
     }
 }
@@ -69,6 +75,8 @@ public func C_DigestFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongP
 }
 public func C_SignInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
+        // PKCS#11 3.0: a NULL mechanism ends the active operation.
+        guard m != nil else { return try state.cancel(s, .sign) }
         try state.signInit(s, mechanism: try CallerMechanism(m), key: k)
     }
 }
@@ -91,6 +99,8 @@ public func C_SignRecoverInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k
 public func C_SignRecover(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_VerifyInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
+        // PKCS#11 3.0: a NULL mechanism ends the active operation.
+        guard m != nil else { return try state.cancel(s, .verify) }
         try state.verifyInit(s, mechanism: try CallerMechanism(m), key: k)
     }
 }

@@ -66,6 +66,9 @@ extension ModuleState {
             operation.isMultiPart = true
             guard let length else { throw CKError.argumentsBad }
             switch operation.engine {
+            case .symmetric(let cipher) where cipher.updatesHoldInput:
+                _ = try Self.run(encrypting: encrypting) { try cipher.update(input) }
+                length.pointee = 0
             case .symmetric(let cipher):
                 var trial: SymmetricCipher?
                 let produced = try Self.run(encrypting: encrypting) {

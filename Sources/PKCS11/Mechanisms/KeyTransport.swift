@@ -10,7 +10,23 @@ extension ModuleState {
         case rsa(AsymmetricKey, RSACipher.Padding)
     }
 
+    /// The wrapping (or unwrapping) key's problems carry their own codes:
+    /// CKR_WRAPPING_KEY_HANDLE_INVALID, …_TYPE_INCONSISTENT, …_SIZE_RANGE (and UNWRAPPING_…).
     private func wrapper(_ mechanism: CallerMechanism, key: CK_OBJECT_HANDLE, wrapping: Bool, session: Session, token: Token) throws(CKError) -> Wrapper {
+        do {
+            return try wrapperKey(mechanism, key: key, wrapping: wrapping, session: session, token: token)
+        } catch {
+            let renamed: [CK_RV: UInt] = wrapping
+                ? [CK_RV(CKR_KEY_HANDLE_INVALID): CKR_WRAPPING_KEY_HANDLE_INVALID, CK_RV(CKR_KEY_TYPE_INCONSISTENT): CKR_WRAPPING_KEY_TYPE_INCONSISTENT,
+                   CK_RV(CKR_KEY_SIZE_RANGE): CKR_WRAPPING_KEY_SIZE_RANGE]
+                : [CK_RV(CKR_KEY_HANDLE_INVALID): CKR_UNWRAPPING_KEY_HANDLE_INVALID, CK_RV(CKR_KEY_TYPE_INCONSISTENT): CKR_UNWRAPPING_KEY_TYPE_INCONSISTENT,
+                   CK_RV(CKR_KEY_SIZE_RANGE): CKR_UNWRAPPING_KEY_SIZE_RANGE]
+            if let code = renamed[error.rv] { throw CKError(CK_RV(code), error.reason) }
+            throw error
+        }
+    }
+
+    private func wrapperKey(_ mechanism: CallerMechanism, key: CK_OBJECT_HANDLE, wrapping: Bool, session: Session, token: Token) throws(CKError) -> Wrapper {
         let entry = try Mechanisms.mechanism(mechanism.type)
         guard entry.supports(wrapping ? CKF_WRAP : CKF_UNWRAP) else {
             throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) cannot \(wrapping ? "wrap" : "unwrap")")
@@ -62,7 +78,9 @@ extension ModuleState {
             let material: SecureBytes
             switch wrapper {
             case .aes(let mode, let secret):
-                guard wrapped.count >= 16, wrapped.count % 8 == 0 else { throw CKError(CK_RV(CKR_WRAPPED_KEY_LEN_RANGE), "wrapped key length") }
+                guard wrapped.count >= 16, wrapped.count % 8 == 0, wrapped.count <= AttributeTable.maximumValueLength + 16 else {
+                    throw CKError(CK_RV(CKR_WRAPPED_KEY_LEN_RANGE), "wrapped key length")
+                }
                 do { material = try KeyWrap.unwrap(mode, key: secret, wrapped: Array(wrapped)) } catch {
                     throw CKError(CK_RV(CKR_WRAPPED_KEY_INVALID), "the wrapped key does not verify")
                 }

@@ -96,6 +96,11 @@ extension ModuleState {
         }
     }
 
+    /// Ends the active operation of `kind`, if any.
+    func cancel(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind) throws(CKError) {
+        try session(handle).operations[kind] = nil
+    }
+
     func begin(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, _ make: (Session, Token) throws(CKError) -> ActiveOperation) throws(CKError) {
         try withSession(handle) { session, token throws(CKError) in
             guard session.operations[kind] == nil else { throw CKError(CK_RV(CKR_OPERATION_ACTIVE), "a \(kind) operation is already active") }
