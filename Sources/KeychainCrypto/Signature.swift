@@ -89,9 +89,7 @@ public final class SignatureOperation {
         } else if case .eddsa = scheme {
             signature = try oneShotEdDSA()
         } else {
-            signature = try withKeyContext { ctx in
-                guard EVP_PKEY_sign_init(ctx) == 1 else { throw CryptoError.library("EVP_PKEY_sign_init") }
-                try configure(ctx)
+            signature = try withInitialisedContext { ctx in
                 var length = 0
                 guard EVP_PKEY_sign(ctx, nil, &length, collected, collected.count) == 1 else { throw signError() }
                 var out = [UInt8](repeating: 0, count: length)
@@ -120,10 +118,8 @@ public final class SignatureOperation {
             guard EVP_DigestVerifyInit(ctx, nil, nil, nil, key.pkey) == 1 else { throw CryptoError.library("EVP_DigestVerifyInit") }
             return EVP_DigestVerify(ctx, encoded, encoded.count, collected, collected.count) == 1
         }
-        return try withKeyContext { ctx in
-            guard EVP_PKEY_verify_init(ctx) == 1 else { throw CryptoError.library("EVP_PKEY_verify_init") }
-            try configure(ctx)
-            return EVP_PKEY_verify(ctx, encoded, encoded.count, collected, collected.count) == 1
+        return try withInitialisedContext { ctx in
+            EVP_PKEY_verify(ctx, encoded, encoded.count, collected, collected.count) == 1
         }
     }
 
@@ -154,9 +150,19 @@ public final class SignatureOperation {
         return CryptoError(.invalidInput, "the input does not fit this key and mechanism")
     }
 
-    private func withKeyContext<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
+    /// A key context initialised for this scheme and direction: a duplicate of the key's kept
+    /// template, or a fresh one that becomes the template.
+    private func withInitialisedContext<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
+        let slot = ContextKey(scheme: scheme, signing: signing)
+        if let ctx = key.contexts.duplicateKeyContext(for: slot) {
+            defer { EVP_PKEY_CTX_free(ctx) }
+            return try body(ctx)
+        }
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, key.pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
         defer { EVP_PKEY_CTX_free(ctx) }
+        guard (signing ? EVP_PKEY_sign_init(ctx) : EVP_PKEY_verify_init(ctx)) == 1 else { throw CryptoError.library("EVP_PKEY_\(signing ? "sign" : "verify")_init") }
+        try configure(ctx)
+        key.contexts.store(keyContextCopyOf: ctx, for: slot)
         return try body(ctx)
     }
 
@@ -235,12 +241,15 @@ struct ContextKey: Hashable {
 /// since one key may serve several threads.
 final class ContextTemplates: @unchecked Sendable {
     private var templates: [ContextKey: OpaquePointer] = [:]
+    /// EVP_PKEY_CTX templates for the schemes that sign what they are given (no hashing).
+    private var keyTemplates: [ContextKey: OpaquePointer] = [:]
     private var mutex = pthread_mutex_t()
 
     init() { pthread_mutex_init(&mutex, nil) }
 
     deinit {
         for template in templates.values { EVP_MD_CTX_free(template) }
+        for template in keyTemplates.values { EVP_PKEY_CTX_free(template) }
         pthread_mutex_destroy(&mutex)
     }
 
@@ -250,6 +259,24 @@ final class ContextTemplates: @unchecked Sendable {
         defer { pthread_mutex_unlock(&mutex) }
         guard let template = templates[key] else { return false }
         return body(template)
+    }
+
+    /// A duplicate of the key-context template for `key`, or nil.
+    func duplicateKeyContext(for key: ContextKey) -> OpaquePointer? {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        guard let template = keyTemplates[key] else { return nil }
+        return EVP_PKEY_CTX_dup(template)
+    }
+
+    func store(keyContextCopyOf context: OpaquePointer, for key: ContextKey) {
+        guard let copy = EVP_PKEY_CTX_dup(context) else {
+            ERR_clear_error()
+            return
+        }
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        if let old = keyTemplates.updateValue(copy, forKey: key) { EVP_PKEY_CTX_free(old) }
     }
 
     /// Keeps a copy of a freshly initialised context (before any data went in).
