@@ -10,6 +10,8 @@ packages=(
     opensc gnutls-bin p11-kit sqlite3 binutils python3 openssl openssh-client xxd diffutils procps
     # OpenSSL pkcs11 engine, throwaway sshd, NSS modutil/certutil (interop tests)
     libengine-pkcs11-openssl openssh-server libnss3-tools
+    # the peer the benchmark compares against
+    softhsm2
 )
 
 missing=()

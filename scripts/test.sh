@@ -49,5 +49,14 @@ else
     count 0 1
 fi
 
+echo "== benchmark smoke run (every measure of this module must report a number)"
+if scripts/bench.sh 1 0.05 >/tmp/keychain-pkcs11-bench.log 2>&1 && ! awk 'NR > 2 && $3 == "n/a" { bad = 1 } END { exit !bad }' /tmp/keychain-pkcs11-bench.log; then
+    cat /tmp/keychain-pkcs11-bench.log
+    count 1 0
+else
+    cat /tmp/keychain-pkcs11-bench.log
+    count 0 1
+fi
+
 echo "${total_passed} passed, ${total_failed} failed"
 [ "$total_failed" -eq 0 ]
