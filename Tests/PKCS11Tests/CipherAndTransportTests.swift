@@ -5,17 +5,6 @@ import XCTest
 /// Encryption, MACs, key wrapping, key derivation and certificates through the C API, with
 /// published test vectors where they exist.
 final class CipherAndTransportTests: ModuleTestCase {
-    private func mechanism<T>(_ type: UInt, parameter: T?, _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
-        guard var parameter else {
-            var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: nil, ulParameterLen: 0)
-            return body(&mechanism)
-        }
-        return withUnsafeMutableBytes(of: &parameter) { bytes in
-            var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: bytes.baseAddress, ulParameterLen: CK_ULONG(bytes.count))
-            return body(&mechanism)
-        }
-    }
-
     private func mechanism(_ type: UInt, bytes: [UInt8], _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
         var bytes = bytes
         return bytes.withUnsafeMutableBytes { buffer in
@@ -54,13 +43,13 @@ final class CipherAndTransportTests: ModuleTestCase {
     func test_aes_ecb_matches_fips197_and_needs_whole_blocks() {
         let session = session()
         let key = secretKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"))
-        XCTAssertRV(mechanism(UInt(CKM_AES_ECB), parameter: Optional<Int>.none) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertRV(mechanism(UInt(CKM_AES_ECB)) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
         let (result, ciphertext) = crypt(session, encrypt: true, hex("00112233445566778899aabbccddeeff"))
         XCTAssertRV(result, CKR_OK)
         XCTAssertEqual(ciphertext, hex("69c4e0d86a7b0430d8cdb78070b4c55a"))
-        XCTAssertRV(mechanism(UInt(CKM_AES_ECB), parameter: Optional<Int>.none) { p11.C_DecryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertRV(mechanism(UInt(CKM_AES_ECB)) { p11.C_DecryptInit!(session, $0, key) }, CKR_OK)
         XCTAssertEqual(crypt(session, encrypt: false, ciphertext).1, hex("00112233445566778899aabbccddeeff"))
-        XCTAssertRV(mechanism(UInt(CKM_AES_ECB), parameter: Optional<Int>.none) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertRV(mechanism(UInt(CKM_AES_ECB)) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
         XCTAssertRV(crypt(session, encrypt: true, [1, 2, 3]).0, CKR_DATA_LEN_RANGE)
         XCTAssertRV(mechanism(UInt(CKM_AES_CBC), bytes: [1, 2, 3]) { p11.C_EncryptInit!(session, $0, key) }, CKR_MECHANISM_PARAM_INVALID)
     }
@@ -122,23 +111,23 @@ final class CipherAndTransportTests: ModuleTestCase {
         let session = session()
         let jefe = secretKey(session, type: UInt(CKK_GENERIC_SECRET), value: Array("Jefe".utf8))
         var data = Array("what do ya want for nothing?".utf8)
-        XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC), parameter: Optional<Int>.none) { p11.C_SignInit!(session, $0, jefe) }, CKR_OK)
+        XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC)) { p11.C_SignInit!(session, $0, jefe) }, CKR_OK)
         var mac = [UInt8](repeating: 0, count: 32)
         var length: CK_ULONG = 32
         XCTAssertRV(p11.C_Sign!(session, &data, CK_ULONG(data.count), &mac, &length), CKR_OK)
         XCTAssertEqual(mac, hex("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"))
-        XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC), parameter: Optional<Int>.none) { p11.C_VerifyInit!(session, $0, jefe) }, CKR_OK)
+        XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC)) { p11.C_VerifyInit!(session, $0, jefe) }, CKR_OK)
         XCTAssertRV(p11.C_Verify!(session, &data, CK_ULONG(data.count), &mac, 32), CKR_OK)
         mac[0] ^= 1
-        XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC), parameter: Optional<Int>.none) { p11.C_VerifyInit!(session, $0, jefe) }, CKR_OK)
+        XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC)) { p11.C_VerifyInit!(session, $0, jefe) }, CKR_OK)
         XCTAssertRV(p11.C_Verify!(session, &data, CK_ULONG(data.count), &mac, 32), CKR_SIGNATURE_INVALID)
         let aes = secretKey(session, type: UInt(CKK_AES), value: hex("2b7e151628aed2a6abf7158809cf4f3c"))
-        XCTAssertRV(mechanism(UInt(CKM_AES_CMAC), parameter: Optional<Int>.none) { p11.C_SignInit!(session, $0, aes) }, CKR_OK)
+        XCTAssertRV(mechanism(UInt(CKM_AES_CMAC)) { p11.C_SignInit!(session, $0, aes) }, CKR_OK)
         var cmac = [UInt8](repeating: 0, count: 16)
         length = 16
         XCTAssertRV(p11.C_Sign!(session, nil, 0, &cmac, &length), CKR_OK)
         XCTAssertEqual(cmac, hex("bb1d6929e95937287fa37d129b756746"), "RFC 4493 example 1")
-        XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC), parameter: Optional<Int>.none) { p11.C_SignInit!(session, $0, aes) }, CKR_KEY_TYPE_INCONSISTENT)
+        XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC)) { p11.C_SignInit!(session, $0, aes) }, CKR_KEY_TYPE_INCONSISTENT)
     }
 
     func test_aes_key_wrap_matches_rfc3394_and_respects_extractability() {
@@ -146,31 +135,31 @@ final class CipherAndTransportTests: ModuleTestCase {
         let kek = secretKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"))
         let target = secretKey(session, type: UInt(CKK_AES), value: hex("00112233445566778899aabbccddeeff"), extra: [(UInt(CKA_EXTRACTABLE), [1])])
         var length: CK_ULONG = 0
-        XCTAssertRV(mechanism(Mechanisms.aesKeyWrap, parameter: Optional<Int>.none) { p11.C_WrapKey!(session, $0, kek, target, nil, &length) }, CKR_OK)
+        XCTAssertRV(mechanism(Mechanisms.aesKeyWrap) { p11.C_WrapKey!(session, $0, kek, target, nil, &length) }, CKR_OK)
         XCTAssertEqual(length, 24)
         var wrapped = [UInt8](repeating: 0, count: 24)
-        XCTAssertRV(mechanism(Mechanisms.aesKeyWrap, parameter: Optional<Int>.none) { p11.C_WrapKey!(session, $0, kek, target, &wrapped, &length) }, CKR_OK)
+        XCTAssertRV(mechanism(Mechanisms.aesKeyWrap) { p11.C_WrapKey!(session, $0, kek, target, &wrapped, &length) }, CKR_OK)
         XCTAssertEqual(wrapped, hex("1fa68b0a8112b447aef34bd8fb5a7b829d3e862371d2cfe5"))
         var unwrapped: CK_OBJECT_HANDLE = 0
         let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_AES)))]
         XCTAssertRV(withTemplate(template) { t, c in
-            mechanism(Mechanisms.aesKeyWrap, parameter: Optional<Int>.none) { p11.C_UnwrapKey!(session, $0, kek, &wrapped, 24, t, c, &unwrapped) }
+            mechanism(Mechanisms.aesKeyWrap) { p11.C_UnwrapKey!(session, $0, kek, &wrapped, 24, t, c, &unwrapped) }
         }, CKR_OK)
         XCTAssertEqual(value(session, unwrapped, UInt(CKA_CHECK_VALUE)).1, value(session, target, UInt(CKA_CHECK_VALUE)).1)
         XCTAssertEqual(value(session, unwrapped, UInt(CKA_ALWAYS_SENSITIVE)).1, [0])
         wrapped[5] ^= 1
         XCTAssertRV(withTemplate(template) { t, c in
-            mechanism(Mechanisms.aesKeyWrap, parameter: Optional<Int>.none) { p11.C_UnwrapKey!(session, $0, kek, &wrapped, 24, t, c, &unwrapped) }
+            mechanism(Mechanisms.aesKeyWrap) { p11.C_UnwrapKey!(session, $0, kek, &wrapped, 24, t, c, &unwrapped) }
         }, CKR_WRAPPED_KEY_INVALID)
         let locked = secretKey(session, type: UInt(CKK_AES), value: [UInt8](repeating: 1, count: 16))
-        XCTAssertRV(mechanism(Mechanisms.aesKeyWrap, parameter: Optional<Int>.none) { p11.C_WrapKey!(session, $0, kek, locked, nil, &length) }, CKR_KEY_UNEXTRACTABLE)
+        XCTAssertRV(mechanism(Mechanisms.aesKeyWrap) { p11.C_WrapKey!(session, $0, kek, locked, nil, &length) }, CKR_KEY_UNEXTRACTABLE)
     }
 
     func test_rsa_oaep_and_ecdh_agree_between_keys() {
         let session = session()
         var publicKey: CK_OBJECT_HANDLE = 0, privateKey: CK_OBJECT_HANDLE = 0
         XCTAssertRV(withTemplate([(UInt(CKA_MODULUS_BITS), Self.ulong(2048))]) { pt, pc in
-            mechanism(UInt(CKM_RSA_PKCS_KEY_PAIR_GEN), parameter: Optional<Int>.none) { p11.C_GenerateKeyPair!(session, $0, pt, pc, nil, 0, &publicKey, &privateKey) }
+            mechanism(UInt(CKM_RSA_PKCS_KEY_PAIR_GEN)) { p11.C_GenerateKeyPair!(session, $0, pt, pc, nil, 0, &publicKey, &privateKey) }
         }, CKR_OK)
         let oaep = CK_RSA_PKCS_OAEP_PARAMS(hashAlg: CK_MECHANISM_TYPE(CKM_SHA256), mgf: CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA256), source: 0, pSourceData: nil, ulSourceDataLen: 0)
         XCTAssertRV(mechanism(UInt(CKM_RSA_PKCS_OAEP), parameter: oaep) { p11.C_EncryptInit!(session, $0, publicKey) }, CKR_OK)
@@ -190,26 +179,15 @@ final class CipherAndTransportTests: ModuleTestCase {
         for _ in 0..<2 {
             var pub: CK_OBJECT_HANDLE = 0, priv: CK_OBJECT_HANDLE = 0
             XCTAssertRV(withTemplate([(UInt(CKA_EC_PARAMS), p256)]) { pt, pc in
-                mechanism(UInt(CKM_EC_KEY_PAIR_GEN), parameter: Optional<Int>.none) { p11.C_GenerateKeyPair!(session, $0, pt, pc, nil, 0, &pub, &priv) }
+                mechanism(UInt(CKM_EC_KEY_PAIR_GEN)) { p11.C_GenerateKeyPair!(session, $0, pt, pc, nil, 0, &pub, &priv) }
             }, CKR_OK)
             keys.append((pub, priv))
         }
-        var secrets: [[UInt8]] = []
-        for (mine, theirs) in [(keys[0].1, keys[1].0), (keys[1].1, keys[0].0)] {
-            var point = value(session, theirs, UInt(CKA_EC_POINT)).1 ?? []
-            var derived: CK_OBJECT_HANDLE = 0
-            let template: [(UInt, [UInt8])] = [(UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_GENERIC_SECRET))), (UInt(CKA_VALUE_LEN), Self.ulong(32)),
-                                               (UInt(CKA_SENSITIVE), [0]), (UInt(CKA_EXTRACTABLE), [1])]
-            let result = point.withUnsafeMutableBufferPointer { buffer in
-                let params = CK_ECDH1_DERIVE_PARAMS(kdf: CK_ULONG(CKD_SHA256_KDF), ulSharedDataLen: 0, pSharedData: nil,
-                                                    ulPublicDataLen: CK_ULONG(buffer.count), pPublicData: buffer.baseAddress)
-                return withTemplate(template) { t, c in
-                    mechanism(UInt(CKM_ECDH1_DERIVE), parameter: params) { p11.C_DeriveKey!(session, $0, mine, t, c, &derived) }
-                }
-            }
-            XCTAssertRV(result, CKR_OK)
-            secrets.append(value(session, derived).1 ?? [])
-        }
+        let ab = agreedSecret(session, mine: keys[0].1, theirs: keys[1].0, kdf: UInt(CKD_SHA256_KDF), length: 32)
+        let ba = agreedSecret(session, mine: keys[1].1, theirs: keys[0].0, kdf: UInt(CKD_SHA256_KDF), length: 32)
+        XCTAssertRV(ab.0, CKR_OK)
+        XCTAssertRV(ba.0, CKR_OK)
+        let secrets = [ab.1, ba.1]
         XCTAssertEqual(secrets[0].count, 32)
         XCTAssertEqual(secrets[0], secrets[1])
     }

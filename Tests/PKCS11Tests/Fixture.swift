@@ -99,6 +99,39 @@ class ModuleTestCase: XCTestCase {
         }
     }
 
+    /// A mechanism without a parameter.
+    func mechanism(_ type: UInt, _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
+        var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: nil, ulParameterLen: 0)
+        return body(&mechanism)
+    }
+
+    /// A mechanism with a parameter that stays valid for the whole call.
+    func mechanism<T>(_ type: UInt, parameter: T, length: Int? = nil, _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
+        var parameter = parameter
+        return withUnsafeMutableBytes(of: &parameter) { bytes in
+            var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: bytes.baseAddress, ulParameterLen: CK_ULONG(length ?? bytes.count))
+            return body(&mechanism)
+        }
+    }
+
+    /// The value of a secret key derived by ECDH from `mine` and the public key `theirs`
+    /// (made extractable so the tests can compare both sides).
+    func agreedSecret(_ session: CK_SESSION_HANDLE, mine: CK_OBJECT_HANDLE, theirs: CK_OBJECT_HANDLE, kdf: UInt, length: UInt?) -> (CK_RV, [UInt8]) {
+        var point = value(session, theirs, UInt(CKA_EC_POINT)).1 ?? []
+        var derived: CK_OBJECT_HANDLE = 0
+        var template: [(UInt, [UInt8])] = [(UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_GENERIC_SECRET))), (UInt(CKA_SENSITIVE), [0]), (UInt(CKA_EXTRACTABLE), [1])]
+        if let length { template.append((UInt(CKA_VALUE_LEN), Self.ulong(length))) }
+        let result = point.withUnsafeMutableBufferPointer { buffer in
+            let params = CK_ECDH1_DERIVE_PARAMS(kdf: CK_ULONG(kdf), ulSharedDataLen: 0, pSharedData: nil,
+                                                ulPublicDataLen: CK_ULONG(buffer.count), pPublicData: buffer.baseAddress)
+            return withTemplate(template) { t, c in
+                mechanism(UInt(CKM_ECDH1_DERIVE), parameter: params) { p11.C_DeriveKey!(session, $0, mine, t, c, &derived) }
+            }
+        }
+        guard result == CK_RV(CKR_OK) else { return (result, []) }
+        return (result, value(session, derived).1 ?? [])
+    }
+
     static func ulong(_ value: UInt) -> [UInt8] { withUnsafeBytes(of: value) { Array($0) } }
     static let dataClass = ulong(UInt(CKO_DATA))
 

@@ -3,20 +3,6 @@ import XCTest
 @testable import PKCS11
 
 final class MechanismTests: ModuleTestCase {
-    func mechanism(_ type: UInt, _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
-        var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: nil, ulParameterLen: 0)
-        return body(&mechanism)
-    }
-
-    /// A mechanism with a parameter that stays valid for the whole call.
-    func mechanism<T>(_ type: UInt, parameter: T, length: Int? = nil, _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
-        var parameter = parameter
-        return withUnsafeMutableBytes(of: &parameter) { bytes in
-            var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: bytes.baseAddress, ulParameterLen: CK_ULONG(length ?? bytes.count))
-            return body(&mechanism)
-        }
-    }
-
     func loggedInSession() -> (CK_SLOT_ID, CK_SESSION_HANDLE) {
         let slot = makeToken()
         let session = openSession(slot, readWrite: true)
@@ -215,23 +201,11 @@ extension MechanismTests {
         for _ in 0..<2 {
             pairs.append(generate(session, Mechanisms.ecMontgomeryKeyPairGen, public: [(UInt(CKA_EC_PARAMS), x25519)]))
         }
-        var secrets: [[UInt8]] = []
-        for (mine, theirs) in [(pairs[0].1, pairs[1].0), (pairs[1].1, pairs[0].0)] {
-            var point = value(session, theirs, UInt(CKA_EC_POINT)).1 ?? []
-            XCTAssertEqual(point.count, 34, "DER OCTET STRING of 32 bytes")
-            var derived: CK_OBJECT_HANDLE = 0
-            let template: [(UInt, [UInt8])] = [(UInt(CKA_KEY_TYPE), ModuleTestCase.ulong(UInt(CKK_GENERIC_SECRET))), (UInt(CKA_SENSITIVE), [0]),
-                                               (UInt(CKA_EXTRACTABLE), [1])]
-            let result = point.withUnsafeMutableBufferPointer { buffer in
-                let params = CK_ECDH1_DERIVE_PARAMS(kdf: CK_ULONG(CKD_NULL), ulSharedDataLen: 0, pSharedData: nil,
-                                                    ulPublicDataLen: CK_ULONG(buffer.count), pPublicData: buffer.baseAddress)
-                return withTemplate(template) { t, c in
-                    mechanism(UInt(CKM_ECDH1_DERIVE), parameter: params) { p11.C_DeriveKey!(session, $0, mine, t, c, &derived) }
-                }
-            }
-            XCTAssertRV(result, CKR_OK)
-            secrets.append(value(session, derived).1 ?? [])
-        }
+        let ab = agreedSecret(session, mine: pairs[0].1, theirs: pairs[1].0, kdf: UInt(CKD_NULL), length: nil)
+        let ba = agreedSecret(session, mine: pairs[1].1, theirs: pairs[0].0, kdf: UInt(CKD_NULL), length: nil)
+        XCTAssertRV(ab.0, CKR_OK)
+        XCTAssertEqual(value(session, pairs[1].0, UInt(CKA_EC_POINT)).1?.count, 34, "DER OCTET STRING of 32 bytes")
+        let secrets = [ab.1, ba.1]
         XCTAssertEqual(secrets[0].count, 32)
         XCTAssertEqual(secrets[0], secrets[1])
         XCTAssertRV(mechanism(Mechanisms.eddsa) { p11.C_SignInit!(session, $0, pairs[0].1) }, CKR_KEY_TYPE_INCONSISTENT, "X25519 keys do not sign")
