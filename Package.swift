@@ -19,6 +19,7 @@ let package = Package(
     name: "keychain-pkcs11",
     products: [
         .library(name: "keychain-pkcs11", type: .dynamic, targets: ["PKCS11Module"]),
+        .library(name: "KeychainServices", targets: ["KeychainServices"]),
         .executable(name: "keychainctl", targets: ["keychainctl"]),
     ],
     dependencies: [
@@ -45,6 +46,11 @@ let package = Package(
             name: "KeychainCore",
             dependencies: ["KeychainStore", "KeychainCrypto"],
             swiftSettings: providerSwiftSettings
+        ),
+        // The SecItem API over KeychainCore, for Swift programs (uses Foundation; not in the module).
+        .target(
+            name: "KeychainServices",
+            dependencies: ["KeychainCore", "KeychainCrypto"]
         ),
         .target(
             name: "PKCS11",
@@ -74,6 +80,7 @@ let package = Package(
         .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
         .testTarget(name: "KeychainStoreTests", dependencies: ["KeychainStore", "KeychainCrypto"]),
         .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainCore", "KeychainStore"]),
+        .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainCore", "KeychainCrypto", "PKCS11", "CPKCS11"]),
         .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "CPKCS11", "KeychainCore"]),
     ]
 )

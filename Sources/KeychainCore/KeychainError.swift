@@ -29,6 +29,8 @@ public struct KeychainError: Error, Equatable, CustomStringConvertible {
         case keyUnextractable
         case keyNotWrappable
         case wrappedKeyInvalid
+        /// A keychain item with the same primary key exists (errSecDuplicateItem).
+        case duplicateItem
     }
 
     public let code: Code

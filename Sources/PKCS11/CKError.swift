@@ -53,6 +53,7 @@ public struct CKError: Error, Equatable, CustomStringConvertible {
         case .keyUnextractable: rv = CKR_KEY_UNEXTRACTABLE
         case .keyNotWrappable: rv = CKR_KEY_NOT_WRAPPABLE
         case .wrappedKeyInvalid: rv = CKR_WRAPPED_KEY_INVALID
+        case .duplicateItem: rv = CKR_TEMPLATE_INCONSISTENT
         }
         self.init(CK_RV(rv), error.reason)
     }

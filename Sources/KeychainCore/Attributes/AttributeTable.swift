@@ -126,6 +126,21 @@ public enum AttributeTable {
         add(.wrapWithTrusted, .bool, [.settable, .copySettable, .changeToTrueOnly], default: no)
         add(.checkValue, .bytes, [.computed])
         add(.valueLength, .ulong, [.computed])
+        // Keychain items (vendor attributes; see Docs/keychain-api.md). Absent and empty are equal.
+        // Searches name the class and usually the account (service and server are
+        // CKA_APPLICATION, already indexed); the rest is matched on the decrypted candidates.
+        add(.account, .bytes, [.settable, .copySettable, .indexed], default: [])
+        for type in [AttributeType.generic, .comment, .itemDescription, .accessGroup, .securityDomain, .path] {
+            add(type, .bytes, [.settable, .copySettable], default: [])
+        }
+        for type in [AttributeType.creator, .itemType, .itemProtocol, .port, .authenticationType] {
+            add(type, .ulong, [.settable, .copySettable], default: AttributeValue.ulong(0))
+        }
+        add(.itemClass, .ulong, [.indexed], default: AttributeValue.ulong(0))
+        add(.synchronizable, .bool, [.settable, .copySettable], default: AttributeValue.bool(false))
+        add(.accessible, .ulong, [], default: AttributeValue.ulong(0))
+        add(.isInvisible, .bool, [.settable, .copySettable], default: AttributeValue.bool(false))
+        add(.isNegative, .bool, [.settable, .copySettable], default: AttributeValue.bool(false))
         // Certificates (§4.6)
         add(.certificateType, .ulong, [])
         add(.issuer, .bytes, [.computed, .indexed])
@@ -162,6 +177,11 @@ public enum AttributeTable {
                                                           .alwaysSensitive, .neverExtractable, .wrapWithTrusted, .alwaysAuthenticate, .publicKeyInfo,
                                                           .unwrapTemplate]
 
+    /// The keychain-item attributes a data object carries (generic and internet passwords).
+    static let itemAttributes: [AttributeType] = [.itemClass, .account, .generic, .comment, .itemDescription, .creator, .itemType, .accessGroup,
+                                                  .synchronizable, .accessible, .securityDomain, .itemProtocol, .port, .path,
+                                                  .authenticationType, .isInvisible, .isNegative]
+
     /// What one object class (and key type) has: its attributes, those a creation template must
     /// give, and those fixed at creation even where the attribute is settable elsewhere.
     struct Schema {
@@ -193,7 +213,7 @@ public enum AttributeTable {
 
     /// Attributes valid for each supported object class (and key type).
     private static let schemas: [SchemaKey: Schema] = [
-        SchemaKey(.data): Schema(attributes: Set(storage + [.application, .objectID, .value]), required: [], fixed: []),
+        SchemaKey(.data): Schema(attributes: Set(storage + [.application, .objectID, .value] + itemAttributes), required: [], fixed: [.itemClass]),
         SchemaKey(.publicKey, .rsa): keySchema(publicKey, material: [.modulus, .modulusBits, .publicExponent], required: [.modulus, .publicExponent]),
         SchemaKey(.privateKey, .rsa): keySchema(privateKey, material: rsaPrivateMaterial, required: [.modulus, .publicExponent, .privateExponent]),
         SchemaKey(.publicKey, .ec): keySchema(publicKey, material: [.ecParams, .ecPoint], required: [.ecParams, .ecPoint]),

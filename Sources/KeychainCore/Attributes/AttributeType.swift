@@ -137,6 +137,42 @@ public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, C
     /// CKA_KC_MODIFICATION_TIME: seconds since 1970 of the last change to a token object (read-only).
     public static let modificationTime = AttributeType(vendorBase + 0x03)
 
+    // Keychain item attributes (vendor; documented in Include/keychain-pkcs11.h).
+    /// CKA_KC_ITEM_CLASS: CK_ULONG, 1 generic password, 2 internet password.
+    public static let itemClass = AttributeType(vendorBase + 0x10)
+    /// CKA_KC_ACCOUNT (kSecAttrAccount)
+    public static let account = AttributeType(vendorBase + 0x11)
+    /// CKA_KC_GENERIC (kSecAttrGeneric)
+    public static let generic = AttributeType(vendorBase + 0x12)
+    /// CKA_KC_COMMENT (kSecAttrComment)
+    public static let comment = AttributeType(vendorBase + 0x13)
+    /// CKA_KC_DESCRIPTION (kSecAttrDescription)
+    public static let itemDescription = AttributeType(vendorBase + 0x14)
+    /// CKA_KC_CREATOR (kSecAttrCreator, a four-character code as CK_ULONG)
+    public static let creator = AttributeType(vendorBase + 0x15)
+    /// CKA_KC_TYPE (kSecAttrType, a four-character code as CK_ULONG)
+    public static let itemType = AttributeType(vendorBase + 0x16)
+    /// CKA_KC_ACCESS_GROUP (kSecAttrAccessGroup)
+    public static let accessGroup = AttributeType(vendorBase + 0x17)
+    /// CKA_KC_SYNCHRONIZABLE (kSecAttrSynchronizable), CK_BBOOL
+    public static let synchronizable = AttributeType(vendorBase + 0x18)
+    /// CKA_KC_ACCESSIBLE (kSecAttrAccessible), CK_ULONG protection class
+    public static let accessible = AttributeType(vendorBase + 0x19)
+    /// CKA_KC_SECURITY_DOMAIN (kSecAttrSecurityDomain)
+    public static let securityDomain = AttributeType(vendorBase + 0x1A)
+    /// CKA_KC_PROTOCOL (kSecAttrProtocol, a four-character code as CK_ULONG)
+    public static let itemProtocol = AttributeType(vendorBase + 0x1B)
+    /// CKA_KC_PORT (kSecAttrPort), CK_ULONG
+    public static let port = AttributeType(vendorBase + 0x1C)
+    /// CKA_KC_PATH (kSecAttrPath)
+    public static let path = AttributeType(vendorBase + 0x1D)
+    /// CKA_KC_AUTHENTICATION_TYPE (kSecAttrAuthenticationType, a four-character code as CK_ULONG)
+    public static let authenticationType = AttributeType(vendorBase + 0x1E)
+    /// CKA_KC_IS_INVISIBLE (kSecAttrIsInvisible), CK_BBOOL
+    public static let isInvisible = AttributeType(vendorBase + 0x1F)
+    /// CKA_KC_IS_NEGATIVE (kSecAttrIsNegative), CK_BBOOL
+    public static let isNegative = AttributeType(vendorBase + 0x20)
+
     public static func < (lhs: AttributeType, rhs: AttributeType) -> Bool { lhs.rawValue < rhs.rawValue }
     public var description: String { "0x" + String(rawValue, radix: 16) }
 }

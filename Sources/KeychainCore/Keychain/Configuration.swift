@@ -10,10 +10,14 @@ import KeychainCrypto
 public struct Configuration: Sendable {
     public var directory: String
     public var kdf: ScryptParameters
+    /// The label of the keychain the SecItem functions use when a query names none
+    /// (`KEYCHAIN_PKCS11_DEFAULT`, or `default_keychain` in the configuration file).
+    public var defaultKeychain: String?
 
-    public init(directory: String, kdf: ScryptParameters = .interactive) {
+    public init(directory: String, kdf: ScryptParameters = .interactive, defaultKeychain: String? = nil) {
         self.directory = directory
         self.kdf = kdf
+        self.defaultKeychain = defaultKeychain
     }
 
     /// Reads the configuration of this process.
@@ -25,7 +29,7 @@ public struct Configuration: Sendable {
             if candidate.isWithinLimits { kdf = candidate }
         }
         let directory = environment("KEYCHAIN_PKCS11_DIR") ?? file["directory"].map(expandHome) ?? defaultDirectory()
-        return Configuration(directory: directory, kdf: kdf)
+        return Configuration(directory: directory, kdf: kdf, defaultKeychain: environment("KEYCHAIN_PKCS11_DEFAULT") ?? file["default_keychain"])
     }
 
     static func environment(_ name: String) -> String? {

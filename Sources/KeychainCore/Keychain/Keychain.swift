@@ -217,6 +217,13 @@ public final class Keychain {
         }
     }
 
+    /// The keyed digest of a keychain item's primary key (UNIQUE in the objects table), so that
+    /// uniqueness is checked by SQLite without revealing the values.
+    private func primaryKey(_ object: ObjectAttributes, keys: RecordKeys) throws -> [UInt8]? {
+        guard let tuple = object.primaryKeyTuple else { return nil }
+        return try keys.index.digest(attribute: UInt64.max, value: tuple)
+    }
+
     private func seal(_ object: ObjectAttributes, uid: [UInt8], protection: Protection, keys: RecordKeys) throws -> [UInt8] {
         var plaintext = AttributeRecord.encode(object.recordAttributes)
         defer { wipe(&plaintext) }
@@ -232,10 +239,15 @@ public final class Keychain {
             throw KeychainError(.templateInconsistent, "private and secret keys stored on the token must have CKA_PRIVATE = TRUE")
         }
         let keys = try keys(for: protection, master: master)
-        return try translatingErrors {
+        do {
             let record = try seal(object, uid: uid, protection: protection, keys: keys)
             return try store.insertObject(uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue,
-                                          record: record, primaryKey: nil, index: try indexEntries(object, keys: keys), now: Self.now())
+                                          record: record, primaryKey: try primaryKey(object, keys: keys),
+                                          index: try indexEntries(object, keys: keys), now: Self.now())
+        } catch let error as StoreError where error.code == .duplicate {
+            throw KeychainError(.duplicateItem, "an item with the same primary key exists")
+        } catch {
+            throw KeychainError(error)
         }
     }
 
@@ -271,9 +283,14 @@ public final class Keychain {
             throw KeychainError(.attributeReadOnly, "CKA_PRIVATE cannot change in place")
         }
         let keys = try keys(for: protection, master: master)
-        try translatingErrors {
+        do {
             let record = try seal(object, uid: row.uid, protection: protection, keys: keys)
-            try store.updateObject(id: id, record: record, primaryKey: nil, index: try indexEntries(object, keys: keys), now: Self.now())
+            try store.updateObject(id: id, record: record, primaryKey: try primaryKey(object, keys: keys),
+                                   index: try indexEntries(object, keys: keys), now: Self.now())
+        } catch let error as StoreError where error.code == .duplicate {
+            throw KeychainError(.duplicateItem, "an item with the same primary key exists")
+        } catch {
+            throw KeychainError(error)
         }
     }
 
@@ -321,6 +338,15 @@ public final class Keychain {
         }
         let matching = needsRecord ? rows.filter { row in (try? open(row, master: master))?.matches(template) == true } : rows
         return matching.map { FoundObject(id: $0.id, isPrivate: $0.protection != Protection.public.rawValue) }
+    }
+
+    /// Runs `body` as one write transaction: every change in it is stored, or none.
+    public func transaction<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
+        do {
+            return try store.write { () throws -> R in try body() }
+        } catch {
+            throw KeychainError(error)
+        }
     }
 
     /// Changes when anything in the file may have changed (here or in another process).

@@ -1,0 +1,119 @@
+import Foundation
+
+// Core Foundation names as Apple's Security framework uses them, so keychain code written for
+// Apple platforms compiles here unchanged (`kSecClass as String`, `dict as CFDictionary`,
+// `"x" as CFString`, `kCFBooleanTrue`). On Linux they are the Foundation classes they bridge to.
+public typealias CFTypeRef = AnyObject
+public typealias CFString = NSString
+public typealias CFData = NSData
+public typealias CFDictionary = NSDictionary
+public typealias CFArray = NSArray
+public typealias CFBoolean = NSNumber
+public typealias CFNumber = NSNumber
+public typealias CFDate = NSDate
+public typealias CFError = NSError
+public typealias OSStatus = Int32
+
+public nonisolated(unsafe) let kCFBooleanTrue: CFBoolean = NSNumber(value: true)
+public nonisolated(unsafe) let kCFBooleanFalse: CFBoolean = NSNumber(value: false)
+
+// MARK: item classes (values as on Apple platforms)
+
+public nonisolated(unsafe) let kSecClass: CFString = "class"
+public nonisolated(unsafe) let kSecClassGenericPassword: CFString = "genp"
+public nonisolated(unsafe) let kSecClassInternetPassword: CFString = "inet"
+public nonisolated(unsafe) let kSecClassCertificate: CFString = "cert"
+public nonisolated(unsafe) let kSecClassKey: CFString = "keys"
+public nonisolated(unsafe) let kSecClassIdentity: CFString = "idnt"
+
+// MARK: attributes
+
+public nonisolated(unsafe) let kSecAttrAccessible: CFString = "pdmn"
+public nonisolated(unsafe) let kSecAttrAccessGroup: CFString = "agrp"
+public nonisolated(unsafe) let kSecAttrSynchronizable: CFString = "sync"
+public nonisolated(unsafe) let kSecAttrSynchronizableAny: CFString = "syna"
+public nonisolated(unsafe) let kSecAttrCreationDate: CFString = "cdat"
+public nonisolated(unsafe) let kSecAttrModificationDate: CFString = "mdat"
+public nonisolated(unsafe) let kSecAttrDescription: CFString = "desc"
+public nonisolated(unsafe) let kSecAttrComment: CFString = "icmt"
+public nonisolated(unsafe) let kSecAttrCreator: CFString = "crtr"
+public nonisolated(unsafe) let kSecAttrType: CFString = "type"
+public nonisolated(unsafe) let kSecAttrLabel: CFString = "labl"
+public nonisolated(unsafe) let kSecAttrIsInvisible: CFString = "invi"
+public nonisolated(unsafe) let kSecAttrIsNegative: CFString = "nega"
+public nonisolated(unsafe) let kSecAttrAccount: CFString = "acct"
+public nonisolated(unsafe) let kSecAttrService: CFString = "svce"
+public nonisolated(unsafe) let kSecAttrGeneric: CFString = "gena"
+public nonisolated(unsafe) let kSecAttrSecurityDomain: CFString = "sdmn"
+public nonisolated(unsafe) let kSecAttrServer: CFString = "srvr"
+public nonisolated(unsafe) let kSecAttrProtocol: CFString = "ptcl"
+public nonisolated(unsafe) let kSecAttrAuthenticationType: CFString = "atyp"
+public nonisolated(unsafe) let kSecAttrPort: CFString = "port"
+public nonisolated(unsafe) let kSecAttrPath: CFString = "path"
+
+// kSecAttrAccessible values.
+public nonisolated(unsafe) let kSecAttrAccessibleWhenUnlocked: CFString = "ak"
+public nonisolated(unsafe) let kSecAttrAccessibleAfterFirstUnlock: CFString = "ck"
+public nonisolated(unsafe) let kSecAttrAccessibleAlways: CFString = "dk"
+public nonisolated(unsafe) let kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly: CFString = "akpu"
+public nonisolated(unsafe) let kSecAttrAccessibleWhenUnlockedThisDeviceOnly: CFString = "aku"
+public nonisolated(unsafe) let kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly: CFString = "cku"
+public nonisolated(unsafe) let kSecAttrAccessibleAlwaysThisDeviceOnly: CFString = "dku"
+
+// MARK: values, returns, search
+
+public nonisolated(unsafe) let kSecValueData: CFString = "v_Data"
+public nonisolated(unsafe) let kSecValueRef: CFString = "v_Ref"
+public nonisolated(unsafe) let kSecValuePersistentRef: CFString = "v_PersistentRef"
+public nonisolated(unsafe) let kSecReturnData: CFString = "r_Data"
+public nonisolated(unsafe) let kSecReturnAttributes: CFString = "r_Attributes"
+public nonisolated(unsafe) let kSecReturnRef: CFString = "r_Ref"
+public nonisolated(unsafe) let kSecReturnPersistentRef: CFString = "r_PersistentRef"
+public nonisolated(unsafe) let kSecMatchLimit: CFString = "m_Limit"
+public nonisolated(unsafe) let kSecMatchLimitOne: CFString = "m_LimitOne"
+public nonisolated(unsafe) let kSecMatchLimitAll: CFString = "m_LimitAll"
+public nonisolated(unsafe) let kSecUseAuthenticationContext: CFString = "u_AuthCtx"
+/// This project's addition: the label of the keychain to use (default: the configured one).
+public nonisolated(unsafe) let kSecUseKeychainLabel: CFString = "u_KeychainLabel"
+
+// MARK: result codes (Apple's values)
+
+public let errSecSuccess: OSStatus = 0
+public let errSecUnimplemented: OSStatus = -4
+public let errSecIO: OSStatus = -36
+public let errSecParam: OSStatus = -50
+public let errSecAllocate: OSStatus = -108
+public let errSecUserCanceled: OSStatus = -128
+public let errSecBadReq: OSStatus = -909
+public let errSecNotAvailable: OSStatus = -25291
+public let errSecReadOnly: OSStatus = -25292
+public let errSecAuthFailed: OSStatus = -25293
+public let errSecNoSuchKeychain: OSStatus = -25294
+public let errSecDuplicateItem: OSStatus = -25299
+public let errSecItemNotFound: OSStatus = -25300
+public let errSecInteractionNotAllowed: OSStatus = -25308
+public let errSecDecode: OSStatus = -26275
+public let errSecMissingEntitlement: OSStatus = -34018
+
+/// A human-readable message for an OSStatus (Apple's SecCopyErrorMessageString).
+public func SecCopyErrorMessageString(_ status: OSStatus, _ reserved: UnsafeMutableRawPointer?) -> CFString? {
+    let messages: [OSStatus: String] = [
+        errSecSuccess: "No error.",
+        errSecUnimplemented: "Function or operation not implemented.",
+        errSecIO: "I/O error.",
+        errSecParam: "One or more parameters passed to a function were not valid.",
+        errSecAllocate: "Failed to allocate memory.",
+        errSecUserCanceled: "User canceled the operation.",
+        errSecBadReq: "Bad parameter or invalid state for operation.",
+        errSecNotAvailable: "No keychain is available. You may need to restart your computer.",
+        errSecReadOnly: "This keychain cannot be modified.",
+        errSecAuthFailed: "The user name or passphrase you entered is not correct.",
+        errSecNoSuchKeychain: "The specified keychain could not be found.",
+        errSecDuplicateItem: "The specified item already exists in the keychain.",
+        errSecItemNotFound: "The specified item could not be found in the keychain.",
+        errSecInteractionNotAllowed: "User interaction is not allowed.",
+        errSecDecode: "Unable to decode the provided data.",
+        errSecMissingEntitlement: "A required entitlement isn't present.",
+    ]
+    return messages[status].map { NSString(string: $0) } ?? NSString(string: "OSStatus \(status)")
+}

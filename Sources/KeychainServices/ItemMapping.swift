@@ -1,0 +1,145 @@
+import Foundation
+import KeychainCore
+
+/// How one kSecAttr… key maps to a PKCS#11 attribute of a data object (DESIGN §4).
+struct AttributeMapping {
+    enum Kind {
+        /// UTF-8 text (CFString).
+        case string
+        /// Raw bytes (CFData).
+        case data
+        /// A four-character code, given as a CFString ("http") or a CFNumber; stored as CK_ULONG.
+        case fourCharacterCode
+        /// A CFNumber stored as CK_ULONG.
+        case number
+        /// A CFBoolean stored as CK_BBOOL.
+        case boolean
+        /// A read-only date (seconds since 1970 in a CK_ULONG).
+        case date
+        /// kSecAttrAccessible: one of the kSecAttrAccessible… constants.
+        case accessibility
+    }
+
+    let key: String
+    let attribute: AttributeType
+    let kind: Kind
+}
+
+enum ItemMapping {
+    static let common: [AttributeMapping] = [
+        AttributeMapping(key: kSecAttrLabel as String, attribute: .label, kind: .string),
+        AttributeMapping(key: kSecAttrComment as String, attribute: .comment, kind: .string),
+        AttributeMapping(key: kSecAttrDescription as String, attribute: .itemDescription, kind: .string),
+        AttributeMapping(key: kSecAttrCreator as String, attribute: .creator, kind: .fourCharacterCode),
+        AttributeMapping(key: kSecAttrType as String, attribute: .itemType, kind: .fourCharacterCode),
+        AttributeMapping(key: kSecAttrAccessGroup as String, attribute: .accessGroup, kind: .string),
+        AttributeMapping(key: kSecAttrSynchronizable as String, attribute: .synchronizable, kind: .boolean),
+        AttributeMapping(key: kSecAttrIsInvisible as String, attribute: .isInvisible, kind: .boolean),
+        AttributeMapping(key: kSecAttrIsNegative as String, attribute: .isNegative, kind: .boolean),
+        AttributeMapping(key: kSecAttrAccessible as String, attribute: .accessible, kind: .accessibility),
+        AttributeMapping(key: kSecAttrCreationDate as String, attribute: .creationTime, kind: .date),
+        AttributeMapping(key: kSecAttrModificationDate as String, attribute: .modificationTime, kind: .date),
+        AttributeMapping(key: kSecAttrAccount as String, attribute: .account, kind: .string),
+    ]
+
+    static func mappings(for itemClass: ItemClass) -> [String: AttributeMapping] {
+        var all = common
+        switch itemClass {
+        case .genericPassword:
+            all += [AttributeMapping(key: kSecAttrService as String, attribute: .application, kind: .string),
+                    AttributeMapping(key: kSecAttrGeneric as String, attribute: .generic, kind: .data)]
+        case .internetPassword:
+            all += [AttributeMapping(key: kSecAttrServer as String, attribute: .application, kind: .string),
+                    AttributeMapping(key: kSecAttrSecurityDomain as String, attribute: .securityDomain, kind: .string),
+                    AttributeMapping(key: kSecAttrProtocol as String, attribute: .itemProtocol, kind: .fourCharacterCode),
+                    AttributeMapping(key: kSecAttrAuthenticationType as String, attribute: .authenticationType, kind: .fourCharacterCode),
+                    AttributeMapping(key: kSecAttrPort as String, attribute: .port, kind: .number),
+                    AttributeMapping(key: kSecAttrPath as String, attribute: .path, kind: .string)]
+        }
+        return Dictionary(uniqueKeysWithValues: all.map { ($0.key, $0) })
+    }
+
+    /// kSecAttrAccessible constants in the order of their stored values (1…7).
+    static let accessibility: [String] = [kSecAttrAccessibleWhenUnlocked, kSecAttrAccessibleAfterFirstUnlock, kSecAttrAccessibleAlways,
+                                          kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly, kSecAttrAccessibleWhenUnlockedThisDeviceOnly,
+                                          kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly, kSecAttrAccessibleAlwaysThisDeviceOnly].map { $0 as String }
+
+    /// The stored form of a query or attribute value; a value of the wrong type is errSecParam.
+    static func encode(_ value: Any, as mapping: AttributeMapping) throws -> [UInt8] {
+        func bad() -> ItemError { ItemError(errSecParam, "\(mapping.key) has a value of the wrong type") }
+        switch mapping.kind {
+        case .string:
+            guard let text = string(value) else { throw bad() }
+            return Array(text.utf8)
+        case .data:
+            guard let data = value as? Data else { throw bad() }
+            return Array(data)
+        case .fourCharacterCode:
+            if let number = integer(value) { return AttributeValue.ulong(UInt(truncatingIfNeeded: number)) }
+            guard let text = string(value), text.utf8.count == 4 else { throw bad() }
+            return AttributeValue.ulong(UInt(text.utf8.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }))
+        case .number:
+            guard let number = integer(value), number >= 0 else { throw bad() }
+            return AttributeValue.ulong(UInt(number))
+        case .boolean:
+            guard let flag = boolean(value) else { throw bad() }
+            return AttributeValue.bool(flag)
+        case .accessibility:
+            guard let text = string(value), let index = accessibility.firstIndex(of: text) else { throw bad() }
+            return AttributeValue.ulong(UInt(index + 1))
+        case .date:
+            throw ItemError(errSecParam, "\(mapping.key) is set by the keychain")
+        }
+    }
+
+    /// The Apple-typed value of a stored attribute (for kSecReturnAttributes).
+    static func decode(_ bytes: [UInt8], as mapping: AttributeMapping) -> Any? {
+        switch mapping.kind {
+        case .string:
+            return String(decoding: bytes, as: UTF8.self)
+        case .data:
+            return Data(bytes)
+        case .fourCharacterCode:
+            guard let raw = AttributeValue.decodeULong(bytes), raw != 0 else { return nil }
+            let code = UInt32(truncatingIfNeeded: raw)
+            let characters = (0..<4).map { UInt8(truncatingIfNeeded: code >> (24 - 8 * UInt32($0))) }
+            return characters.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) ? String(decoding: characters, as: UTF8.self) : NSNumber(value: code)
+        case .number:
+            return AttributeValue.decodeULong(bytes).map { NSNumber(value: $0) }
+        case .boolean:
+            return AttributeValue.decodeBool(bytes).map { NSNumber(value: $0) }
+        case .date:
+            return AttributeValue.decodeULong(bytes).map { Date(timeIntervalSince1970: TimeInterval($0)) }
+        case .accessibility:
+            guard let raw = AttributeValue.decodeULong(bytes), raw >= 1, Int(raw) <= accessibility.count else { return nil }
+            return accessibility[Int(raw) - 1]
+        }
+    }
+
+    // MARK: Foundation and Core Foundation value shapes
+
+    static func string(_ value: Any) -> String? {
+        if let text = value as? String { return text }
+        if let text = value as? NSString { return text as String }
+        return nil
+    }
+
+    static func integer(_ value: Any) -> Int64? {
+        if value is Bool { return nil }
+        if let number = value as? Int { return Int64(number) }
+        if let number = value as? NSNumber, CFNumberIsInteger(number) { return number.int64Value }
+        return nil
+    }
+
+    static func boolean(_ value: Any) -> Bool? {
+        if let flag = value as? Bool { return flag }
+        if let number = value as? NSNumber { return number.boolValue }
+        return nil
+    }
+
+    /// Whether an NSNumber holds an integer (not a Bool or a fraction).
+    private static func CFNumberIsInteger(_ number: NSNumber) -> Bool {
+        let double = number.doubleValue
+        return double == double.rounded() && !(number === kCFBooleanTrue || number === kCFBooleanFalse)
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import KeychainCore
+
+/// A SecItem dictionary read into typed parts, refusing unknown keys and wrong value types
+/// with errSecParam.
+struct ItemQuery {
+    enum Limit: Equatable {
+        case one, all
+        case count(Int)
+    }
+
+    enum Synchronizable {
+        case only(Bool)
+        case any
+    }
+
+    var itemClass: ItemClass
+    /// Attributes to match or set, already in their stored form.
+    var attributes: Template = []
+    var valueData: [UInt8]?
+    var persistentRef: [UInt8]?
+    var synchronizable: Synchronizable = .only(false)
+    var limit: Limit?
+    var returnData = false
+    var returnAttributes = false
+    var returnReference = false
+    var returnPersistentReference = false
+    var context: SecAuthenticationContext?
+    var keychainLabel: String?
+
+    var hasSearchKeys: Bool { limit != nil || returnData || returnAttributes || returnReference || returnPersistentReference }
+    var returnCount: Int { [returnData, returnAttributes, returnReference, returnPersistentReference].filter { $0 }.count }
+
+    /// Parses `dictionary`. With `requireClass` false the class may be absent (an update's
+    /// attribute dictionary) and `defaultClass` applies.
+    init(_ dictionary: [String: Any], requireClass: Bool = true, defaultClass: ItemClass = .genericPassword) throws {
+        let classValue = dictionary[kSecClass as String]
+        let className = classValue.flatMap(ItemMapping.string)
+        if className == kSecClassGenericPassword as String {
+            itemClass = .genericPassword
+        } else if className == kSecClassInternetPassword as String {
+            itemClass = .internetPassword
+        } else if [kSecClassCertificate as String, kSecClassKey as String, kSecClassIdentity as String].contains(className ?? "") {
+            throw ItemError(errSecUnimplemented, "certificates, keys and identities through SecItem come next")
+        } else if classValue == nil, !requireClass {
+            itemClass = defaultClass
+        } else {
+            throw ItemError(errSecParam, "kSecClass is missing or unknown")
+        }
+        let mappings = ItemMapping.mappings(for: itemClass)
+        for (key, value) in dictionary where key != kSecClass as String {
+            if let mapping = mappings[key] {
+                if key == kSecAttrSynchronizable as String, ItemMapping.string(value) == kSecAttrSynchronizableAny as String {
+                    synchronizable = .any
+                    continue
+                }
+                let encoded = try ItemMapping.encode(value, as: mapping)
+                if mapping.attribute == .synchronizable {
+                    synchronizable = .only(AttributeValue.decodeBool(encoded) ?? false)
+                }
+                attributes.append((mapping.attribute, encoded))
+                continue
+            }
+            switch key {
+            case Key.valueData:
+                guard let data = value as? Data else { throw ItemError(errSecParam, "kSecValueData must be Data") }
+                valueData = Array(data)
+            case Key.persistentRef:
+                guard let data = value as? Data else { throw ItemError(errSecParam, "kSecValuePersistentRef must be Data") }
+                persistentRef = Array(data)
+            case Key.returnData: returnData = try Self.flag(value, key)
+            case Key.returnAttributes: returnAttributes = try Self.flag(value, key)
+            case Key.returnRef: returnReference = try Self.flag(value, key)
+            case Key.returnPersistentRef: returnPersistentReference = try Self.flag(value, key)
+            case Key.matchLimit:
+                let name = ItemMapping.string(value)
+                if name == kSecMatchLimitOne as String {
+                    limit = .one
+                } else if name == kSecMatchLimitAll as String {
+                    limit = .all
+                } else {
+                    guard let count = ItemMapping.integer(value), count > 0 else { throw ItemError(errSecParam, "bad kSecMatchLimit") }
+                    limit = .count(Int(count))
+                }
+            case Key.context:
+                guard let context = value as? SecAuthenticationContext else { throw ItemError(errSecParam, "kSecUseAuthenticationContext") }
+                self.context = context
+            case Key.keychainLabel:
+                guard let label = ItemMapping.string(value) else { throw ItemError(errSecParam, "kSecUseKeychainLabel") }
+                keychainLabel = label
+            default:
+                throw ItemError(errSecParam, "\(key) is not an attribute of this item class")
+            }
+        }
+    }
+
+    private static func flag(_ value: Any, _ key: String) throws -> Bool {
+        guard let flag = ItemMapping.boolean(value) else { throw ItemError(errSecParam, "\(key) must be a boolean") }
+        return flag
+    }
+
+    /// The PKCS#11 search template: data objects of this item class with these attributes.
+    var searchTemplate: Template {
+        var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)),
+                                  (.itemClass, AttributeValue.ulong(itemClass.rawValue))]
+        template += attributes.filter { $0.type != .synchronizable }
+        if case .only(let flag) = synchronizable { template.append((.synchronizable, AttributeValue.bool(flag))) }
+        if let persistentRef, let uid = PersistentReference.uniqueID(persistentRef) { template.append((.uniqueID, uid)) }
+        return template
+    }
+}
+
+/// The non-attribute keys, as Swift strings (usable as `case` patterns).
+private enum Key {
+    static let valueData = kSecValueData as String
+    static let persistentRef = kSecValuePersistentRef as String
+    static let returnData = kSecReturnData as String
+    static let returnAttributes = kSecReturnAttributes as String
+    static let returnRef = kSecReturnRef as String
+    static let returnPersistentRef = kSecReturnPersistentRef as String
+    static let matchLimit = kSecMatchLimit as String
+    static let context = kSecUseAuthenticationContext as String
+    static let keychainLabel = kSecUseKeychainLabel as String
+}
+
+/// kSecValuePersistentRef: "KCPR" followed by the item's CKA_UNIQUE_ID.
+enum PersistentReference {
+    static let prefix = Array("KCPR".utf8)
+
+    static func make(_ object: ObjectAttributes) -> Data {
+        Data(prefix + (object[.uniqueID] ?? []))
+    }
+
+    static func uniqueID(_ reference: [UInt8]) -> [UInt8]? {
+        guard reference.count > prefix.count, Array(reference.prefix(prefix.count)) == prefix else { return nil }
+        return Array(reference.dropFirst(prefix.count))
+    }
+}

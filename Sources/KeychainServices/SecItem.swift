@@ -1,0 +1,198 @@
+import Foundation
+import KeychainCore
+import KeychainCrypto
+
+// The Keychain Services item functions, with Apple's semantics (Docs/keychain-api.md lists the
+// differences). Passwords are CKO_DATA objects on the same keychain the PKCS#11 module serves.
+
+/// Adds an item; `result` receives what the kSecReturn… keys ask for.
+public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
+    SecItemAdd(dictionary(attributes), result)
+}
+
+public func SecItemAdd(_ attributes: [String: Any], _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
+    run {
+        let query = try ItemQuery(attributes)
+        guard query.limit == nil, query.persistentRef == nil else { throw ItemError(errSecParam, "search keys are not allowed when adding") }
+        if case .any = query.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
+        return try KeychainAccess.shared.with(label: query.keychainLabel, context: query.context) { keychain, master in
+            guard let master else { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
+            var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, AttributeValue.bool(true)),
+                                      (.isPrivate, AttributeValue.bool(true)), (.itemClass, AttributeValue.ulong(query.itemClass.rawValue)),
+                                      (.value, query.valueData ?? [])]
+            if !query.attributes.contains(where: { $0.type == .accessible }) {
+                template.append((.accessible, AttributeValue.ulong(1)))  // kSecAttrAccessibleWhenUnlocked
+            }
+            template += query.attributes
+            let uid = try Random.uniqueID()
+            let object = try translate { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text) }
+            let id = try translate { () throws(KeychainError) in try keychain.add(object, uid: uid.bytes, master: master) }
+            guard query.returnCount > 0 else { return nil }
+            let stored = try translate { () throws(KeychainError) in try keychain.object(id: id, master: master) }
+            return try shape([stored], query: query, limit: .one)
+        }
+    } store: { value in result?.pointee = value }
+}
+
+/// Finds items; `result` receives the value, dictionary or array kSecReturn… and kSecMatchLimit
+/// ask for. No match is errSecItemNotFound, never an empty array.
+public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
+    SecItemCopyMatching(dictionary(query), result)
+}
+
+public func SecItemCopyMatching(_ query: [String: Any], _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
+    run {
+        let parsed = try ItemQuery(query)
+        return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
+            let found = try matches(parsed, keychain: keychain, master: master)
+            guard parsed.returnCount > 0 else { return nil }
+            return try shape(found, query: parsed, limit: parsed.limit ?? .one)
+        }
+    } store: { value in result?.pointee = value }
+}
+
+/// Changes every matching item. The query may not carry search keys (kSecMatch…, kSecReturn…).
+public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
+    SecItemUpdate(dictionary(query), dictionary(attributesToUpdate))
+}
+
+public func SecItemUpdate(_ query: [String: Any], _ attributesToUpdate: [String: Any]) -> OSStatus {
+    run {
+        let parsed = try ItemQuery(query)
+        guard !parsed.hasSearchKeys else { throw ItemError(errSecParam, "SecItemUpdate takes no search keys") }
+        guard attributesToUpdate[kSecClass as String] == nil else { throw ItemError(errSecParam, "kSecClass cannot be updated") }
+        let changes = try ItemQuery(attributesToUpdate, requireClass: false, defaultClass: parsed.itemClass)
+        guard !changes.hasSearchKeys, changes.persistentRef == nil, changes.context == nil, changes.keychainLabel == nil else {
+            throw ItemError(errSecParam, "only attributes and kSecValueData can be updated")
+        }
+        if case .any = changes.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
+        var updates = changes.attributes
+        if let data = changes.valueData { updates.append((.value, data)) }
+        return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
+            var all = parsed
+            all.limit = .all
+            let found = try matches(all, keychain: keychain, master: master)
+            try translate { () throws(KeychainError) in
+                // All or nothing: one write transaction (a duplicate part-way undoes the rest).
+                try keychain.transaction { () throws(KeychainError) in
+                    for (id, object) in found {
+                        let updated = try ObjectTemplate.set(updates, on: object)
+                        try keychain.replace(id: id, with: updated, master: master)
+                    }
+                }
+            }
+            return nil
+        }
+    } store: { _ in }
+}
+
+/// Deletes every matching item. The query may not carry search keys.
+public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
+    SecItemDelete(dictionary(query))
+}
+
+public func SecItemDelete(_ query: [String: Any]) -> OSStatus {
+    run {
+        let parsed = try ItemQuery(query)
+        guard !parsed.hasSearchKeys else { throw ItemError(errSecParam, "SecItemDelete takes no search keys") }
+        return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
+            var all = parsed
+            all.limit = .all
+            for (id, _) in try matches(all, keychain: keychain, master: master) {
+                try translate { () throws(KeychainError) in try keychain.remove(id: id) }
+            }
+            return nil
+        }
+    } store: { _ in }
+}
+
+// MARK: helpers
+
+/// The items matching a query, with their ids, honouring the match limit.
+private func matches(_ query: ItemQuery, keychain: Keychain, master: MasterKey?) throws -> [(Int64, ObjectAttributes)] {
+    guard let master else { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
+    if query.persistentRef != nil, PersistentReference.uniqueID(query.persistentRef ?? []) == nil {
+        throw ItemError(errSecItemNotFound, "not a persistent reference of this keychain")
+    }
+    let rows = try translate { () throws(KeychainError) in try keychain.find(query.searchTemplate, master: master) }
+    var found: [(Int64, ObjectAttributes)] = []
+    let wanted: Int
+    switch query.limit ?? .one {
+    case .one: wanted = 1
+    case .all: wanted = Int.max
+    case .count(let count): wanted = count
+    }
+    for row in rows where found.count < wanted {
+        if let object = try? keychain.object(id: row.id, master: master) { found.append((row.id, object)) }
+    }
+    guard !found.isEmpty else { throw ItemError(errSecItemNotFound, "no item matches") }
+    return found
+}
+
+/// Apple's result shapes: one return type → that value; several → a dictionary; a limit other
+/// than one → an array of those.
+private func shape(_ items: [(Int64, ObjectAttributes)], query: ItemQuery, limit: ItemQuery.Limit) throws -> AnyObject? {
+    try shape(items.map(\.1), query: query, limit: limit)
+}
+
+private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQuery.Limit) throws -> AnyObject? {
+    let mappings = ItemMapping.mappings(for: query.itemClass)
+    func one(_ object: ObjectAttributes) -> AnyObject {
+        var dictionary: [String: Any] = [:]
+        if query.returnAttributes {
+            dictionary[kSecClass as String] = query.itemClass == .genericPassword ? kSecClassGenericPassword as String : kSecClassInternetPassword as String
+            for (key, mapping) in mappings {
+                guard let bytes = object[mapping.attribute], let value = ItemMapping.decode(bytes, as: mapping) else { continue }
+                if mapping.kind == .string, bytes.isEmpty, mapping.attribute != .account { continue }
+                dictionary[key] = value
+            }
+        }
+        let data = Data(object[.value] ?? [])
+        let reference = PersistentReference.make(object)
+        if query.returnCount == 1 {
+            if query.returnData { return data as NSData }
+            if query.returnPersistentReference || query.returnReference { return reference as NSData }
+            return dictionary as NSDictionary
+        }
+        if query.returnData { dictionary[kSecValueData as String] = data }
+        if query.returnPersistentReference { dictionary[kSecValuePersistentRef as String] = reference }
+        if query.returnReference { dictionary[kSecValueRef as String] = reference }
+        return dictionary as NSDictionary
+    }
+    if limit == .one, let first = objects.first { return one(first) }
+    return objects.map(one) as NSArray
+}
+
+private func dictionary(_ value: CFDictionary) -> [String: Any] {
+    var result: [String: Any] = [:]
+    for (key, value) in value {
+        if let key = ItemMapping.string(key) { result[key] = value }
+    }
+    return result
+}
+
+private func translate<R>(_ body: () throws(KeychainError) -> R) throws -> R {
+    do { return try body() } catch { throw ItemError(error) }
+}
+
+/// Runs a SecItem operation: its OSStatus, and its result stored on success.
+private func run(_ body: () throws -> AnyObject?, store: (AnyObject?) -> Void) -> OSStatus {
+    do {
+        let value = try body()
+        store(value)
+        return errSecSuccess
+    } catch let error as ItemError {
+        return error.status
+    } catch {
+        return errSecIO
+    }
+}
+
+extension Random {
+    /// A fresh 16-byte unique ID and its CKA_UNIQUE_ID text.
+    static func uniqueID() throws -> (bytes: [UInt8], text: [UInt8]) {
+        let bytes = try Random.bytes(16)
+        let digits = Array("0123456789abcdef".utf8)
+        return (bytes, bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xF)]] })
+    }
+}

@@ -1,0 +1,87 @@
+import CPKCS11
+import Foundation
+import XCTest
+import KeychainCore
+import KeychainCrypto
+@testable import KeychainServices
+@testable import PKCS11
+
+/// What one door stores, the other finds: SecItem passwords are PKCS#11 data objects.
+final class CrossDoorTests: XCTestCase {
+    func test_a_generic_password_is_a_data_object_with_its_service_as_application() throws {
+        let directory = NSTemporaryDirectory() + "kc-crossdoor-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
+        let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
+        let keychain = try Array("12345678".utf8).withUnsafeBytes { so in
+            try Array("1234".utf8).withUnsafeBytes { user in
+                try KeychainDirectory(path: directory).createKeychain(slotID: nil, label: "login", soPIN: so, userPIN: user, kdf: kdf)
+            }
+        }
+        KeychainServices.lockAll()
+        XCTAssertEqual(KeychainServices.unlock(password: "1234"), errSecSuccess)
+        let add: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "mail.example",
+                                  kSecAttrAccount as String: "alice", kSecAttrLabel as String: "Mail password",
+                                  kSecValueData as String: Data("hunter2".utf8)]
+        XCTAssertEqual(SecItemAdd(add, nil), errSecSuccess)
+
+        // Through PKCS#11: log in, find CKO_DATA by CKA_APPLICATION and CKA_LABEL, read CKA_VALUE.
+        let p11 = FunctionLists.version240.pointee
+        XCTAssertEqual(p11.C_Initialize(nil), CK_RV(CKR_OK))
+        defer { _ = p11.C_Finalize(nil) }
+        let slot = CK_SLOT_ID(try XCTUnwrap(try keychain.info().slotID))
+        var session: CK_SESSION_HANDLE = 0
+        XCTAssertEqual(p11.C_OpenSession!(slot, CK_FLAGS(CKF_SERIAL_SESSION | CKF_RW_SESSION), nil, nil, &session), CK_RV(CKR_OK))
+        var pin = Array("1234".utf8)
+        XCTAssertEqual(p11.C_Login!(session, CK_USER_TYPE(CKU_USER), &pin, 4), CK_RV(CKR_OK))
+        var application = Array("mail.example".utf8), label = Array("Mail password".utf8)
+        var found: CK_OBJECT_HANDLE = 0
+        var count: CK_ULONG = 0
+        application.withUnsafeMutableBytes { app in
+            label.withUnsafeMutableBytes { lab in
+                var template = [CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_APPLICATION), pValue: app.baseAddress, ulValueLen: CK_ULONG(app.count)),
+                                CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_LABEL), pValue: lab.baseAddress, ulValueLen: CK_ULONG(lab.count))]
+                XCTAssertEqual(p11.C_FindObjectsInit!(session, &template, 2), CK_RV(CKR_OK))
+                XCTAssertEqual(p11.C_FindObjects!(session, &found, 1, &count), CK_RV(CKR_OK))
+                XCTAssertEqual(p11.C_FindObjectsFinal!(session), CK_RV(CKR_OK))
+            }
+        }
+        XCTAssertEqual(count, 1)
+        var value = [UInt8](repeating: 0, count: 32)
+        var accountBytes = [UInt8](repeating: 0, count: 32)
+        value.withUnsafeMutableBytes { v in
+            accountBytes.withUnsafeMutableBytes { a in
+                var template = [CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_VALUE), pValue: v.baseAddress, ulValueLen: 32),
+                                CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(AttributeType.account.rawValue), pValue: a.baseAddress, ulValueLen: 32)]
+                XCTAssertEqual(p11.C_GetAttributeValue!(session, found, &template, 2), CK_RV(CKR_OK))
+                XCTAssertEqual(template[0].ulValueLen, 7)
+                XCTAssertEqual(template[1].ulValueLen, 5)
+            }
+        }
+        XCTAssertEqual(Array(value.prefix(7)), Array("hunter2".utf8))
+        XCTAssertEqual(Array(accountBytes.prefix(5)), Array("alice".utf8))
+
+        // A second item with the same primary key is refused through PKCS#11 too.
+        var duplicate: CK_OBJECT_HANDLE = 0
+        var klass = CK_OBJECT_CLASS(CKO_DATA), itemClass: CK_ULONG = 1, yes: CK_BBOOL = 1
+        let rv = withUnsafeMutableBytes(of: &klass) { c in
+            withUnsafeMutableBytes(of: &itemClass) { i in
+                withUnsafeMutableBytes(of: &yes) { y in
+                    application.withUnsafeMutableBytes { app in
+                        "alice".utf8CString.withUnsafeBytes { acct in
+                            var template = [CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_CLASS), pValue: c.baseAddress, ulValueLen: CK_ULONG(c.count)),
+                                            CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_TOKEN), pValue: y.baseAddress, ulValueLen: 1),
+                                            CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(AttributeType.itemClass.rawValue), pValue: i.baseAddress, ulValueLen: CK_ULONG(i.count)),
+                                            CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_APPLICATION), pValue: app.baseAddress, ulValueLen: CK_ULONG(app.count)),
+                                            CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(AttributeType.account.rawValue), pValue: UnsafeMutableRawPointer(mutating: acct.baseAddress),
+                                                         ulValueLen: 5)]
+                            return p11.C_CreateObject!(session, &template, 5, &duplicate)
+                        }
+                    }
+                }
+            }
+        }
+        XCTAssertEqual(rv, CK_RV(CKR_TEMPLATE_INCONSISTENT))
+    }
+}
