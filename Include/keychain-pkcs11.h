@@ -210,6 +210,27 @@ typedef CK_FUNCTION_LIST_3_0_PTR *CK_FUNCTION_LIST_3_0_PTR_PTR;
 /* CK_ULONG, read-only: last modification time of a token object, seconds since 1970 (UTC). */
 #define CKA_KC_MODIFICATION_TIME      (CKA_KC_VENDOR_BASE + 0x03UL)
 
+/* Keychain items (generic and internet passwords) are CKO_DATA objects with these attributes;
+ * CKA_APPLICATION holds the service (generic) or server (internet), CKA_VALUE the secret,
+ * CKA_LABEL the label. Absent and empty are equal. See Docs/keychain-api.md. */
+#define CKA_KC_ITEM_CLASS             (CKA_KC_VENDOR_BASE + 0x10UL) /* CK_ULONG: 1 generic, 2 internet password */
+#define CKA_KC_ACCOUNT                (CKA_KC_VENDOR_BASE + 0x11UL) /* UTF-8: kSecAttrAccount */
+#define CKA_KC_GENERIC                (CKA_KC_VENDOR_BASE + 0x12UL) /* bytes: kSecAttrGeneric */
+#define CKA_KC_COMMENT                (CKA_KC_VENDOR_BASE + 0x13UL) /* UTF-8: kSecAttrComment */
+#define CKA_KC_DESCRIPTION            (CKA_KC_VENDOR_BASE + 0x14UL) /* UTF-8: kSecAttrDescription */
+#define CKA_KC_CREATOR                (CKA_KC_VENDOR_BASE + 0x15UL) /* CK_ULONG four-character code */
+#define CKA_KC_TYPE                   (CKA_KC_VENDOR_BASE + 0x16UL) /* CK_ULONG four-character code */
+#define CKA_KC_ACCESS_GROUP           (CKA_KC_VENDOR_BASE + 0x17UL) /* UTF-8: kSecAttrAccessGroup */
+#define CKA_KC_SYNCHRONIZABLE         (CKA_KC_VENDOR_BASE + 0x18UL) /* CK_BBOOL */
+#define CKA_KC_ACCESSIBLE             (CKA_KC_VENDOR_BASE + 0x19UL) /* CK_ULONG: 1 WhenUnlocked … 7 AlwaysThisDeviceOnly */
+#define CKA_KC_SECURITY_DOMAIN        (CKA_KC_VENDOR_BASE + 0x1AUL) /* UTF-8 */
+#define CKA_KC_PROTOCOL               (CKA_KC_VENDOR_BASE + 0x1BUL) /* CK_ULONG four-character code ("http") */
+#define CKA_KC_PORT                   (CKA_KC_VENDOR_BASE + 0x1CUL) /* CK_ULONG */
+#define CKA_KC_PATH                   (CKA_KC_VENDOR_BASE + 0x1DUL) /* UTF-8 */
+#define CKA_KC_AUTHENTICATION_TYPE    (CKA_KC_VENDOR_BASE + 0x1EUL) /* CK_ULONG four-character code */
+#define CKA_KC_IS_INVISIBLE           (CKA_KC_VENDOR_BASE + 0x1FUL) /* CK_BBOOL */
+#define CKA_KC_IS_NEGATIVE            (CKA_KC_VENDOR_BASE + 0x20UL) /* CK_BBOOL */
+
 /* ---- Cast macros re-exported as constants (Swift does not import casts) ---- */
 
 static const CK_ULONG KC_UNAVAILABLE_INFORMATION = CK_UNAVAILABLE_INFORMATION;
