@@ -364,6 +364,49 @@ public final class AsymmetricKey: @unchecked Sendable {
         return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: false)
     }
 
+    /// A key from Apple's external representations (SecKeyCreateWithData): PKCS#1 DER for RSA,
+    /// X9.63 04‖X‖Y for EC public keys and 04‖X‖Y‖K for EC private keys.
+    public static func fromExternalRepresentation(_ data: [UInt8], rsa: Bool, isPrivate: Bool) throws -> AsymmetricKey {
+        if rsa {
+            return isPrivate ? try decodePrivate(EVP_PKEY_RSA, kind: .rsa, der: data) : try decodePublic(EVP_PKEY_RSA, kind: .rsa, der: data)
+        }
+        for curve in Curve.allCases {
+            let pointLength = 1 + 2 * curve.coordinateLength
+            if !isPrivate, data.count == pointLength { return try ec(curve, point: data, scalar: nil) }
+            if isPrivate, data.count == pointLength + curve.coordinateLength {
+                return try ec(curve, point: Array(data.prefix(pointLength)), scalar: Array(data.suffix(curve.coordinateLength)))
+            }
+        }
+        throw CryptoError(.invalidInput, "not an X9.63 key of a supported curve")
+    }
+
+    /// Apple's external representation of this key (SecKeyCopyExternalRepresentation).
+    public func externalRepresentation() throws -> SecureBytes {
+        switch kind {
+        case .rsa where isPrivate:
+            let parts = try rsaComponents()
+            guard let d = parts.privateExponent, let p = parts.prime1, let q = parts.prime2, let dp = parts.exponent1, let dq = parts.exponent2,
+                  let qinv = parts.coefficient else { throw CryptoError(.invalidInput, "RSA key without CRT parts") }
+            var body = Self.derInteger([0]) + Self.derInteger(parts.modulus) + Self.derInteger(parts.publicExponent) + Self.derInteger(d)
+            body += Self.derInteger(p) + Self.derInteger(q) + Self.derInteger(dp) + Self.derInteger(dq) + Self.derInteger(qinv)
+            defer { wipe(&body) }
+            return SecureBytes(Self.derSequence(body))
+        case .ec where isPrivate:
+            var scalar = try ecScalar().bytes
+            defer { wipe(&scalar) }
+            return SecureBytes(try ecPoint() + scalar)
+        case .rsa, .ec:
+            return SecureBytes(try publicKeyBytes())
+        default:
+            return isPrivate ? try rawPrivateKey() : SecureBytes(try rawPublicKey())
+        }
+    }
+
+    /// The public half as a key of its own.
+    public func publicKey() throws -> AsymmetricKey {
+        try Self.publicKey(subjectPublicKeyInfo: try subjectPublicKeyInfo())
+    }
+
     /// Checks that the parts of a key agree (for private keys: the pairwise check). Where a host's
     /// ENGINE leaves OpenSSL unable to run the check (result -2) the decoders' own checks stand.
     public func validate() throws {

@@ -13,6 +13,8 @@ public struct Certificate: Sendable {
     /// The public key as Apple exports it (see AsymmetricKey.publicKeyBytes), if the algorithm
     /// is one this token knows.
     public let publicKeyBytes: [UInt8]?
+    /// The subject's common name, else the subject as one line (SecCertificateCopySubjectSummary).
+    public let subjectSummary: String?
 
     /// Parses `der`, which must be exactly one certificate.
     public init(der: [UInt8]) throws {
@@ -31,11 +33,22 @@ public struct Certificate: Sendable {
         defer { X509_free(x509) }
         guard parsed.1 == der.count else { throw CryptoError(.invalidInput, "trailing bytes after the certificate") }
         subject = try Self.encode { i2d_X509_NAME(X509_get_subject_name(x509), $0) }
+        subjectSummary = Self.summary(X509_get_subject_name(x509))
         issuer = try Self.encode { i2d_X509_NAME(X509_get_issuer_name(x509), $0) }
         serialNumber = try Self.encode { i2d_ASN1_INTEGER(X509_get0_serialNumber(x509), $0) }
         guard let pkey = X509_get0_pubkey(x509) else { throw CryptoError(.invalidInput, "the certificate's public key cannot be read") }
         subjectPublicKeyInfo = try Self.encode { i2d_PUBKEY(pkey, $0) }
         publicKeyBytes = try? AsymmetricKey.publicKey(subjectPublicKeyInfo: subjectPublicKeyInfo).publicKeyBytes()
+    }
+
+    private static func summary(_ name: OpaquePointer?) -> String? {
+        guard let name else { return nil }
+        var buffer = [CChar](repeating: 0, count: 256)
+        let length = X509_NAME_get_text_by_NID(name, NID_commonName, &buffer, Int32(buffer.count))
+        if length > 0 { return String(decoding: buffer.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        guard let line = X509_NAME_oneline(name, nil, 0) else { return nil }
+        defer { CRYPTO_free(line, #fileID, #line) }
+        return String(cString: line)
     }
 
     private static func encode(_ body: (UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>) -> Int32) throws -> [UInt8] {

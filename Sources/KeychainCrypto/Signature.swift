@@ -6,6 +6,8 @@ public enum SignatureScheme: Sendable, Hashable {
     /// PKCS#1 v1.5; with a digest the data is hashed and wrapped in DigestInfo, without one the
     /// caller's bytes (a DigestInfo) are padded as they are (CKM_RSA_PKCS).
     case rsaPKCS1(digest: Digest.Algorithm?)
+    /// PKCS#1 v1.5 over a hash the caller computed with `digest` (the token adds the DigestInfo).
+    case rsaPKCS1Prehashed(Digest.Algorithm)
     /// Raw RSA, no padding (CKM_RSA_X_509): the input is as long as the modulus.
     case rsaRaw
     /// PSS with MGF1; `hashesData` tells whether the token hashes the data (CKM_SHA*_RSA_PKCS_PSS)
@@ -173,6 +175,10 @@ public final class SignatureOperation {
             guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1 else { throw CryptoError.library("RSA padding") }
         case .rsaRaw:
             guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_NO_PADDING) == 1 else { throw CryptoError.library("RSA padding") }
+        case .rsaPKCS1Prehashed(let digest):
+            guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1, EVP_PKEY_CTX_set_signature_md(ctx, digest.md) == 1 else {
+                throw CryptoError.library("RSA padding")
+            }
         case .rsaPSS(let digest, let mgf1, let saltLength, let hashesData):
             guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PSS_PADDING) == 1,
                   hashesData || EVP_PKEY_CTX_set_signature_md(ctx, digest.md) == 1,
@@ -187,6 +193,10 @@ public final class SignatureOperation {
     }
 
     // MARK: ECDSA signature forms
+
+    /// An ECDSA signature r‖s as DER (X9.62), and back.
+    public static func ecdsaDER(fromRaw raw: [UInt8], key: AsymmetricKey) -> [UInt8]? { rawToDER(raw, curve: key.kind) }
+    public static func ecdsaRaw(fromDER der: [UInt8], key: AsymmetricKey) throws -> [UInt8] { try derToRaw(der, curve: key.kind) }
 
     static func derToRaw(_ der: [UInt8], curve kind: AsymmetricKind) throws -> [UInt8] {
         guard case .ec(let curve) = kind else { return der }

@@ -51,6 +51,37 @@ public nonisolated(unsafe) let kSecAttrAuthenticationType: CFString = "atyp"
 public nonisolated(unsafe) let kSecAttrPort: CFString = "port"
 public nonisolated(unsafe) let kSecAttrPath: CFString = "path"
 
+// Keys and certificates.
+public nonisolated(unsafe) let kSecAttrKeyClass: CFString = "kcls"
+public nonisolated(unsafe) let kSecAttrKeyClassPublic: CFString = "0"
+public nonisolated(unsafe) let kSecAttrKeyClassPrivate: CFString = "1"
+public nonisolated(unsafe) let kSecAttrKeyClassSymmetric: CFString = "2"
+public nonisolated(unsafe) let kSecAttrKeyType: CFString = "type"
+public nonisolated(unsafe) let kSecAttrKeyTypeRSA: CFString = "42"
+public nonisolated(unsafe) let kSecAttrKeyTypeECSECPrimeRandom: CFString = "73"
+public nonisolated(unsafe) let kSecAttrKeyTypeEC: CFString = "73"
+public nonisolated(unsafe) let kSecAttrKeySizeInBits: CFString = "bsiz"
+public nonisolated(unsafe) let kSecAttrEffectiveKeySize: CFString = "esiz"
+public nonisolated(unsafe) let kSecAttrApplicationLabel: CFString = "klbl"
+public nonisolated(unsafe) let kSecAttrApplicationTag: CFString = "atag"
+public nonisolated(unsafe) let kSecAttrIsPermanent: CFString = "perm"
+public nonisolated(unsafe) let kSecAttrIsSensitive: CFString = "sens"
+public nonisolated(unsafe) let kSecAttrIsExtractable: CFString = "extr"
+public nonisolated(unsafe) let kSecAttrCanEncrypt: CFString = "encr"
+public nonisolated(unsafe) let kSecAttrCanDecrypt: CFString = "decr"
+public nonisolated(unsafe) let kSecAttrCanDerive: CFString = "drve"
+public nonisolated(unsafe) let kSecAttrCanSign: CFString = "sign"
+public nonisolated(unsafe) let kSecAttrCanVerify: CFString = "vrfy"
+public nonisolated(unsafe) let kSecAttrCanWrap: CFString = "wrap"
+public nonisolated(unsafe) let kSecAttrCanUnwrap: CFString = "unwp"
+public nonisolated(unsafe) let kSecPrivateKeyAttrs: CFString = "private"
+public nonisolated(unsafe) let kSecPublicKeyAttrs: CFString = "public"
+public nonisolated(unsafe) let kSecAttrSubject: CFString = "subj"
+public nonisolated(unsafe) let kSecAttrIssuer: CFString = "issr"
+public nonisolated(unsafe) let kSecAttrSerialNumber: CFString = "slnr"
+public nonisolated(unsafe) let kSecAttrPublicKeyHash: CFString = "pkhh"
+public nonisolated(unsafe) let kSecAttrCertificateType: CFString = "ctyp"
+
 // kSecAttrAccessible values.
 public nonisolated(unsafe) let kSecAttrAccessibleWhenUnlocked: CFString = "ak"
 public nonisolated(unsafe) let kSecAttrAccessibleAfterFirstUnlock: CFString = "ck"
@@ -93,6 +124,7 @@ public let errSecDuplicateItem: OSStatus = -25299
 public let errSecItemNotFound: OSStatus = -25300
 public let errSecInteractionNotAllowed: OSStatus = -25308
 public let errSecDecode: OSStatus = -26275
+public let errSecVerifyFailed: OSStatus = -67808
 public let errSecMissingEntitlement: OSStatus = -34018
 
 /// A human-readable message for an OSStatus (Apple's SecCopyErrorMessageString).

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainCore
+import KeychainCrypto
 
 /// How one kSecAttr… key maps to a PKCS#11 attribute of a data object (DESIGN §4).
 struct AttributeMapping {
@@ -18,6 +19,14 @@ struct AttributeMapping {
         case date
         /// kSecAttrAccessible: one of the kSecAttrAccessible… constants.
         case accessibility
+        /// kSecAttrKeyClass ("0" public, "1" private, "2" symmetric) ↔ CKA_CLASS.
+        case keyClass
+        /// kSecAttrKeyType ("42" RSA, "73" EC) ↔ CKA_KEY_TYPE.
+        case keyType
+        /// kSecAttrSerialNumber: the serial's bytes ↔ CKA_SERIAL_NUMBER, a DER INTEGER.
+        case serialNumber
+        /// kSecAttrKeySizeInBits: computed from the key, matched after loading.
+        case keySize
     }
 
     let key: String
@@ -42,9 +51,43 @@ enum ItemMapping {
         AttributeMapping(key: kSecAttrAccount as String, attribute: .account, kind: .string),
     ]
 
+    static let keyAttributes: [AttributeMapping] = [
+        AttributeMapping(key: kSecAttrLabel as String, attribute: .label, kind: .string),
+        AttributeMapping(key: kSecAttrAccessGroup as String, attribute: .accessGroup, kind: .string),
+        AttributeMapping(key: kSecAttrSynchronizable as String, attribute: .synchronizable, kind: .boolean),
+        AttributeMapping(key: kSecAttrAccessible as String, attribute: .accessible, kind: .accessibility),
+        AttributeMapping(key: kSecAttrCreationDate as String, attribute: .creationTime, kind: .date),
+        AttributeMapping(key: kSecAttrModificationDate as String, attribute: .modificationTime, kind: .date),
+    ]
+
     static func mappings(for itemClass: ItemClass) -> [String: AttributeMapping] {
         var all = common
         switch itemClass {
+        case .key:
+            all = keyAttributes + [
+                AttributeMapping(key: kSecAttrKeyClass as String, attribute: .objectClass, kind: .keyClass),
+                AttributeMapping(key: kSecAttrKeyType as String, attribute: .keyType, kind: .keyType),
+                AttributeMapping(key: kSecAttrApplicationLabel as String, attribute: .id, kind: .data),
+                AttributeMapping(key: kSecAttrApplicationTag as String, attribute: .applicationTag, kind: .data),
+                AttributeMapping(key: kSecAttrKeySizeInBits as String, attribute: .modulusBits, kind: .keySize),
+                AttributeMapping(key: kSecAttrEffectiveKeySize as String, attribute: .modulusBits, kind: .keySize),
+                AttributeMapping(key: kSecAttrCanSign as String, attribute: .sign, kind: .boolean),
+                AttributeMapping(key: kSecAttrCanVerify as String, attribute: .verify, kind: .boolean),
+                AttributeMapping(key: kSecAttrCanEncrypt as String, attribute: .encrypt, kind: .boolean),
+                AttributeMapping(key: kSecAttrCanDecrypt as String, attribute: .decrypt, kind: .boolean),
+                AttributeMapping(key: kSecAttrCanDerive as String, attribute: .derive, kind: .boolean),
+                AttributeMapping(key: kSecAttrCanWrap as String, attribute: .wrap, kind: .boolean),
+                AttributeMapping(key: kSecAttrCanUnwrap as String, attribute: .unwrap, kind: .boolean),
+                AttributeMapping(key: kSecAttrIsExtractable as String, attribute: .extractable, kind: .boolean),
+                AttributeMapping(key: kSecAttrIsSensitive as String, attribute: .sensitive, kind: .boolean),
+            ]
+        case .certificate:
+            all = keyAttributes + [
+                AttributeMapping(key: kSecAttrSubject as String, attribute: .subject, kind: .data),
+                AttributeMapping(key: kSecAttrIssuer as String, attribute: .issuer, kind: .data),
+                AttributeMapping(key: kSecAttrSerialNumber as String, attribute: .serialNumber, kind: .serialNumber),
+                AttributeMapping(key: kSecAttrPublicKeyHash as String, attribute: .id, kind: .data),
+            ]
         case .genericPassword:
             all += [AttributeMapping(key: kSecAttrService as String, attribute: .application, kind: .string),
                     AttributeMapping(key: kSecAttrGeneric as String, attribute: .generic, kind: .data)]
@@ -89,8 +132,26 @@ enum ItemMapping {
             return AttributeValue.ulong(UInt(index + 1))
         case .date:
             throw ItemError(errSecParam, "\(mapping.key) is set by the keychain")
+        case .keyClass:
+            guard let text = string(value), let objectClass = keyClasses[text] else { throw bad() }
+            return AttributeValue.ulong(objectClass.rawValue)
+        case .keyType:
+            guard let text = string(value), let keyType = keyTypes[text] else { throw bad() }
+            return AttributeValue.ulong(keyType.rawValue)
+        case .serialNumber:
+            guard let data = value as? Data else { throw bad() }
+            var content = Array(data)
+            if content.first.map({ $0 & 0x80 != 0 }) == true { content.insert(0, at: 0) }
+            return [0x02] + DER.lengthBytes(content.count) + content
+        case .keySize:
+            guard let number = integer(value), number > 0 else { throw bad() }
+            return AttributeValue.ulong(UInt(number))
         }
     }
+
+    static let keyClasses: [String: ObjectClass] = [kSecAttrKeyClassPublic as String: .publicKey, kSecAttrKeyClassPrivate as String: .privateKey,
+                                                    kSecAttrKeyClassSymmetric as String: .secretKey]
+    static let keyTypes: [String: KeyType] = [kSecAttrKeyTypeRSA as String: .rsa, kSecAttrKeyTypeECSECPrimeRandom as String: .ec]
 
     /// The Apple-typed value of a stored attribute (for kSecReturnAttributes).
     static func decode(_ bytes: [UInt8], as mapping: AttributeMapping) -> Any? {
@@ -113,6 +174,18 @@ enum ItemMapping {
         case .accessibility:
             guard let raw = AttributeValue.decodeULong(bytes), raw >= 1, Int(raw) <= accessibility.count else { return nil }
             return accessibility[Int(raw) - 1]
+        case .keyClass:
+            guard let raw = AttributeValue.decodeULong(bytes) else { return nil }
+            return keyClasses.first { $0.value.rawValue == raw }?.key
+        case .keyType:
+            guard let raw = AttributeValue.decodeULong(bytes) else { return nil }
+            return keyTypes.first { $0.value.rawValue == raw }?.key
+        case .serialNumber:
+            guard var content = DER.content(of: bytes, tag: 0x02) else { return nil }
+            if content.count > 1, content.first == 0 { content.removeFirst() }
+            return Data(content)
+        case .keySize:
+            return AttributeValue.decodeULong(bytes).map { NSNumber(value: $0) }
         }
     }
 

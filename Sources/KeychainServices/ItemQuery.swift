@@ -1,5 +1,6 @@
 import Foundation
 import KeychainCore
+import KeychainCrypto
 
 /// A SecItem dictionary read into typed parts, refusing unknown keys and wrong value types
 /// with errSecParam.
@@ -15,6 +16,12 @@ struct ItemQuery {
     }
 
     var itemClass: ItemClass
+    /// kSecClassIdentity: certificates paired with their private keys.
+    var isIdentity = false
+    /// kSecValueRef: a SecKey, SecCertificate or SecIdentity to add or find.
+    var valueReference: AnyObject?
+    /// kSecAttrKeySizeInBits / kSecAttrEffectiveKeySize, matched after loading.
+    var keySize: Int?
     /// Attributes to match or set, already in their stored form.
     var attributes: Template = []
     var valueData: [UInt8]?
@@ -28,6 +35,18 @@ struct ItemQuery {
     var context: SecAuthenticationContext?
     var keychainLabel: String?
 
+    /// Whether a loaded object belongs to this query's class (keys: any key class).
+    func admits(_ object: ObjectAttributes) -> Bool {
+        switch itemClass {
+        case .key:
+            guard let objectClass = object.objectClass, AttributeTable.isKeyClass(objectClass) else { return false }
+            guard let keySize else { return true }
+            return (try? KeyFactory.key(of: object)).map { keyBits($0) == keySize } ?? false
+        default:
+            return true
+        }
+    }
+
     var hasSearchKeys: Bool { limit != nil || returnData || returnAttributes || returnReference || returnPersistentReference }
     var returnCount: Int { [returnData, returnAttributes, returnReference, returnPersistentReference].filter { $0 }.count }
 
@@ -40,8 +59,13 @@ struct ItemQuery {
             itemClass = .genericPassword
         } else if className == kSecClassInternetPassword as String {
             itemClass = .internetPassword
-        } else if [kSecClassCertificate as String, kSecClassKey as String, kSecClassIdentity as String].contains(className ?? "") {
-            throw ItemError(errSecUnimplemented, "certificates, keys and identities through SecItem come next")
+        } else if className == kSecClassKey as String {
+            itemClass = .key
+        } else if className == kSecClassCertificate as String {
+            itemClass = .certificate
+        } else if className == kSecClassIdentity as String {
+            itemClass = .certificate
+            isIdentity = true
         } else if classValue == nil, !requireClass {
             itemClass = defaultClass
         } else {
@@ -55,6 +79,10 @@ struct ItemQuery {
                     continue
                 }
                 let encoded = try ItemMapping.encode(value, as: mapping)
+                if mapping.kind == .keySize {
+                    keySize = AttributeValue.decodeULong(encoded).map { Int($0) }
+                    continue
+                }
                 if mapping.attribute == .synchronizable {
                     synchronizable = .only(AttributeValue.decodeBool(encoded) ?? false)
                 }
@@ -65,6 +93,9 @@ struct ItemQuery {
             case Key.valueData:
                 guard let data = value as? Data else { throw ItemError(errSecParam, "kSecValueData must be Data") }
                 valueData = Array(data)
+            case Key.valueRef:
+                guard value is SecKey || value is SecCertificate || value is SecIdentity else { throw ItemError(errSecParam, "kSecValueRef must be a key or certificate") }
+                valueReference = value as AnyObject
             case Key.persistentRef:
                 guard let data = value as? Data else { throw ItemError(errSecParam, "kSecValuePersistentRef must be Data") }
                 persistentRef = Array(data)
@@ -99,10 +130,18 @@ struct ItemQuery {
         return flag
     }
 
-    /// The PKCS#11 search template: data objects of this item class with these attributes.
+    /// The PKCS#11 search template. Passwords are data objects of their item class; keys and
+    /// certificates are found whether SecItem or a PKCS#11 client stored them.
     var searchTemplate: Template {
-        var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)),
-                                  (.itemClass, AttributeValue.ulong(itemClass.rawValue))]
+        var template: Template
+        switch itemClass {
+        case .genericPassword, .internetPassword:
+            template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.itemClass, AttributeValue.ulong(itemClass.rawValue))]
+        case .key:
+            template = []
+        case .certificate:
+            template = [(.objectClass, AttributeValue.ulong(ObjectClass.certificate.rawValue))]
+        }
         template += attributes.filter { $0.type != .synchronizable }
         if case .only(let flag) = synchronizable { template.append((.synchronizable, AttributeValue.bool(flag))) }
         if let persistentRef, let uid = PersistentReference.uniqueID(persistentRef) { template.append((.uniqueID, uid)) }
@@ -114,6 +153,7 @@ struct ItemQuery {
 private enum Key {
     static let valueData = kSecValueData as String
     static let persistentRef = kSecValuePersistentRef as String
+    static let valueRef = kSecValueRef as String
     static let returnData = kSecReturnData as String
     static let returnAttributes = kSecReturnAttributes as String
     static let returnRef = kSecReturnRef as String

@@ -16,16 +16,9 @@ public func SecItemAdd(_ attributes: [String: Any], _ result: UnsafeMutablePoint
         guard query.limit == nil, query.persistentRef == nil else { throw ItemError(errSecParam, "search keys are not allowed when adding") }
         if case .any = query.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
         return try KeychainAccess.shared.with(label: query.keychainLabel, context: query.context) { keychain, master in
-            guard let master else { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
-            var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, AttributeValue.bool(true)),
-                                      (.isPrivate, AttributeValue.bool(true)), (.itemClass, AttributeValue.ulong(query.itemClass.rawValue)),
-                                      (.value, query.valueData ?? [])]
-            if !query.attributes.contains(where: { $0.type == .accessible }) {
-                template.append((.accessible, AttributeValue.ulong(1)))  // kSecAttrAccessibleWhenUnlocked
-            }
-            template += query.attributes
             let uid = try Random.uniqueID()
-            let object = try translate { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text) }
+            let object = try newObject(query, uniqueID: uid.text)
+            if object.isPrivate, master == nil { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
             let id = try translate { () throws(KeychainError) in try keychain.add(object, uid: uid.bytes, master: master) }
             guard query.returnCount > 0 else { return nil }
             let stored = try translate { () throws(KeychainError) in try keychain.object(id: id, master: master) }
@@ -44,6 +37,7 @@ public func SecItemCopyMatching(_ query: [String: Any], _ result: UnsafeMutableP
     run {
         let parsed = try ItemQuery(query)
         return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
+            if parsed.isIdentity { return try identities(parsed, keychain: keychain, master: master) }
             let found = try matches(parsed, keychain: keychain, master: master)
             guard parsed.returnCount > 0 else { return nil }
             return try shape(found, query: parsed, limit: parsed.limit ?? .one)
@@ -108,9 +102,55 @@ public func SecItemDelete(_ query: [String: Any]) -> OSStatus {
 
 // MARK: helpers
 
+/// The object SecItemAdd stores for a query: a password item, a key (kSecValueRef or
+/// kSecValueData with kSecAttrKeyType/kSecAttrKeyClass), or a certificate.
+private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAttributes {
+    let common: Template = [(.token, AttributeValue.bool(true)), (.itemClass, AttributeValue.ulong(query.itemClass.rawValue))]
+    var accessibility: Template = []
+    if !query.attributes.contains(where: { $0.type == .accessible }) { accessibility.append((.accessible, AttributeValue.ulong(1))) }
+    let settable = query.attributes.filter { ![.objectClass, .keyType, .id].contains($0.type) }
+    switch query.itemClass {
+    case .genericPassword, .internetPassword:
+        let template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.isPrivate, AttributeValue.bool(true)),
+                                  (.value, query.valueData ?? [])] + common + accessibility + query.attributes
+        return try translate { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID) }
+    case .key:
+        let key: AsymmetricKey
+        if let reference = query.valueReference as? SecKey {
+            key = reference.key
+        } else if let data = query.valueData {
+            let type = query.attributes.first { $0.type == .keyType }.flatMap { AttributeValue.decodeULong($0.value) }
+            let objectClass = query.attributes.first { $0.type == .objectClass }.flatMap { AttributeValue.decodeULong($0.value) }
+            guard let type, let objectClass, objectClass != ObjectClass.secretKey.rawValue else {
+                throw ItemError(errSecParam, "a key given as data needs kSecAttrKeyType and kSecAttrKeyClass")
+            }
+            do {
+                key = try AsymmetricKey.fromExternalRepresentation(data, rsa: type == KeyType.rsa.rawValue, isPrivate: objectClass == ObjectClass.privateKey.rawValue)
+            } catch { throw ItemError(errSecDecode, "the data is not a key of that type and class") }
+        } else {
+            throw ItemError(errSecParam, "a key item needs kSecValueRef or kSecValueData")
+        }
+        // Keys are private items (their secret parts are sealed with the master key); public
+        // keys stay readable without unlocking, as on Apple platforms.
+        return try keyObject(key, extra: common + accessibility + settable + [(.isPrivate, AttributeValue.bool(key.isPrivate))], uniqueID: uniqueID)
+    case .certificate:
+        let der: [UInt8]
+        if let reference = query.valueReference as? SecCertificate { der = reference.der } else if let data = query.valueData { der = data } else {
+            throw ItemError(errSecParam, "a certificate item needs kSecValueRef or kSecValueData")
+        }
+        let template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.certificate.rawValue)),
+                                  (.certificateType, AttributeValue.ulong(CertificateType.x509.rawValue)), (.value, der)]
+            + common + accessibility + settable.filter { ![.subject, .issuer, .serialNumber].contains($0.type) }
+        return try translate { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID) }
+    }
+}
+
 /// The items matching a query, with their ids, honouring the match limit.
 private func matches(_ query: ItemQuery, keychain: Keychain, master: MasterKey?) throws -> [(Int64, ObjectAttributes)] {
-    guard let master else { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
+    // Passwords need the keychain unlocked; public keys and certificates can be found without.
+    if master == nil, query.itemClass == .genericPassword || query.itemClass == .internetPassword {
+        throw ItemError(errSecInteractionNotAllowed, "the keychain is locked")
+    }
     if query.persistentRef != nil, PersistentReference.uniqueID(query.persistentRef ?? []) == nil {
         throw ItemError(errSecItemNotFound, "not a persistent reference of this keychain")
     }
@@ -123,7 +163,7 @@ private func matches(_ query: ItemQuery, keychain: Keychain, master: MasterKey?)
     case .count(let count): wanted = count
     }
     for row in rows where found.count < wanted {
-        if let object = try? keychain.object(id: row.id, master: master) { found.append((row.id, object)) }
+        if let object = try? keychain.object(id: row.id, master: master), query.admits(object) { found.append((row.id, object)) }
     }
     guard !found.isEmpty else { throw ItemError(errSecItemNotFound, "no item matches") }
     return found
@@ -137,30 +177,75 @@ private func shape(_ items: [(Int64, ObjectAttributes)], query: ItemQuery, limit
 
 private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQuery.Limit) throws -> AnyObject? {
     let mappings = ItemMapping.mappings(for: query.itemClass)
-    func one(_ object: ObjectAttributes) -> AnyObject {
+    func one(_ object: ObjectAttributes) throws -> AnyObject {
         var dictionary: [String: Any] = [:]
-        if query.returnAttributes {
-            dictionary[kSecClass as String] = query.itemClass == .genericPassword ? kSecClassGenericPassword as String : kSecClassInternetPassword as String
-            for (key, mapping) in mappings {
-                guard let bytes = object[mapping.attribute], let value = ItemMapping.decode(bytes, as: mapping) else { continue }
-                if mapping.kind == .string, bytes.isEmpty, mapping.attribute != .account { continue }
-                dictionary[key] = value
+        var data = Data(object[.value] ?? [])
+        var reference: AnyObject = PersistentReference.make(object) as NSData
+        switch query.itemClass {
+        case .genericPassword, .internetPassword:
+            if query.returnAttributes {
+                dictionary[kSecClass as String] = query.itemClass == .genericPassword ? kSecClassGenericPassword as String : kSecClassInternetPassword as String
+                for (key, mapping) in mappings {
+                    guard let bytes = object[mapping.attribute], let value = ItemMapping.decode(bytes, as: mapping) else { continue }
+                    if mapping.kind == .string, bytes.isEmpty, mapping.attribute != .account { continue }
+                    dictionary[key] = value
+                }
             }
+        case .key:
+            let key = try translate { () throws(KeychainError) in try KeyFactory.key(of: object) }
+            if query.returnAttributes {
+                dictionary = keyAttributeDictionary(object)
+                dictionary[kSecAttrKeySizeInBits as String] = NSNumber(value: keyBits(key))
+            }
+            if query.returnData {
+                guard !key.isPrivate || object.bool(.extractable) else { throw ItemError(errSecItemNotFound, "the key is not extractable") }
+                data = Data(try key.externalRepresentation().bytes)
+            }
+            reference = SecKey(key: key, attributes: object)
+        case .certificate:
+            let certificate = try Certificate(der: object[.value] ?? [])
+            if query.returnAttributes { dictionary = certificateAttributeDictionary(object) }
+            reference = SecCertificate(der: object[.value] ?? [], parsed: certificate, attributes: object)
         }
-        let data = Data(object[.value] ?? [])
-        let reference = PersistentReference.make(object)
         if query.returnCount == 1 {
             if query.returnData { return data as NSData }
-            if query.returnPersistentReference || query.returnReference { return reference as NSData }
+            if query.returnReference { return reference }
+            if query.returnPersistentReference { return PersistentReference.make(object) as NSData }
             return dictionary as NSDictionary
         }
         if query.returnData { dictionary[kSecValueData as String] = data }
-        if query.returnPersistentReference { dictionary[kSecValuePersistentRef as String] = reference }
+        if query.returnPersistentReference { dictionary[kSecValuePersistentRef as String] = PersistentReference.make(object) }
         if query.returnReference { dictionary[kSecValueRef as String] = reference }
         return dictionary as NSDictionary
     }
-    if limit == .one, let first = objects.first { return one(first) }
-    return objects.map(one) as NSArray
+    if limit == .one, let first = objects.first { return try one(first) }
+    return try objects.map(one) as NSArray
+}
+
+/// kSecClassIdentity: certificates that have a private key with the same CKA_ID.
+private func identities(_ query: ItemQuery, keychain: Keychain, master: MasterKey?) throws -> AnyObject? {
+    var all = query
+    all.limit = .all
+    var found: [SecIdentity] = []
+    for (_, object) in try matches(all, keychain: keychain, master: master) {
+        guard let id = object[.id], !id.isEmpty, let certificate = try? Certificate(der: object[.value] ?? []) else { continue }
+        let keyTemplate: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.privateKey.rawValue)), (.id, id)]
+        let keys = try translate { () throws(KeychainError) in try keychain.find(keyTemplate, master: master) }
+        guard let keyRow = keys.first, let keyObject = try? keychain.object(id: keyRow.id, master: master),
+              let key = try? KeyFactory.key(of: keyObject) else { continue }
+        found.append(SecIdentity(certificate: SecCertificate(der: object[.value] ?? [], parsed: certificate, attributes: object),
+                                 privateKey: SecKey(key: key, attributes: keyObject)))
+    }
+    guard !found.isEmpty else { throw ItemError(errSecItemNotFound, "no certificate has its private key") }
+    let limited: [SecIdentity]
+    switch query.limit ?? .one {
+    case .one: limited = [found[0]]
+    case .all: limited = found
+    case .count(let count): limited = Array(found.prefix(count))
+    }
+    guard query.returnCount > 0 else { return nil }
+    guard query.returnReference, query.returnCount == 1 else { throw ItemError(errSecParam, "identities are returned as references") }
+    return (query.limit ?? .one) == .one ? limited[0] : limited as NSArray
 }
 
 private func dictionary(_ value: CFDictionary) -> [String: Any] {

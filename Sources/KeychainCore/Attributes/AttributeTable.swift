@@ -141,6 +141,7 @@ public enum AttributeTable {
         add(.accessible, .ulong, [], default: AttributeValue.ulong(0))
         add(.isInvisible, .bool, [.settable, .copySettable], default: AttributeValue.bool(false))
         add(.isNegative, .bool, [.settable, .copySettable], default: AttributeValue.bool(false))
+        add(.applicationTag, .bytes, [.settable, .copySettable, .indexed], default: [])
         // Certificates (§4.6)
         add(.certificateType, .ulong, [])
         add(.issuer, .bytes, [.computed, .indexed])
@@ -196,8 +197,11 @@ public enum AttributeTable {
     /// OpenSSH expects); everything else defaults to CKA_PRIVATE = TRUE.
     private static let publicByDefault: [AttributeType: [UInt8]] = [.isPrivate: AttributeValue.bool(false)]
 
+    /// Keychain-item attributes keys and certificates carry (SecItem's view of them).
+    static let keyItemAttributes: [AttributeType] = [.itemClass, .applicationTag, .accessGroup, .synchronizable, .accessible, .creator]
+
     private static func keySchema(_ base: [AttributeType], material: [AttributeType], required: [AttributeType]) -> Schema {
-        Schema(attributes: Set(storage + base + material), required: Set(required), fixed: Set(material),
+        Schema(attributes: Set(storage + base + material + keyItemAttributes), required: Set(required), fixed: Set(material + [.itemClass]),
                defaults: base == publicKey ? publicByDefault : [:])
     }
 
@@ -222,8 +226,8 @@ public enum AttributeTable {
         SchemaKey(.privateKey, .ecEdwards): keySchema(privateKey, material: [.ecParams, .value], required: [.ecParams, .value]),
         SchemaKey(.publicKey, .ecMontgomery): keySchema(publicKey, material: [.ecParams, .ecPoint], required: [.ecParams, .ecPoint]),
         SchemaKey(.privateKey, .ecMontgomery): keySchema(privateKey, material: [.ecParams, .value], required: [.ecParams, .value]),
-        SchemaKey(.certificate): Schema(attributes: Set(storage + certificateAttributes), required: [.value],
-                                        fixed: [.value, .subject, .issuer, .serialNumber, .publicKeyInfo, .checkValue, .certificateType],
+        SchemaKey(.certificate): Schema(attributes: Set(storage + certificateAttributes + keyItemAttributes), required: [.value],
+                                        fixed: [.value, .subject, .issuer, .serialNumber, .publicKeyInfo, .checkValue, .certificateType, .itemClass],
                                         defaults: publicByDefault),
         SchemaKey(.secretKey, .aes): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
         SchemaKey(.secretKey, .genericSecret): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),

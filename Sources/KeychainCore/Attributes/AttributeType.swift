@@ -173,6 +173,9 @@ public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, C
     /// CKA_KC_IS_NEGATIVE (kSecAttrIsNegative), CK_BBOOL
     public static let isNegative = AttributeType(vendorBase + 0x20)
 
+    /// CKA_KC_APPLICATION_TAG (kSecAttrApplicationTag), bytes, on key objects
+    public static let applicationTag = AttributeType(vendorBase + 0x21)
+
     public static func < (lhs: AttributeType, rhs: AttributeType) -> Bool { lhs.rawValue < rhs.rawValue }
     public var description: String { "0x" + String(rawValue, radix: 16) }
 }

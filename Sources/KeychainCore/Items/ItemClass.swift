@@ -3,6 +3,10 @@
 public enum ItemClass: UInt, Sendable {
     case genericPassword = 1
     case internetPassword = 2
+    /// A key added through SecItem (keys created through PKCS#11 carry no item class).
+    case key = 3
+    /// A certificate added through SecItem.
+    case certificate = 4
 
     /// The attributes that make an item unique in its class (Apple's primary keys; the access
     /// group and synchronizable flag included). CKA_APPLICATION holds the service or server.
@@ -12,6 +16,10 @@ public enum ItemClass: UInt, Sendable {
             return [.account, .application, .accessGroup, .synchronizable]
         case .internetPassword:
             return [.account, .securityDomain, .application, .itemProtocol, .authenticationType, .port, .path, .accessGroup, .synchronizable]
+        case .key:
+            return [.objectClass, .id, .applicationTag, .keyType, .creator, .startDate, .endDate, .accessGroup, .synchronizable]
+        case .certificate:
+            return [.certificateType, .issuer, .serialNumber, .accessGroup, .synchronizable]
         }
     }
 }
@@ -19,7 +27,7 @@ public enum ItemClass: UInt, Sendable {
 extension ObjectAttributes {
     /// The keychain item class of a data object, if it is a keychain item.
     public var itemClass: ItemClass? {
-        guard objectClass == .data, let raw = values[.itemClass].flatMap(AttributeValue.decodeULong) else { return nil }
+        guard let raw = values[.itemClass].flatMap(AttributeValue.decodeULong) else { return nil }
         return ItemClass(rawValue: raw)
     }
 

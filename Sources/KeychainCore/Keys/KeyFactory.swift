@@ -70,23 +70,27 @@ public enum KeyFactory {
             switch key.kind {
             case .rsa:
                 let parts = try key.rsaComponents()
-                var privateParts: [AttributeType: [UInt8]] = [.modulus: parts.modulus, .publicExponent: parts.publicExponent,
-                                                              .privateExponent: parts.privateExponent ?? []]
+                let publicParts: [AttributeType: [UInt8]] = [.modulus: parts.modulus, .publicExponent: parts.publicExponent]
+                guard key.isPrivate else { return (publicParts, [:]) }
+                var privateParts = publicParts
+                privateParts[.privateExponent] = parts.privateExponent ?? []
                 privateParts[.prime1] = parts.prime1
                 privateParts[.prime2] = parts.prime2
                 privateParts[.exponent1] = parts.exponent1
                 privateParts[.exponent2] = parts.exponent2
                 privateParts[.coefficient] = parts.coefficient
-                return ([.modulus: parts.modulus, .publicExponent: parts.publicExponent], privateParts)
+                return (publicParts, privateParts)
             case .ec:
                 let params = CurveParameters.der(for: key.kind)
-                return ([.ecParams: params, .ecPoint: DER.octetString(try key.ecPoint())], [.ecParams: params, .value: try key.ecScalar().bytes])
+                let publicParts: [AttributeType: [UInt8]] = [.ecParams: params, .ecPoint: DER.octetString(try key.ecPoint())]
+                return (publicParts, key.isPrivate ? [.ecParams: params, .value: try key.ecScalar().bytes] : [:])
             default:
                 let params = CurveParameters.der(for: key.kind)
-                return ([.ecParams: params, .ecPoint: DER.octetString(try key.rawPublicKey())], [.ecParams: params, .value: try key.rawPrivateKey().bytes])
+                let publicParts: [AttributeType: [UInt8]] = [.ecParams: params, .ecPoint: DER.octetString(try key.rawPublicKey())]
+                return (publicParts, key.isPrivate ? [.ecParams: params, .value: try key.rawPrivateKey().bytes] : [:])
             }
         } catch {
-            throw KeychainError(.storageFailure, "cannot describe the generated key: \(error)")
+            throw KeychainError(.storageFailure, "cannot describe the key: \(error)")
         }
     }
 

@@ -1,0 +1,72 @@
+import Foundation
+import KeychainCore
+import KeychainCrypto
+
+/// An X.509 certificate (Apple's SecCertificate).
+public final class SecCertificate: NSObject, @unchecked Sendable {
+    let der: [UInt8]
+    let parsed: Certificate
+    let attributes: ObjectAttributes?
+
+    init(der: [UInt8], parsed: Certificate, attributes: ObjectAttributes?) {
+        self.der = der
+        self.parsed = parsed
+        self.attributes = attributes
+    }
+}
+
+/// A certificate and the private key with the same application label (Apple's SecIdentity).
+public final class SecIdentity: NSObject, @unchecked Sendable {
+    let certificate: SecCertificate
+    let privateKey: SecKey
+
+    init(certificate: SecCertificate, privateKey: SecKey) {
+        self.certificate = certificate
+        self.privateKey = privateKey
+    }
+}
+
+/// A certificate from DER, or nil when the data is not one.
+public func SecCertificateCreateWithData(_ allocator: AnyObject?, _ data: CFData) -> SecCertificate? {
+    let der = Array(data as Data)
+    guard let parsed = try? Certificate(der: der) else { return nil }
+    return SecCertificate(der: der, parsed: parsed, attributes: nil)
+}
+
+public func SecCertificateCopyData(_ certificate: SecCertificate) -> CFData {
+    Data(certificate.der) as NSData
+}
+
+/// The subject's common name (or, without one, the whole subject in one line).
+public func SecCertificateCopySubjectSummary(_ certificate: SecCertificate) -> CFString? {
+    certificate.parsed.subjectSummary.map { NSString(string: $0) }
+}
+
+/// The certificate's public key.
+public func SecCertificateCopyKey(_ certificate: SecCertificate) -> SecKey? {
+    guard let key = try? AsymmetricKey.publicKey(subjectPublicKeyInfo: certificate.parsed.subjectPublicKeyInfo),
+          let uid = try? Random.uniqueID(), let attributes = try? keyObject(key, extra: [(.isPrivate, AttributeValue.bool(false))], uniqueID: uid.text)
+    else { return nil }
+    return SecKey(key: key, attributes: attributes)
+}
+
+public func SecIdentityCopyCertificate(_ identity: SecIdentity, _ certificate: UnsafeMutablePointer<SecCertificate?>) -> OSStatus {
+    certificate.pointee = identity.certificate
+    return errSecSuccess
+}
+
+public func SecIdentityCopyPrivateKey(_ identity: SecIdentity, _ privateKey: UnsafeMutablePointer<SecKey?>) -> OSStatus {
+    privateKey.pointee = identity.privateKey
+    return errSecSuccess
+}
+
+/// Certificate attributes for SecItem results.
+func certificateAttributeDictionary(_ attributes: ObjectAttributes) -> [String: Any] {
+    var dictionary: [String: Any] = [kSecClass as String: kSecClassCertificate as String]
+    for (key, mapping) in ItemMapping.mappings(for: .certificate) {
+        guard let bytes = attributes[mapping.attribute], let value = ItemMapping.decode(bytes, as: mapping) else { continue }
+        if mapping.kind == .string, bytes.isEmpty { continue }
+        dictionary[key] = value
+    }
+    return dictionary
+}

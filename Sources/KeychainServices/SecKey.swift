@@ -1,0 +1,322 @@
+import Foundation
+import KeychainCore
+import KeychainCrypto
+
+public typealias SecKeyAlgorithm = CFString
+
+// Signature and encryption algorithms (the common ones; names as on Apple platforms).
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPKCS1v15SHA1: SecKeyAlgorithm = "algid:sign:RSA:digest-PKCS1v15:SHA1"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPKCS1v15SHA256: SecKeyAlgorithm = "algid:sign:RSA:digest-PKCS1v15:SHA256"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPKCS1v15SHA384: SecKeyAlgorithm = "algid:sign:RSA:digest-PKCS1v15:SHA384"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPKCS1v15SHA512: SecKeyAlgorithm = "algid:sign:RSA:digest-PKCS1v15:SHA512"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePKCS1v15SHA1: SecKeyAlgorithm = "algid:sign:RSA:message-PKCS1v15:SHA1"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePKCS1v15SHA256: SecKeyAlgorithm = "algid:sign:RSA:message-PKCS1v15:SHA256"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePKCS1v15SHA384: SecKeyAlgorithm = "algid:sign:RSA:message-PKCS1v15:SHA384"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePKCS1v15SHA512: SecKeyAlgorithm = "algid:sign:RSA:message-PKCS1v15:SHA512"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPSSSHA256: SecKeyAlgorithm = "algid:sign:RSA:digest-PSS:SHA256:SHA256:32"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPSSSHA384: SecKeyAlgorithm = "algid:sign:RSA:digest-PSS:SHA384:SHA384:48"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPSSSHA512: SecKeyAlgorithm = "algid:sign:RSA:digest-PSS:SHA512:SHA512:64"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePSSSHA256: SecKeyAlgorithm = "algid:sign:RSA:message-PSS:SHA256:SHA256:32"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePSSSHA384: SecKeyAlgorithm = "algid:sign:RSA:message-PSS:SHA384:SHA384:48"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePSSSHA512: SecKeyAlgorithm = "algid:sign:RSA:message-PSS:SHA512:SHA512:64"
+public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureDigestX962SHA256: SecKeyAlgorithm = "algid:sign:ECDSA:digest-X962:SHA256"
+public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureDigestX962SHA384: SecKeyAlgorithm = "algid:sign:ECDSA:digest-X962:SHA384"
+public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureDigestX962SHA512: SecKeyAlgorithm = "algid:sign:ECDSA:digest-X962:SHA512"
+public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureMessageX962SHA256: SecKeyAlgorithm = "algid:sign:ECDSA:message-X962:SHA256"
+public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureMessageX962SHA384: SecKeyAlgorithm = "algid:sign:ECDSA:message-X962:SHA384"
+public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureMessageX962SHA512: SecKeyAlgorithm = "algid:sign:ECDSA:message-X962:SHA512"
+public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureDigestRFC4754: SecKeyAlgorithm = "algid:sign:ECDSA:digest-RFC4754"
+public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureMessageRFC4754SHA256: SecKeyAlgorithm = "algid:sign:ECDSA:message-RFC4754:SHA256"
+public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureMessageRFC4754SHA384: SecKeyAlgorithm = "algid:sign:ECDSA:message-RFC4754:SHA384"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSAEncryptionPKCS1: SecKeyAlgorithm = "algid:encrypt:RSA:PKCS1"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSAEncryptionOAEPSHA1: SecKeyAlgorithm = "algid:encrypt:RSA:OAEP:SHA1"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSAEncryptionOAEPSHA256: SecKeyAlgorithm = "algid:encrypt:RSA:OAEP:SHA256"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSAEncryptionOAEPSHA384: SecKeyAlgorithm = "algid:encrypt:RSA:OAEP:SHA384"
+public nonisolated(unsafe) let kSecKeyAlgorithmRSAEncryptionOAEPSHA512: SecKeyAlgorithm = "algid:encrypt:RSA:OAEP:SHA512"
+
+/// How a SecKeyAlgorithm signs: the scheme, whether the input is a message, and the signature form.
+private struct SignatureAlgorithm {
+    let scheme: SignatureScheme
+    /// ECDSA signatures in X9.62 DER (true) or RFC 4754 r‖s (false).
+    let der: Bool
+    let rsa: Bool
+
+    static func named(_ name: String) -> SignatureAlgorithm? {
+        let digests: [String: Digest.Algorithm] = ["SHA1": .sha1, "SHA224": .sha224, "SHA256": .sha256, "SHA384": .sha384, "SHA512": .sha512]
+        let parts = name.split(separator: ":").map(String.init)
+        guard parts.count >= 4, parts[0] == "algid", parts[1] == "sign" else { return nil }
+        let digest = parts.count > 4 ? digests[parts[4]] : nil
+        switch (parts[2], parts[3]) {
+        case ("RSA", "digest-PKCS1v15"): return digest.map { SignatureAlgorithm(scheme: .rsaPKCS1Prehashed($0), der: false, rsa: true) }
+        case ("RSA", "message-PKCS1v15"): return digest.map { SignatureAlgorithm(scheme: .rsaPKCS1(digest: $0), der: false, rsa: true) }
+        case ("RSA", "digest-PSS"), ("RSA", "message-PSS"):
+            guard let digest else { return nil }
+            return SignatureAlgorithm(scheme: .rsaPSS(digest: digest, mgf1: digest, saltLength: digest.outputSize, hashesData: parts[3] == "message-PSS"),
+                                      der: false, rsa: true)
+        case ("ECDSA", "digest-X962"): return SignatureAlgorithm(scheme: .ecdsa(digest: nil), der: true, rsa: false)
+        case ("ECDSA", "message-X962"): return digest.map { SignatureAlgorithm(scheme: .ecdsa(digest: $0), der: true, rsa: false) }
+        case ("ECDSA", "digest-RFC4754"): return SignatureAlgorithm(scheme: .ecdsa(digest: nil), der: false, rsa: false)
+        case ("ECDSA", "message-RFC4754"): return digest.map { SignatureAlgorithm(scheme: .ecdsa(digest: $0), der: false, rsa: false) }
+        default: return nil
+        }
+    }
+}
+
+private func encryptionPadding(_ name: String) -> RSACipher.Padding? {
+    let digests: [String: Digest.Algorithm] = ["SHA1": .sha1, "SHA224": .sha224, "SHA256": .sha256, "SHA384": .sha384, "SHA512": .sha512]
+    if name == kSecKeyAlgorithmRSAEncryptionPKCS1 as String { return .pkcs1 }
+    let parts = name.split(separator: ":").map(String.init)
+    guard parts.count == 5, parts[1] == "encrypt", parts[2] == "RSA", parts[3] == "OAEP", let digest = digests[parts[4]] else { return nil }
+    return .oaep(digest: digest, mgf1: digest, label: [])
+}
+
+/// A key (Apple's SecKey): an OpenSSL key, its PKCS#11 attributes, and where it is stored.
+public final class SecKey: NSObject, @unchecked Sendable {
+    let key: AsymmetricKey
+    let attributes: ObjectAttributes
+
+    init(key: AsymmetricKey, attributes: ObjectAttributes) {
+        self.key = key
+        self.attributes = attributes
+    }
+}
+
+/// Sets an Apple-style error out-parameter.
+func fail(_ error: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ status: OSStatus, _ reason: String) {
+    let nsError = NSError(domain: "NSOSStatusErrorDomain", code: Int(status), userInfo: [NSLocalizedDescriptionKey: reason])
+    error?.pointee = Unmanaged.passRetained(nsError)
+}
+
+/// Attributes of a key as PKCS#11 sees them, for a key made or imported through this API:
+/// a keychain item (item class "key"), extractable and not sensitive by default as on Apple
+/// platforms, CKA_ID = application label (SHA-1 of the public key).
+func keyObject(_ key: AsymmetricKey, extra: Template, uniqueID: [UInt8]) throws -> ObjectAttributes {
+    let material = try translateKeychain { () throws(KeychainError) in try KeyFactory.generatedMaterial(key) }
+    let objectClass: ObjectClass = key.isPrivate ? .privateKey : .publicKey
+    let keyType: KeyType = key.kind == .rsa ? .rsa : .ec
+    var template: Template = [(.objectClass, AttributeValue.ulong(objectClass.rawValue)), (.keyType, AttributeValue.ulong(keyType.rawValue)),
+                              (.itemClass, AttributeValue.ulong(ItemClass.key.rawValue))]
+    if key.isPrivate {
+        template += [(.extractable, AttributeValue.bool(true)), (.sensitive, AttributeValue.bool(false))]
+    }
+    template += (key.isPrivate ? material.privateKey : material.publicKey).map { ($0.key, $0.value) }
+    for entry in extra where !template.contains(where: { $0.type == entry.type }) { template.append(entry) }
+    return try translateKeychain { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID) }
+}
+
+func translateKeychain<R>(_ body: () throws(KeychainError) -> R) throws -> R {
+    do { return try body() } catch { throw ItemError(error) }
+}
+
+/// Creates a key pair (RSA 2048–8192, EC P-256/384/521); with kSecAttrIsPermanent it is stored
+/// in the keychain (private and public key objects) and found later by its application tag.
+public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> SecKey? {
+    var dictionary: [String: Any] = [:]
+    for (key, value) in parameters { if let key = ItemMapping.string(key) { dictionary[key] = value } }
+    do {
+        let type = dictionary[kSecAttrKeyType as String].flatMap(ItemMapping.string)
+        let bits = dictionary[kSecAttrKeySizeInBits as String].flatMap(ItemMapping.integer) ?? 0
+        let kind: AsymmetricKind
+        if type == kSecAttrKeyTypeRSA as String {
+            guard KeyFactory.rsaGenerationBits.contains(Int(bits)) else { throw ItemError(errSecParam, "RSA keys have 2048–8192 bits") }
+            kind = .rsa
+        } else if type == kSecAttrKeyTypeECSECPrimeRandom as String {
+            guard let curve = Curve.allCases.first(where: { $0.bits == Int(bits) }) else { throw ItemError(errSecParam, "EC keys have 256, 384 or 521 bits") }
+            kind = .ec(curve)
+        } else {
+            throw ItemError(errSecParam, "unsupported kSecAttrKeyType")
+        }
+        let privateAttributes = dictionary[kSecPrivateKeyAttrs as String] as? [String: Any] ?? [:]
+        let permanent = (privateAttributes[kSecAttrIsPermanent as String] ?? dictionary[kSecAttrIsPermanent as String]).flatMap(ItemMapping.boolean) ?? false
+        var extra: Template = []
+        if let tag = (privateAttributes[kSecAttrApplicationTag as String] ?? dictionary[kSecAttrApplicationTag as String]) as? Data {
+            extra.append((.applicationTag, Array(tag)))
+        }
+        if let label = (privateAttributes[kSecAttrLabel as String] ?? dictionary[kSecAttrLabel as String]).flatMap(ItemMapping.string) {
+            extra.append((.label, Array(label.utf8)))
+        }
+        let key: AsymmetricKey
+        do { key = try AsymmetricKey.generate(kind, bits: Int(bits)) } catch { throw ItemError(errSecIO, "key generation failed") }
+        let uid = try Random.uniqueID()
+        let privateObject = try keyObject(key, extra: extra + [(.token, AttributeValue.bool(permanent)), (.isPrivate, AttributeValue.bool(true))],
+                                          uniqueID: uid.text)
+        if permanent {
+            let context = dictionary[kSecUseAuthenticationContext as String] as? SecAuthenticationContext
+            try KeychainAccess.shared.with(label: nil, context: context) { keychain, master in
+                guard let master else { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
+                let publicUID = try Random.uniqueID()
+                let publicObject = try keyObject(try key.publicKey(), extra: extra + [(.token, AttributeValue.bool(true))], uniqueID: publicUID.text)
+                try translateKeychain { () throws(KeychainError) in
+                    try keychain.transaction { () throws(KeychainError) in
+                        _ = try keychain.add(privateObject, uid: uid.bytes, master: master)
+                        _ = try keychain.add(publicObject, uid: publicUID.bytes, master: master)
+                    }
+                }
+            }
+        }
+        return SecKey(key: key, attributes: privateObject)
+    } catch let itemError as ItemError {
+        fail(error, itemError.status, itemError.reason)
+        return nil
+    } catch let failure {
+        fail(error, errSecIO, "\(failure)")
+        return nil
+    }
+}
+
+/// A key from its external representation (RSA PKCS#1 DER, EC X9.63), not stored.
+public func SecKeyCreateWithData(_ keyData: CFData, _ attributes: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> SecKey? {
+    var dictionary: [String: Any] = [:]
+    for (key, value) in attributes { if let key = ItemMapping.string(key) { dictionary[key] = value } }
+    let type = dictionary[kSecAttrKeyType as String].flatMap(ItemMapping.string)
+    let keyClass = dictionary[kSecAttrKeyClass as String].flatMap(ItemMapping.string)
+    guard type == kSecAttrKeyTypeRSA as String || type == kSecAttrKeyTypeECSECPrimeRandom as String,
+          keyClass == kSecAttrKeyClassPrivate as String || keyClass == kSecAttrKeyClassPublic as String else {
+        fail(error, errSecParam, "kSecAttrKeyType and kSecAttrKeyClass are required")
+        return nil
+    }
+    do {
+        let key = try AsymmetricKey.fromExternalRepresentation(Array(keyData as Data), rsa: type == kSecAttrKeyTypeRSA as String,
+                                                               isPrivate: keyClass == kSecAttrKeyClassPrivate as String)
+        var extra: Template = [(.isPrivate, AttributeValue.bool(key.isPrivate))]
+        if let tag = dictionary[kSecAttrApplicationTag as String] as? Data { extra.append((.applicationTag, Array(tag))) }
+        return SecKey(key: key, attributes: try keyObject(key, extra: extra, uniqueID: try Random.uniqueID().text))
+    } catch _ {
+        fail(error, errSecDecode, "the data is not a key of that type and class")
+        return nil
+    }
+}
+
+/// The key's external representation; refused for keys stored as not extractable.
+public func SecKeyCopyExternalRepresentation(_ key: SecKey, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
+    if key.key.isPrivate, key.attributes[.extractable] != nil, !key.attributes.bool(.extractable) {
+        fail(error, errSecParam, "the key is not extractable")
+        return nil
+    }
+    do { return Data(try key.key.externalRepresentation().bytes) as NSData } catch let failure {
+        fail(error, errSecParam, "\(failure)")
+        return nil
+    }
+}
+
+public func SecKeyCopyPublicKey(_ key: SecKey) -> SecKey? {
+    guard let publicKey = try? key.key.isPrivate ? key.key.publicKey() : key.key else { return nil }
+    var extra: Template = [(.isPrivate, AttributeValue.bool(false))]
+    for type in [AttributeType.label, .applicationTag] { if let value = key.attributes[type] { extra.append((type, value)) } }
+    guard let uid = try? Random.uniqueID(), let attributes = try? keyObject(publicKey, extra: extra, uniqueID: uid.text) else { return nil }
+    return SecKey(key: publicKey, attributes: attributes)
+}
+
+/// kSecAttrKeyClass, kSecAttrKeyType, kSecAttrKeySizeInBits, kSecAttrApplicationLabel, tag, label…
+public func SecKeyCopyAttributes(_ key: SecKey) -> CFDictionary? {
+    var dictionary = keyAttributeDictionary(key.attributes)
+    dictionary[kSecAttrKeySizeInBits as String] = NSNumber(value: keyBits(key.key))
+    dictionary[kSecAttrEffectiveKeySize as String] = NSNumber(value: keyBits(key.key))
+    return dictionary as NSDictionary
+}
+
+func keyBits(_ key: AsymmetricKey) -> Int {
+    if case .ec(let curve) = key.kind { return curve.bits }
+    return key.bits
+}
+
+func keyAttributeDictionary(_ attributes: ObjectAttributes) -> [String: Any] {
+    var dictionary: [String: Any] = [kSecClass as String: kSecClassKey as String]
+    for (key, mapping) in ItemMapping.mappings(for: .key) where mapping.kind != .keySize {
+        guard let bytes = attributes[mapping.attribute], let value = ItemMapping.decode(bytes, as: mapping) else { continue }
+        dictionary[key] = value
+    }
+    dictionary[kSecAttrIsPermanent as String] = NSNumber(value: attributes.isToken)
+    return dictionary
+}
+
+public func SecKeyIsAlgorithmSupported(_ key: SecKey, _ operation: SecKeyOperationType, _ algorithm: SecKeyAlgorithm) -> Bool {
+    let name = algorithm as String
+    switch operation {
+    case .sign: return key.key.isPrivate && SignatureAlgorithm.named(name).map { $0.rsa == (key.key.kind == .rsa) } == true
+    case .verify: return SignatureAlgorithm.named(name).map { $0.rsa == (key.key.kind == .rsa) } == true
+    case .encrypt: return key.key.kind == .rsa && encryptionPadding(name) != nil
+    case .decrypt: return key.key.kind == .rsa && key.key.isPrivate && encryptionPadding(name) != nil
+    default: return false
+    }
+}
+
+public enum SecKeyOperationType: Int, Sendable {
+    case sign = 0, verify = 1, encrypt = 2, decrypt = 3, keyExchange = 4
+}
+
+public func SecKeyCreateSignature(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _ dataToSign: CFData,
+                                  _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
+    guard key.key.isPrivate, let chosen = SignatureAlgorithm.named(algorithm as String), chosen.rsa == (key.key.kind == .rsa) else {
+        fail(error, errSecParam, "algorithm not supported for this key")
+        return nil
+    }
+    do {
+        let operation = try SignatureOperation(key: key.key, scheme: chosen.scheme, signing: true)
+        try Array(dataToSign as Data).withUnsafeBytes { try operation.update($0) }
+        var signature = try operation.sign()
+        if chosen.der, let der = SignatureOperation.ecdsaDER(fromRaw: signature, key: key.key) { signature = der }
+        return Data(signature) as NSData
+    } catch let failure {
+        fail(error, errSecParam, "\(failure)")
+        return nil
+    }
+}
+
+public func SecKeyVerifySignature(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _ signedData: CFData, _ signature: CFData,
+                                  _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> Bool {
+    guard let chosen = SignatureAlgorithm.named(algorithm as String), chosen.rsa == (key.key.kind == .rsa) else {
+        fail(error, errSecParam, "algorithm not supported for this key")
+        return false
+    }
+    do {
+        let publicKey = key.key.isPrivate ? try key.key.publicKey() : key.key
+        let operation = try SignatureOperation(key: publicKey, scheme: chosen.scheme, signing: false)
+        try Array(signedData as Data).withUnsafeBytes { try operation.update($0) }
+        var bytes = Array(signature as Data)
+        if chosen.der {
+            guard let raw = try? SignatureOperation.ecdsaRaw(fromDER: bytes, key: publicKey) else {
+                fail(error, errSecVerifyFailed, "not an X9.62 signature")
+                return false
+            }
+            bytes = raw
+        }
+        guard try operation.verify(bytes) else {
+            fail(error, errSecVerifyFailed, "the signature does not verify")
+            return false
+        }
+        return true
+    } catch let failure {
+        fail(error, errSecParam, "\(failure)")
+        return false
+    }
+}
+
+public func SecKeyCreateEncryptedData(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _ plaintext: CFData,
+                                      _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
+    guard key.key.kind == .rsa, let padding = encryptionPadding(algorithm as String) else {
+        fail(error, errSecParam, "algorithm not supported for this key")
+        return nil
+    }
+    do {
+        let publicKey = key.key.isPrivate ? try key.key.publicKey() : key.key
+        return Data(try RSACipher.encrypt(Array(plaintext as Data), key: publicKey, padding: padding)) as NSData
+    } catch _ {
+        fail(error, errSecParam, "the data does not fit this key and algorithm")
+        return nil
+    }
+}
+
+public func SecKeyCreateDecryptedData(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _ ciphertext: CFData,
+                                      _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
+    guard key.key.kind == .rsa, key.key.isPrivate, let padding = encryptionPadding(algorithm as String) else {
+        fail(error, errSecParam, "algorithm not supported for this key")
+        return nil
+    }
+    do {
+        return Data(try RSACipher.decrypt(Array(ciphertext as Data), key: key.key, padding: padding).bytes) as NSData
+    } catch _ {
+        fail(error, errSecDecode, "decryption failed")
+        return nil
+    }
+}
