@@ -25,6 +25,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // Tests only: CryptoKit's API on Linux, for the "storing CryptoKit keys" round trips.
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
         // C headers: p11-kit's pkcs11.h (2.40) plus our 3.0 additions and vendor constants.
@@ -80,7 +82,8 @@ let package = Package(
         .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
         .testTarget(name: "KeychainStoreTests", dependencies: ["KeychainStore", "KeychainCrypto"]),
         .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainCore", "KeychainStore"]),
-        .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainCore", "KeychainCrypto", "PKCS11", "CPKCS11"]),
+        .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainCore", "KeychainCrypto", "PKCS11", "CPKCS11",
+                                                                .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "CPKCS11", "KeychainCore"]),
     ]
 )

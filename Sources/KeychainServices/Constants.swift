@@ -104,6 +104,8 @@ public nonisolated(unsafe) let kSecMatchLimit: CFString = "m_Limit"
 public nonisolated(unsafe) let kSecMatchLimitOne: CFString = "m_LimitOne"
 public nonisolated(unsafe) let kSecMatchLimitAll: CFString = "m_LimitAll"
 public nonisolated(unsafe) let kSecUseAuthenticationContext: CFString = "u_AuthCtx"
+/// Accepted and ignored: every keychain here behaves like Apple's data protection keychain.
+public nonisolated(unsafe) let kSecUseDataProtectionKeychain: CFString = "nleg"
 /// This project's addition: the label of the keychain to use (default: the configured one).
 public nonisolated(unsafe) let kSecUseKeychainLabel: CFString = "u_KeychainLabel"
 

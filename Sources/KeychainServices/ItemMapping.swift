@@ -115,8 +115,10 @@ enum ItemMapping {
             guard let text = string(value) else { throw bad() }
             return Array(text.utf8)
         case .data:
-            guard let data = value as? Data else { throw bad() }
-            return Array(data)
+            // Apple's samples pass strings for application labels and tags too (as UTF-8).
+            if let data = value as? Data { return Array(data) }
+            guard let text = string(value) else { throw bad() }
+            return Array(text.utf8)
         case .fourCharacterCode:
             if let number = integer(value) { return AttributeValue.ulong(UInt(truncatingIfNeeded: number)) }
             guard let text = string(value), text.utf8.count == 4 else { throw bad() }

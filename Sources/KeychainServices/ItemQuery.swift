@@ -116,6 +116,8 @@ struct ItemQuery {
             case Key.context:
                 guard let context = value as? SecAuthenticationContext else { throw ItemError(errSecParam, "kSecUseAuthenticationContext") }
                 self.context = context
+            case Key.dataProtection:
+                _ = try Self.flag(value, key)
             case Key.keychainLabel:
                 guard let label = ItemMapping.string(value) else { throw ItemError(errSecParam, "kSecUseKeychainLabel") }
                 keychainLabel = label
@@ -161,6 +163,7 @@ private enum Key {
     static let matchLimit = kSecMatchLimit as String
     static let context = kSecUseAuthenticationContext as String
     static let keychainLabel = kSecUseKeychainLabel as String
+    static let dataProtection = kSecUseDataProtectionKeychain as String
 }
 
 /// kSecValuePersistentRef: "KCPR" followed by the item's CKA_UNIQUE_ID.

@@ -108,7 +108,7 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
     let common: Template = [(.token, AttributeValue.bool(true)), (.itemClass, AttributeValue.ulong(query.itemClass.rawValue))]
     var accessibility: Template = []
     if !query.attributes.contains(where: { $0.type == .accessible }) { accessibility.append((.accessible, AttributeValue.ulong(1))) }
-    let settable = query.attributes.filter { ![.objectClass, .keyType, .id].contains($0.type) }
+    let settable = query.attributes.filter { ![.objectClass, .keyType].contains($0.type) }
     switch query.itemClass {
     case .genericPassword, .internetPassword:
         let template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.isPrivate, AttributeValue.bool(true)),
