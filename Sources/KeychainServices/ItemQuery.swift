@@ -38,6 +38,8 @@ struct ItemQuery {
     /// Whether a loaded object belongs to this query's class (keys: any key class).
     func admits(_ object: ObjectAttributes) -> Bool {
         switch itemClass {
+        case .genericPassword:
+            return object.itemClass == nil || object.itemClass == .genericPassword
         case .key:
             guard let objectClass = object.objectClass, AttributeTable.isKeyClass(objectClass) else { return false }
             guard let keySize else { return true }
@@ -137,7 +139,10 @@ struct ItemQuery {
     var searchTemplate: Template {
         var template: Template
         switch itemClass {
-        case .genericPassword, .internetPassword:
+        case .genericPassword:
+            // Plain PKCS#11 data objects (no item class) count as generic passwords too.
+            template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue))]
+        case .internetPassword:
             template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.itemClass, AttributeValue.ulong(itemClass.rawValue))]
         case .key:
             template = []

@@ -85,3 +85,32 @@ final class CrossDoorTests: XCTestCase {
         XCTAssertEqual(rv, CK_RV(CKR_TEMPLATE_INCONSISTENT))
     }
 }
+
+extension CrossDoorTests {
+    /// A data object a PKCS#11 client wrote (no item class) is a generic password to SecItem.
+    func test_a_plain_pkcs11_data_object_is_found_as_a_generic_password() throws {
+        let directory = NSTemporaryDirectory() + "kc-plain-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
+        let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
+        let keychain = try Array("12345678".utf8).withUnsafeBytes { so in
+            try Array("1234".utf8).withUnsafeBytes { user in
+                try KeychainDirectory(path: directory).createKeychain(slotID: nil, label: "login", soPIN: so, userPIN: user, kdf: kdf)
+            }
+        }
+        let master = try Array("1234".utf8).withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
+        let object = try ObjectTemplate.create([(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, [1]),
+                                                (.application, Array("backup-tool".utf8)), (.label, Array("nightly".utf8)),
+                                                (.value, Array("s3cr3t".utf8))], uniqueID: Array("00000000000000000000000000000001".utf8))
+        _ = try keychain.add(object, uid: Array(repeating: 1, count: 16), master: master)
+        KeychainServices.lockAll()
+        XCTAssertEqual(KeychainServices.unlock(password: "1234"), errSecSuccess)
+        var result: CFTypeRef?
+        let query: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "backup-tool", kSecReturnData as String: true]
+        XCTAssertEqual(SecItemCopyMatching(query, &result), errSecSuccess)
+        XCTAssertEqual(result as? Data, Data("s3cr3t".utf8))
+        let internet: [String: Any] = [kSecClass as String: kSecClassInternetPassword, kSecAttrServer as String: "backup-tool"]
+        XCTAssertEqual(SecItemCopyMatching(internet, nil), errSecItemNotFound)
+    }
+}

@@ -188,3 +188,46 @@ final class SecItemTests: XCTestCase {
         XCTAssertEqual(SecCopyErrorMessageString(errSecItemNotFound, nil) as String?, "The specified item could not be found in the keychain.")
     }
 }
+
+extension SecItemTests {
+    /// Every non-empty combination of the four kSecReturn… keys, with limit one and limit all.
+    func test_every_return_combination_has_apples_shape() throws {
+        XCTAssertEqual(add(generic("alice", "shapes", "pw")), errSecSuccess)
+        let keys = [kSecReturnData as String, kSecReturnAttributes as String, kSecReturnRef as String, kSecReturnPersistentRef as String]
+        for mask in 1..<16 {
+            let chosen = keys.indices.filter { mask & (1 << $0) != 0 }.map { keys[$0] }
+            for limit in [kSecMatchLimitOne as String, kSecMatchLimitAll as String] {
+                var query = generic("alice", "shapes")
+                query[kSecMatchLimit as String] = limit
+                for key in chosen { query[key] = true }
+                let (status, result) = copy(query)
+                XCTAssertEqual(status, errSecSuccess, "\(chosen) \(limit)")
+                let single: AnyObject?
+                if limit == kSecMatchLimitAll as String {
+                    let array = result as? [AnyObject]
+                    XCTAssertEqual(array?.count, 1, "limit all gives an array")
+                    single = array?.first
+                } else {
+                    single = result
+                }
+                if chosen.count == 1 {
+                    if chosen == [kSecReturnAttributes as String] {
+                        XCTAssertEqual((single as? [String: Any])?[kSecAttrAccount as String] as? String, "alice")
+                    } else if chosen == [kSecReturnData as String] {
+                        XCTAssertEqual(single as? Data, Data("pw".utf8))
+                    } else {
+                        XCTAssertEqual((single as? Data)?.prefix(4), Data("KCPR".utf8), "references are persistent references")
+                    }
+                } else {
+                    let dictionary = try XCTUnwrap(single as? [String: Any], "several return keys give a dictionary: \(chosen)")
+                    XCTAssertEqual(dictionary[kSecValueData as String] as? Data, chosen.contains(kSecReturnData as String) ? Data("pw".utf8) : nil)
+                    XCTAssertEqual(dictionary[kSecAttrAccount as String] != nil, chosen.contains(kSecReturnAttributes as String))
+                    XCTAssertEqual(dictionary[kSecValuePersistentRef as String] != nil, chosen.contains(kSecReturnPersistentRef as String))
+                }
+            }
+        }
+        let (status, result) = copy(generic("alice", "shapes"))
+        XCTAssertEqual(status, errSecSuccess, "no return key: success and no result")
+        XCTAssertNil(result)
+    }
+}
