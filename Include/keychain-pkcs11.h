@@ -230,6 +230,10 @@ typedef CK_FUNCTION_LIST_3_0_PTR *CK_FUNCTION_LIST_3_0_PTR_PTR;
 #define CKA_KC_AUTHENTICATION_TYPE    (CKA_KC_VENDOR_BASE + 0x1EUL) /* CK_ULONG four-character code */
 #define CKA_KC_IS_INVISIBLE           (CKA_KC_VENDOR_BASE + 0x1FUL) /* CK_BBOOL */
 #define CKA_KC_IS_NEGATIVE            (CKA_KC_VENDOR_BASE + 0x20UL) /* CK_BBOOL */
+/* On keys: kSecAttrApplicationTag (bytes). Keys and certificates also carry CKA_KC_ITEM_CLASS
+ * (3 key, 4 certificate when added through SecItem), ACCESS_GROUP, SYNCHRONIZABLE, ACCESSIBLE
+ * and CREATOR. */
+#define CKA_KC_APPLICATION_TAG        (CKA_KC_VENDOR_BASE + 0x21UL)
 
 /* ---- Cast macros re-exported as constants (Swift does not import casts) ---- */
 
