@@ -18,6 +18,11 @@ public struct ScryptParameters: Equatable, Sendable {
     /// About 0.1 s and 32 MiB per derivation on this project's reference machine.
     public static let interactive = ScryptParameters(logN: 15, blockSize: 8, parallelism: 1)
 
+    /// Whether deriving with these parameters costs less than with `other`.
+    public func isWeaker(than other: ScryptParameters) -> Bool {
+        requiredMemory < other.requiredMemory
+    }
+
     /// Bounds that keep a tampered parameter record from exhausting memory or time.
     public var isWithinLimits: Bool {
         logN >= 1 && logN <= 22 && blockSize >= 1 && blockSize <= 32 && parallelism >= 1 && parallelism <= 16

@@ -33,8 +33,8 @@ extension ModuleState {
         PaddedString.fill(&info.model, with: "Keychain")
         info.ulMaxSessionCount = KC_EFFECTIVELY_INFINITE
         info.ulMaxRwSessionCount = KC_EFFECTIVELY_INFINITE
-        info.ulMaxPinLen = CK_ULONG(PINPolicy.maximumLength)
-        info.ulMinPinLen = CK_ULONG(PINPolicy.minimumLength)
+        info.ulMaxPinLen = CK_ULONG(configuration.pinPolicy.maximumLength)
+        info.ulMinPinLen = CK_ULONG(configuration.pinPolicy.minimumLength)
         info.ulTotalPublicMemory = KC_UNAVAILABLE_INFORMATION
         info.ulFreePublicMemory = KC_UNAVAILABLE_INFORMATION
         info.ulTotalPrivateMemory = KC_UNAVAILABLE_INFORMATION
@@ -51,6 +51,8 @@ extension ModuleState {
         }
         let keychainInfo = try translating { () throws(KeychainError) in try token.keychain.info() }
         PaddedString.fill(&info.label, with: keychainInfo.label)
+        info.ulMaxPinLen = CK_ULONG(keychainInfo.pinPolicy.maximumLength)
+        info.ulMinPinLen = CK_ULONG(keychainInfo.pinPolicy.minimumLength)
         PaddedString.fill(&info.serialNumber, with: keychainInfo.serial)
         flags |= CK_FLAGS(CKF_TOKEN_INITIALIZED)
         if keychainInfo.userPINInitialized { flags |= CK_FLAGS(CKF_USER_PIN_INITIALIZED) }
@@ -87,7 +89,7 @@ extension ModuleState {
             return
         }
         let created = try translating { () throws(KeychainError) in
-            try directory.createKeychain(slotID: UInt(id), label: label, soPIN: soPIN, userPIN: nil, kdf: configuration.kdf)
+            try directory.createKeychain(slotID: UInt(id), label: label, soPIN: soPIN, userPIN: nil, kdf: configuration.kdf, policy: configuration.pinPolicy)
         }
         slots.adopt(created, slotID: id, directory: directory)
     }

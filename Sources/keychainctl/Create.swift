@@ -45,9 +45,10 @@ struct Create: ParsableCommand {
         do {
             let keychain = try soPIN.withBytes { so in
                 try userPIN.withBytes { user in
-                    try check(so, name: "SO PIN")
-                    try check(user, name: "user PIN")
-                    return try directory.createKeychain(slotID: nil, label: label, soPIN: so, userPIN: user, kdf: configuration.kdf)
+                    try check(so, name: "SO PIN", policy: configuration.pinPolicy)
+                    try check(user, name: "user PIN", policy: configuration.pinPolicy)
+                    return try directory.createKeychain(slotID: nil, label: label, soPIN: so, userPIN: user, kdf: configuration.kdf,
+                                                        policy: configuration.pinPolicy)
                 }
             }
             let info = try keychain.info()
@@ -58,9 +59,9 @@ struct Create: ParsableCommand {
         }
     }
 
-    private func check(_ pin: UnsafeRawBufferPointer, name: String) throws(KeychainError) {
-        guard pin.count >= PINPolicy.minimumLength, pin.count <= PINPolicy.maximumLength else {
-            throw KeychainError(.pinLengthRange, "the \(name) must have \(PINPolicy.minimumLength) to \(PINPolicy.maximumLength) bytes")
+    private func check(_ pin: UnsafeRawBufferPointer, name: String, policy: PINPolicy) throws(KeychainError) {
+        guard pin.count >= policy.minimumLength, pin.count <= policy.maximumLength else {
+            throw KeychainError(.pinLengthRange, "the \(name) must have \(policy.minimumLength) to \(policy.maximumLength) bytes")
         }
     }
 }

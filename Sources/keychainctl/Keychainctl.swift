@@ -13,7 +13,7 @@ struct Keychainctl: ParsableCommand {
         PINs are read from a no-echo prompt, a file (--pin-file, --so-pin-file) or the environment
         (KEYCHAIN_PKCS11_PIN, KEYCHAIN_PKCS11_SO_PIN); never from the command line.
         """,
-        subcommands: [Create.self, List.self, ModulePath.self]
+        subcommands: [Create.self, List.self, RaiseKDF.self, ModulePath.self]
     )
 }
 

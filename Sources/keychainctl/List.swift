@@ -20,13 +20,14 @@ struct List: ParsableCommand {
             print("No keychains yet. Create one with: keychainctl create --label login")
             return
         }
-        let header = ["SLOT", "SERIAL", "LABEL", "PUBLIC", "PRIVATE", "FLAGS", "FILE"]
+        let header = ["SLOT", "SERIAL", "LABEL", "PUBLIC", "PRIVATE", "PIN", "KDF", "FLAGS", "FILE"]
         var keychains: [(slot: UInt, row: [String])] = []
         var problems: [String] = []
         for path in files {
             do {
                 let info = try Keychain.open(at: path).info()
                 keychains.append((info.slotID ?? UInt.max,[info.slotID.map(String.init) ?? "-", info.serial, info.label, String(info.publicObjects), String(info.privateObjects),
+                             "\(info.pinPolicy.minimumLength)-\(info.pinPolicy.maximumLength)", kdf(info),
                              flags(info).joined(separator: ","), String(path.split(separator: "/").last ?? "")]))
             } catch {
                 problems.append("\(path): \(error.reason)")
@@ -38,6 +39,14 @@ struct List: ParsableCommand {
             print(row.enumerated().map { $0.element.padding(toLength: widths[$0.offset] + 2, withPad: " ", startingAt: 0) }.joined())
         }
         for problem in problems { print("unreadable: \(problem)") }
+    }
+
+    /// "2^15", or "2^15→2^17" while a raised cost waits for the PIN's next login.
+    private func kdf(_ info: KeychainInfo) -> String {
+        guard let current = info.userKDF else { return "-" }
+        let now = "2^\(current.logN)"
+        guard let target = info.targetKDF, current.isWeaker(than: target) else { return now }
+        return now + "→2^\(target.logN)"
     }
 
     private func flags(_ info: KeychainInfo) -> [String] {

@@ -83,6 +83,49 @@ final class KeychainTests: XCTestCase {
         XCTAssertEqual(try keychain.object(id: id, master: try unlock(keychain, .user, Array("abcd".utf8)))[.value], [9, 9])
     }
 
+    func test_pin_policy_is_kept_per_keychain_and_enforced() throws {
+        let policy = PINPolicy(minimumLength: 6, maximumLength: 12, maximumFailures: 3)
+        let keychain = try soPIN.withUnsafeBytes { so in
+            try Array("123456".utf8).withUnsafeBytes {
+                try KeychainDirectory(path: directory).createKeychain(slotID: nil, label: "strict", soPIN: so, userPIN: $0, kdf: kdf, policy: policy)
+            }
+        }
+        XCTAssertEqual(try Keychain.open(at: keychain.path).info().pinPolicy, policy)
+        XCTAssertEqual(try keychain.info().userPIN.maximumFailures, 3)
+        let master = try unlock(keychain, .securityOfficer, soPIN)
+        XCTAssertEqual(code { try Array("12345".utf8).withUnsafeBytes { try keychain.setUserPIN($0, master: master, kdf: self.kdf) } }, .pinLengthRange)
+        XCTAssertEqual(code { try Array("1234567890123".utf8).withUnsafeBytes { try keychain.setUserPIN($0, master: master, kdf: self.kdf) } }, .pinLengthRange)
+        XCTAssertNil(code { try Array("123456789012".utf8).withUnsafeBytes { try keychain.setUserPIN($0, master: master, kdf: self.kdf) } })
+        // A creation PIN outside the policy is refused before any file is written.
+        XCTAssertEqual(code { _ = try self.soPIN.withUnsafeBytes {
+            try KeychainDirectory(path: self.directory).createKeychain(slotID: nil, label: "x", soPIN: $0, userPIN: nil, kdf: self.kdf,
+                                                                      policy: PINPolicy(minimumLength: 10, maximumLength: 20, maximumFailures: 3)) } }, .pinLengthRange)
+        XCTAssertEqual(PINPolicy(minimumLength: 0, maximumLength: 9999, maximumFailures: 0),
+                       PINPolicy(minimumLength: 1, maximumLength: 256, maximumFailures: 1))
+    }
+
+    func test_raised_kdf_rewraps_each_pin_at_its_next_login_and_never_lowers() throws {
+        let keychain = try makeKeychain(userPIN: userPIN)
+        let id = try keychain.add(try dataObject(label: "p", value: [7], isPrivate: true), uid: Array(repeating: 2, count: 16), master: try unlock(keychain, .user, userPIN))
+        XCTAssertEqual(try keychain.info().userKDF, kdf)
+        let stronger = ScryptParameters(logN: 10, blockSize: 8, parallelism: 1)
+        try keychain.raiseKDF(to: stronger)
+        XCTAssertEqual(try keychain.info().targetKDF, stronger)
+        XCTAssertEqual(try keychain.info().userKDF, kdf, "the PIN is needed to re-wrap, so nothing changes before a login")
+        XCTAssertEqual(code { _ = try self.unlock(keychain, .user, Array("0000".utf8)) }, .pinIncorrect)
+        XCTAssertEqual(try keychain.info().userKDF, kdf, "a wrong PIN re-wraps nothing")
+        let master = try unlock(keychain, .user, userPIN)
+        XCTAssertEqual(try keychain.info().userKDF, stronger)
+        XCTAssertEqual(try keychain.object(id: id, master: master)[.value], [7])
+        XCTAssertEqual(try keychain.object(id: id, master: try unlock(keychain, .user, userPIN))[.value], [7])
+        // A PIN changed later with the old default cost still gets the raised one.
+        try userPIN.withUnsafeBytes { old in try Array("4321".utf8).withUnsafeBytes { try keychain.changePIN(.user, old: old, new: $0, kdf: kdf) } }
+        XCTAssertEqual(try keychain.info().userKDF, stronger)
+        XCTAssertEqual(code { try keychain.raiseKDF(to: self.kdf) }, .argumentsBad)
+        XCTAssertEqual(code { try keychain.raiseKDF(to: ScryptParameters(logN: 30, blockSize: 8, parallelism: 1)) }, .argumentsBad)
+        XCTAssertEqual(try keychain.info().targetKDF, stronger)
+    }
+
     func test_user_pin_absent_until_set() throws {
         let keychain = try makeKeychain()
         XCTAssertFalse(try keychain.info().userPINInitialized)

@@ -13,6 +13,9 @@ public struct Configuration: Sendable {
     /// The label of the keychain the SecItem functions use when a query names none
     /// (`KEYCHAIN_PKCS11_DEFAULT`, or `default_keychain` in the configuration file).
     public var defaultKeychain: String?
+    /// PIN lengths and tries for keychains created from now on (`pin_min_length`,
+    /// `pin_max_length`, `pin_max_failures`; environment KEYCHAIN_PKCS11_PIN_MIN_LENGTH…).
+    public var pinPolicy: PINPolicy = .default
 
     public init(directory: String, kdf: ScryptParameters = .interactive, defaultKeychain: String? = nil) {
         self.directory = directory
@@ -29,7 +32,12 @@ public struct Configuration: Sendable {
             if candidate.isWithinLimits { kdf = candidate }
         }
         let directory = environment("KEYCHAIN_PKCS11_DIR") ?? file["directory"].map(expandHome) ?? defaultDirectory()
-        return Configuration(directory: directory, kdf: kdf, defaultKeychain: environment("KEYCHAIN_PKCS11_DEFAULT") ?? file["default_keychain"])
+        var configuration = Configuration(directory: directory, kdf: kdf, defaultKeychain: environment("KEYCHAIN_PKCS11_DEFAULT") ?? file["default_keychain"])
+        func number(_ variable: String, _ key: String) -> Int? { (environment(variable) ?? file[key]).flatMap { Int($0) } }
+        configuration.pinPolicy = PINPolicy(minimumLength: number("KEYCHAIN_PKCS11_PIN_MIN_LENGTH", "pin_min_length") ?? PINPolicy.minimumLength,
+                                            maximumLength: number("KEYCHAIN_PKCS11_PIN_MAX_LENGTH", "pin_max_length") ?? PINPolicy.maximumLength,
+                                            maximumFailures: Int64(number("KEYCHAIN_PKCS11_PIN_MAX_FAILURES", "pin_max_failures") ?? Int(PINPolicy.defaultMaximumFailures)))
+        return configuration
     }
 
     static func environment(_ name: String) -> String? {

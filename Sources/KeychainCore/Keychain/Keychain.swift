@@ -12,6 +12,11 @@ public struct KeychainInfo: Sendable {
     public let soPIN: PINStatus
     public let publicObjects: Int
     public let privateObjects: Int
+    /// PIN lengths and tries of this keychain.
+    public let pinPolicy: PINPolicy
+    /// The scrypt cost of the user PIN (nil before it is set), and the cost new wraps move to.
+    public let userKDF: ScryptParameters?
+    public let targetKDF: ScryptParameters?
 }
 
 /// A point in a keychain's history: equal versions mean no object changed in between, in this
@@ -47,6 +52,9 @@ public final class Keychain {
         static let slotID = "token.slot_id"
         static let publicKey = "key.public_record"
         static let maximumFailures = "pin.maximum_failures"
+        static let minimumLength = "pin.minimum_length"
+        static let maximumLength = "pin.maximum_length"
+        static let targetKDF = "pin.kdf_target"
         static func verifier(_ owner: PINOwner) -> String { "pin.\(owner.rawValue).kdf" }
         static func wrappedMaster(_ owner: PINOwner) -> String { "pin.\(owner.rawValue).wrapped_master" }
         static func failures(_ owner: PINOwner) -> String { "pin.\(owner.rawValue).failures" }
@@ -70,9 +78,9 @@ public final class Keychain {
 
     /// Creates a keychain file with an SO PIN and, optionally, a user PIN.
     public static func create(at path: String, slotID: UInt, label: String, soPIN: UnsafeRawBufferPointer,
-                              userPIN: UnsafeRawBufferPointer?, kdf: ScryptParameters) throws(KeychainError) -> Keychain {
-        try PINPolicy.checkLength(soPIN)
-        if let userPIN { try PINPolicy.checkLength(userPIN) }
+                              userPIN: UnsafeRawBufferPointer?, kdf: ScryptParameters, policy: PINPolicy = .default) throws(KeychainError) -> Keychain {
+        try policy.checkLength(soPIN)
+        if let userPIN { try policy.checkLength(userPIN) }
         if access(path, F_OK) == 0 { throw KeychainError(.argumentsBad, "\(path) already exists") }
         do {
             let store = try KeychainDatabase(path: path, create: true)
@@ -81,7 +89,9 @@ public final class Keychain {
                 try store.setMeta(Meta.publicKey, blob: try Random.bytes(AESGCM.keySize))
                 try store.setMeta(Meta.serial, blob: Array(try Random.bytes(8).map { String($0, radix: 16).leftPadded(to: 2) }.joined().utf8))
                 try store.setMeta(Meta.slotID, integer: Int64(bitPattern: UInt64(slotID)))
-                try store.setMeta(Meta.maximumFailures, integer: PINPolicy.defaultMaximumFailures)
+                try store.setMeta(Meta.maximumFailures, integer: policy.maximumFailures)
+                try store.setMeta(Meta.minimumLength, integer: Int64(policy.minimumLength))
+                try store.setMeta(Meta.maximumLength, integer: Int64(policy.maximumLength))
                 try initialiseSecrets(store, label: label, master: master, soPIN: soPIN, userPIN: userPIN, kdf: kdf)
             }
             return try Keychain(store: store)
@@ -129,9 +139,18 @@ public final class Keychain {
                     userPINInitialized: try store.metaBlob(Meta.wrappedMaster(.user)) != nil,
                     userPIN: try pinStatus(.user), soPIN: try pinStatus(.securityOfficer),
                     publicObjects: counts[Protection.public.rawValue] ?? 0,
-                    privateObjects: counts[Protection.private.rawValue] ?? 0)
+                    privateObjects: counts[Protection.private.rawValue] ?? 0,
+                    pinPolicy: try policy(),
+                    userKDF: try store.metaBlob(Meta.verifier(.user)).flatMap { try? PINVerifier(encoded: $0).parameters },
+                    targetKDF: try store.metaBlob(Meta.targetKDF).flatMap { try? PINVerifier(encoded: $0).parameters })
             }
         }
+    }
+
+    private func policy() throws -> PINPolicy {
+        PINPolicy(minimumLength: Int(try store.metaInteger(Meta.minimumLength) ?? Int64(PINPolicy.minimumLength)),
+                  maximumLength: Int(try store.metaInteger(Meta.maximumLength) ?? Int64(PINPolicy.maximumLength)),
+                  maximumFailures: try store.metaInteger(Meta.maximumFailures) ?? PINPolicy.defaultMaximumFailures)
     }
 
     private func pinStatus(_ owner: PINOwner) throws -> PINStatus {
@@ -164,6 +183,11 @@ public final class Keychain {
             if status.failures > 0 {
                 try store.write { try store.setMeta(Meta.failures(owner), integer: 0) }
             }
+            // A raised KDF cost takes effect at this PIN's next successful login: re-wrap now.
+            if let target = try store.metaBlob(Meta.targetKDF).flatMap({ try? PINVerifier(encoded: $0).parameters }),
+               verifier.parameters.isWeaker(than: target) {
+                try store.write { try Self.wrap(master, in: store, for: owner, pin: pin, kdf: target) }
+            }
             return try MasterKey(master)
         } catch let error as CryptoError where error.code == .authenticationFailed {
             try translatingErrors { try store.write { try store.incrementMeta(Meta.failures(owner), by: 1) } }
@@ -173,15 +197,35 @@ public final class Keychain {
         }
     }
 
+    /// Raises the scrypt cost of both PINs: each is re-wrapped at its next successful login
+    /// (the PIN is needed to derive the new key), and PINs set from now on use it.
+    public func raiseKDF(to parameters: ScryptParameters) throws(KeychainError) {
+        guard parameters.isWithinLimits else { throw KeychainError(.argumentsBad, "scrypt parameters out of bounds") }
+        let current = try info()
+        if let existing = current.userKDF, !existing.isWeaker(than: parameters) {
+            throw KeychainError(.argumentsBad, "the cost can only be raised (now log2 N = \(existing.logN))")
+        }
+        let encoded = PINVerifier(salt: [UInt8](repeating: 0, count: PINVerifier.saltSize), parameters: parameters).encoded
+        try translatingErrors { try store.write { try store.setMeta(Meta.targetKDF, blob: encoded) } }
+    }
+
+    /// The cost new PIN wraps use: the raised target if there is one, else `requested`.
+    private func effectiveKDF(_ requested: ScryptParameters) throws(KeychainError) -> ScryptParameters {
+        guard let target = try info().targetKDF, requested.isWeaker(than: target) else { return requested }
+        return target
+    }
+
     /// Sets (or resets) the user PIN with an unlocked master key (C_InitPIN by the SO).
     public func setUserPIN(_ pin: UnsafeRawBufferPointer, master: MasterKey, kdf: ScryptParameters) throws(KeychainError) {
-        try PINPolicy.checkLength(pin)
+        try info().pinPolicy.checkLength(pin)
+        let kdf = try effectiveKDF(kdf)
         try translatingErrors { try store.write { try Self.wrap(master.key, in: store, for: .user, pin: pin, kdf: kdf) } }
     }
 
     /// Changes a PIN after checking the old one: only the wrapping of the master key changes.
     public func changePIN(_ owner: PINOwner, old: UnsafeRawBufferPointer, new: UnsafeRawBufferPointer, kdf: ScryptParameters) throws(KeychainError) {
-        try PINPolicy.checkLength(new)
+        try info().pinPolicy.checkLength(new)
+        let kdf = try effectiveKDF(kdf)
         let master = try unlock(owner, pin: old)
         try translatingErrors { try store.write { try Self.wrap(master.key, in: store, for: owner, pin: new, kdf: kdf) } }
     }

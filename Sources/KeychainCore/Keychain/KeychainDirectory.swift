@@ -86,13 +86,13 @@ public struct KeychainDirectory: Sendable {
 
     /// Creates a keychain in the empty slot `slotID` (which must still be the next unused ID).
     public func createKeychain(slotID expected: UInt?, label: String, soPIN: UnsafeRawBufferPointer, userPIN: UnsafeRawBufferPointer?,
-                               kdf: ScryptParameters) throws(KeychainError) -> Keychain {
+                               kdf: ScryptParameters, policy: PINPolicy = .default) throws(KeychainError) -> Keychain {
         try withNextSlotID { next throws(KeychainError) in
             if let expected, expected != next {
                 throw KeychainError(.argumentsBad, "slot \(expected) is no longer empty")
             }
             let keychain = try Keychain.create(at: newKeychainPath(label: label, slotID: next), slotID: next, label: label,
-                                               soPIN: soPIN, userPIN: userPIN, kdf: kdf)
+                                               soPIN: soPIN, userPIN: userPIN, kdf: kdf, policy: policy)
             return (keychain, next + 1)
         }
     }

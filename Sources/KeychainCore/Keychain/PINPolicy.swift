@@ -6,17 +6,35 @@ public enum PINOwner: String, Sendable {
     case securityOfficer = "so"
 }
 
-/// Lengths and retry limits of PINs.
-public enum PINPolicy {
-    public static let minimumLength = 4
+/// Lengths and retry limits of a keychain's PINs, stored per keychain and reported in token info.
+public struct PINPolicy: Equatable, Sendable {
+    /// No PIN is ever read beyond this many bytes (the bound on caller memory).
     public static let maximumLength = 256
+    public static let minimumLength = 4
     /// Wrong entries in a row before the PIN locks.
     public static let defaultMaximumFailures: Int64 = 10
+    public static let `default` = PINPolicy(minimumLength: minimumLength, maximumLength: maximumLength, maximumFailures: defaultMaximumFailures)
 
-    public static func checkLength(_ pin: UnsafeRawBufferPointer) throws(KeychainError) {
+    public var minimumLength: Int
+    public var maximumLength: Int
+    public var maximumFailures: Int64
+
+    /// A policy within sane bounds: 1 ≤ minimum ≤ maximum ≤ 256, 1–100 tries.
+    public init(minimumLength: Int, maximumLength: Int, maximumFailures: Int64) {
+        self.maximumLength = min(max(maximumLength, 1), Self.maximumLength)
+        self.minimumLength = min(max(minimumLength, 1), self.maximumLength)
+        self.maximumFailures = min(max(maximumFailures, 1), 100)
+    }
+
+    public func checkLength(_ pin: UnsafeRawBufferPointer) throws(KeychainError) {
         guard pin.count >= minimumLength, pin.count <= maximumLength else {
             throw KeychainError(.pinLengthRange, "a PIN must have \(minimumLength) to \(maximumLength) bytes")
         }
+    }
+
+    /// The default policy's check, for PINs checked before a keychain exists.
+    public static func checkLength(_ pin: UnsafeRawBufferPointer) throws(KeychainError) {
+        try PINPolicy.default.checkLength(pin)
     }
 }
 
