@@ -9,6 +9,11 @@ final class Session {
     var find: FindOperation?
     /// Active digest, sign and verify operations.
     var operations: [OperationKind: ActiveOperation] = [:]
+    /// The user PIN was just presented in this session (C_Login(CKU_USER)) and no sign or decrypt
+    /// operation has started since: the next one counts as authenticated even for a
+    /// CKA_ALWAYS_AUTHENTICATE key. OpenSSH relies on this: it skips the context-specific login
+    /// for the signature that immediately follows its own user login.
+    var pinJustPresented = false
 
     init(handle: CK_SESSION_HANDLE, slotID: CK_SLOT_ID, readWrite: Bool) {
         self.handle = handle

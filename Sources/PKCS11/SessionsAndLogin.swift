@@ -41,9 +41,8 @@ extension ModuleState {
             case CK_USER_TYPE(CKU_USER): wanted = .user
             case CK_USER_TYPE(CKU_SO): wanted = .securityOfficer
             case CK_USER_TYPE(CKU_CONTEXT_SPECIFIC):
-                guard token.login == .user else { throw CKError.userNotLoggedIn }
-                // No operation needs per-operation authentication until keys exist.
-                throw CKError(CK_RV(CKR_OPERATION_NOT_INITIALIZED), "no operation awaits context-specific login")
+                try contextLogin(session, token: token, pin: pin)
+                return
             default:
                 throw CKError(CK_RV(CKR_USER_TYPE_INVALID), "unknown user type \(userType)")
             }
@@ -61,6 +60,7 @@ extension ModuleState {
                 return try token.keychain.unlock(wanted == .user ? .user : .securityOfficer, pin: pin)
             }
             token.logIn(wanted, master: master)
+            session.pinJustPresented = wanted == .user
         }
     }
 
@@ -68,7 +68,10 @@ extension ModuleState {
         try withSession(handle) { session, token throws(CKError) in
             guard token.login != .none else { throw CKError.userNotLoggedIn }
             token.logout()
-            for other in sessions(on: session.slotID) { other.find = nil }
+            for other in sessions(on: session.slotID) {
+                other.find = nil
+                other.pinJustPresented = false
+            }
         }
     }
 

@@ -44,18 +44,4 @@ final class HostSafetyTests: ModuleTestCase {
         let second = makeToken(label: "second")
         XCTAssertEqual(tokenInfo(second).flags & CK_FLAGS(CKF_TOKEN_INITIALIZED), CK_FLAGS(CKF_TOKEN_INITIALIZED))
     }
-
-    func test_always_authenticate_is_refused_until_it_is_enforced() {
-        let slot = makeToken()
-        let session = openSession(slot, readWrite: true)
-        XCTAssertRV(login(session), CKR_OK)
-        var publicKey: CK_OBJECT_HANDLE = 0, privateKey: CK_OBJECT_HANDLE = 0
-        var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(CKM_EC_KEY_PAIR_GEN), pParameter: nil, ulParameterLen: 0)
-        let result = withTemplate([(UInt(CKA_EC_PARAMS), [0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07])]) { pt, pc in
-            withTemplate([(UInt(CKA_ALWAYS_AUTHENTICATE), [1])]) { vt, vc in
-                p11.C_GenerateKeyPair!(session, &mechanism, pt, pc, vt, vc, &publicKey, &privateKey)
-            }
-        }
-        XCTAssertRV(result, CKR_ATTRIBUTE_VALUE_INVALID)
-    }
 }

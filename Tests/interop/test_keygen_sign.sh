@@ -146,3 +146,12 @@ expect_eq "$(tail -n 1 <<<"$out")" "No errors" "last line of pkcs11-tool --test"
 expect_contains "$out" "all 4 signature functions seem to work" "pkcs11-tool --test signatures"
 expect_contains "$out" $'    SHA256-RSA-PKCS: OK\n' "pkcs11-tool --test SHA256-RSA-PKCS"
 expect_not_contains "$out" "ERR" "pkcs11-tool --test"
+
+# --- CKA_ALWAYS_AUTHENTICATE: pkcs11-tool presents the PIN again after C_SignInit ----------------
+out=$(user --keypairgen --key-type EC:prime256v1 --id a9 --label always --always-auth 2>&1) || fail "keypairgen --always-auth: $out"
+expect_contains "$out" "Access:     always authenticate" "pkcs11-tool report of the always-auth key"
+user --sign --id a9 -m ECDSA-SHA256 --signature-format openssl -i data.bin -o always.sig >/dev/null 2>&1 || fail "sign with the always-auth key"
+user --read-object --type pubkey --id a9 -o always.der >/dev/null 2>&1 || fail "export the always-auth public key"
+out=$(openssl dgst -sha256 -verify always.der -keyform DER -signature always.sig data.bin 2>&1)
+expect_eq "$out" "Verified OK" "openssl verifies the always-auth key's signature"
+echo "ok: pkcs11-tool signs with a CKA_ALWAYS_AUTHENTICATE key"

@@ -146,3 +146,60 @@ login -i "$WORK/filekey" -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMod
 expect_eq "$rc" 0 "ssh exit status (file key): $err"
 expect_eq "$out" ok "ssh output (file key)"
 expect_eq "$(accepted | awk '{ print $1 }')" ED25519 "key accepted by sshd (file key)"
+
+# --- a CKA_ALWAYS_AUTHENTICATE key --------------------------------------------------------------
+user --keypairgen --key-type EC:prime256v1 --id f4 --label login-always --always-auth >/dev/null 2>&1 || fail "generate always-auth key"
+expect_contains "$(user --list-objects --type privkey 2>/dev/null)" "Access:     always authenticate" "pkcs11-tool shows the always-auth key"
+ssh-keygen -D "$MODULE" </dev/null 2>/dev/null | grep ' login-always$' >always.pub || fail "no login-always in ssh-keygen -D"
+cp always.pub authorized_keys || fail "authorized_keys"
+
+# ssh -I logs in (one prompt) and signs right away: OpenSSH skips the context-specific login for
+# the signature that follows its own C_Login, and the token counts that fresh PIN for it.
+: >askpass.log
+login -I "$MODULE" -o IdentitiesOnly=yes -o IdentityFile="$WORK/always.pub" -o IdentityAgent=none -o BatchMode=no
+expect_login "ssh -I with the always-authenticate key" always
+expect_eq "$(cat askpass.log)" "Enter PIN for '$TOKEN': " "PIN prompts of ssh -I with the always-authenticate key"
+
+# OpenSSH answers C_Login(CKU_CONTEXT_SPECIFIC) when it is already logged in: a server that asks
+# for two keys (AuthenticationMethods publickey,publickey) makes ssh -I sign with login-p256 first
+# (C_Login(CKU_USER), one prompt) and then with login-always (the per-use prompt). The agent
+# cannot serve such a key: its helper is not interactive ("need pin entry").
+port2=$(free_port)
+[ -n "$port2" ] || fail "no second free port"
+sed -e "s/^ListenAddress .*/ListenAddress 127.0.0.1:$port2/" -e "s|^PidFile .*|PidFile $WORK/sshd2.pid|" sshd_config >sshd2_config ||
+    fail "write sshd2_config"
+echo "AuthenticationMethods publickey,publickey" >>sshd2_config
+cat p256.pub always.pub >authorized_keys || fail "authorized_keys"
+/usr/sbin/sshd -D -e -f "$WORK/sshd2_config" >sshd2.log 2>&1 &
+sshd2_pid=$!
+trap 'stop_pid "$sshd_pid"; stop_pid "$agent_pid"; stop_pid "$sshd2_pid"' EXIT
+wait_for_log sshd2.log "Server listening on 127.0.0.1 port $port2." "$sshd2_pid" 20
+two_keys=(-o IdentitiesOnly=yes -o IdentityFile="$WORK/p256.pub" -o IdentityFile="$WORK/always.pub" -o IdentityAgent=none -o BatchMode=no)
+port_saved=$port
+port=$port2
+: >askpass.log
+login -I "$MODULE" "${two_keys[@]}"
+expect_eq "$rc" 0 "ssh exit status (two keys, the second always-authenticate): $err"
+expect_eq "$out" ok "ssh output (two keys)"
+expect_eq "$(grep -c "Partial publickey for $me from 127.0.0.1 " sshd2.log)" 1 "first key accepted as partial by sshd"
+expect_eq "$(grep "Accepted publickey for $me from 127.0.0.1 " sshd2.log | tail -n 1 | tr -d '\r' | sed 's/.* ssh2: //')" \
+    "$(fingerprint always)" "second key accepted by sshd"
+expect_eq "$(cat askpass.log)" "Enter PIN for '$TOKEN': 
+Enter PIN for '$TOKEN': " "user PIN prompt, then the context-specific one"
+
+# A wrong PIN at the context-specific prompt: no signature with the key, no login, and the token
+# counts the failure.
+cat >askpass <<EOF2 || fail "write askpass"
+#!/bin/sh
+printf '%s\n' "\$1" >>"$WORK/askpass.log"
+if [ "\$(wc -l <"$WORK/askpass.log")" -le 1 ]; then echo $PIN; else echo 000000; fi
+EOF2
+: >askpass.log
+n=$(grep -c "Accepted publickey for $me from 127.0.0.1 " sshd2.log)
+login -I "$MODULE" "${two_keys[@]}"
+expect_eq "$rc" 255 "ssh exit status with a wrong per-use PIN: $err"
+expect_eq "$(grep -c "Accepted publickey for $me from 127.0.0.1 " sshd2.log)" "$n" "logins accepted with a wrong per-use PIN"
+expect_eq "$(wc -l <askpass.log)" 2 "prompts with a wrong per-use PIN"
+expect_contains "$(p11 --slot "$slot" -T 2>/dev/null)" "user PIN count low" "token flags after a wrong per-use PIN"
+port=$port_saved
+echo "ok: ssh -I signs with a CKA_ALWAYS_AUTHENTICATE key, answering the context-specific login"

@@ -129,11 +129,6 @@ public enum ObjectTemplate {
             if rule.flags.contains(.securityOfficerOnly), AttributeValue.decodeBool(value) == true, !bySecurityOfficer {
                 throw KeychainError(.attributeReadOnly, "only the SO may set attribute \(type)")
             }
-            if type == .alwaysAuthenticate, AttributeValue.decodeBool(value) == true {
-                // Per-operation login (CKU_CONTEXT_SPECIFIC) comes with access control; a key that
-                // claimed it without being enforced would mislead clients.
-                throw KeychainError(.attributeValueInvalid, "CKA_ALWAYS_AUTHENTICATE = TRUE is not supported yet")
-            }
             object[type] = value
         }
         for type in schema.attributes where object[type] == nil {
@@ -142,6 +137,10 @@ public enum ObjectTemplate {
                 throw KeychainError(.templateIncomplete, "attribute \(type) is required")
             }
             if let value = schema.defaults[type] ?? rule.defaultValue { object[type] = value }
+        }
+        if object.bool(.alwaysAuthenticate), !object.isPrivate {
+            // The per-use PIN is the user's: a key that needs no login cannot ask for it again.
+            throw KeychainError(.templateInconsistent, "CKA_ALWAYS_AUTHENTICATE = TRUE needs CKA_PRIVATE = TRUE")
         }
         object[.uniqueID] = uniqueID
         return object

@@ -26,7 +26,9 @@ extension ModuleState {
             case .rsa(let padding):
                 let rsa = try asymmetricKey(key, session: session, token: token, objectClass: encrypting ? .publicKey : .privateKey,
                                             usage: usage, mechanism: entry)
-                return ActiveOperation(engine: .rsa(rsa, padding, encrypting: encrypting), outputLength: (rsa.bits + 7) / 8)
+                let operation = ActiveOperation(engine: .rsa(rsa, padding, encrypting: encrypting), outputLength: (rsa.bits + 7) / 8)
+                if !encrypting { operation.alwaysAuthenticate = try alwaysAuthenticates(key, session: session, token: token) }
+                return operation
             }
         }
     }

@@ -40,6 +40,7 @@ extension ModuleState {
             throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a wrapping mechanism")
         }
         let rsa = try asymmetricKey(key, session: session, token: token, objectClass: wrapping ? .publicKey : .privateKey, usage: usage, mechanism: entry)
+        if !wrapping { try refuseAlwaysAuthenticate(key, session: session, token: token, function: "C_UnwrapKey") }
         return .rsa(rsa, padding)
     }
 
@@ -112,6 +113,7 @@ extension ModuleState {
             guard entry.supports(CKF_DERIVE) else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a derivation mechanism") }
             let params = try mechanism.parameter.read(CK_ECDH1_DERIVE_PARAMS.self)
             let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
+            try refuseAlwaysAuthenticate(baseKey, session: session, token: token, function: "C_DeriveKey")
             let base = try keyAttributes(baseKey, session: session, token: token)
             let fullTemplate = try translating { () throws(KeychainError) in try NestedTemplate.merge(template, with: .deriveTemplate, of: base) }
             let publicData = try parameterBytes(params.pPublicData, params.ulPublicDataLen, what: "ECDH public data")
@@ -162,5 +164,13 @@ extension ModuleState {
 
     private static func requestedLength(_ template: Template) -> Int? {
         template.first { $0.type == .valueLength }.flatMap { AttributeValue.decodeULong($0.value) }.map { Int(clamping: $0) }
+    }
+
+    /// Single-call functions have no moment for C_Login(CKU_CONTEXT_SPECIFIC): a key that needs
+    /// the PIN at every use cannot serve them.
+    private func refuseAlwaysAuthenticate(_ key: CK_OBJECT_HANDLE, session: Session, token: Token, function: String) throws(CKError) {
+        if try alwaysAuthenticates(key, session: session, token: token) {
+            throw CKError(CK_RV(CKR_KEY_FUNCTION_NOT_PERMITTED), "\(function) cannot take the per-use PIN that CKA_ALWAYS_AUTHENTICATE asks for")
+        }
     }
 }

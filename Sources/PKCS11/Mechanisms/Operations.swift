@@ -31,6 +31,11 @@ final class ActiveOperation {
     var isMultiPart = false
     /// Input collected for RSA encryption and decryption.
     var collected: [UInt8] = []
+    /// The key has CKA_ALWAYS_AUTHENTICATE (PKCS#11 §4.9): this operation accepts
+    /// C_Login(CKU_CONTEXT_SPECIFIC) ...
+    var alwaysAuthenticate = false
+    /// ... and no step runs while this is set, until that login presents the user PIN.
+    var awaitsContextLogin = false
 
     init(engine: Engine, outputLength: Int) {
         self.engine = engine
@@ -84,6 +89,10 @@ extension ModuleState {
         guard let operation = session.operations[kind] else {
             throw CKError(CK_RV(CKR_OPERATION_NOT_INITIALIZED), "no \(kind) operation is active")
         }
+        guard !operation.awaitsContextLogin else {
+            session.operations[kind] = nil
+            throw CKError(CK_RV(CKR_USER_NOT_LOGGED_IN), "the key has CKA_ALWAYS_AUTHENTICATE: C_Login(CKU_CONTEXT_SPECIFIC) must follow C_\(kind == .sign ? "Sign" : "Decrypt")Init")
+        }
         do {
             let (result, finished) = try body(operation)
             if finished { session.operations[kind] = nil }
@@ -104,7 +113,10 @@ extension ModuleState {
     func begin(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, _ make: (Session, Token) throws(CKError) -> ActiveOperation) throws(CKError) {
         try withSession(handle) { session, token throws(CKError) in
             guard session.operations[kind] == nil else { throw CKError(CK_RV(CKR_OPERATION_ACTIVE), "a \(kind) operation is already active") }
-            session.operations[kind] = try make(session, token)
+            let operation = try make(session, token)
+            if operation.alwaysAuthenticate { operation.awaitsContextLogin = !session.pinJustPresented }
+            if kind == .sign || kind == .decrypt { session.pinJustPresented = false }
+            session.operations[kind] = operation
         }
     }
 
@@ -173,12 +185,36 @@ extension ModuleState {
         let key = try asymmetricKey(handle, session: session, token: token, objectClass: signing ? .privateKey : .publicKey,
                                     usage: signing ? .sign : .verify, mechanism: entry)
         let scheme = try makeScheme(mechanism.parameter, key)
+        let active: ActiveOperation
         do {
             let operation = try SignatureOperation(key: key, scheme: scheme, signing: signing)
-            return ActiveOperation(engine: .signature(operation), outputLength: operation.signatureLength)
+            active = ActiveOperation(engine: .signature(operation), outputLength: operation.signatureLength)
         } catch {
             throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "\(error)")
         }
+        if signing { active.alwaysAuthenticate = try alwaysAuthenticates(handle, session: session, token: token) }
+        return active
+    }
+
+    /// Whether a private key asks for the PIN at every use (CKA_ALWAYS_AUTHENTICATE).
+    func alwaysAuthenticates(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> Bool {
+        try keyPolicy(handle, session: session, token: token).bool(.alwaysAuthenticate)
+    }
+
+    /// C_Login(CKU_CONTEXT_SPECIFIC): the user PIN, checked (and counted) like a login, releases
+    /// the session's sign or decrypt operation with a CKA_ALWAYS_AUTHENTICATE key; that operation
+    /// alone. Presenting it again for an operation already released is accepted.
+    func contextLogin(_ session: Session, token: Token, pin: UnsafeRawBufferPointer) throws(CKError) {
+        guard token.login == .user else { throw CKError.userNotLoggedIn }
+        let candidates = [OperationKind.sign, .decrypt].compactMap { session.operations[$0] }.filter(\.alwaysAuthenticate)
+        guard let waiting = candidates.first(where: \.awaitsContextLogin) ?? candidates.first else {
+            throw CKError(CK_RV(CKR_OPERATION_NOT_INITIALIZED), "no operation of this session uses a CKA_ALWAYS_AUTHENTICATE key")
+        }
+        _ = try translating { () throws(KeychainError) in
+            guard pin.count <= PINPolicy.maximumLength else { throw KeychainError(.pinIncorrect, "PIN too long") }
+            return try token.keychain.unlock(.user, pin: pin)
+        }
+        waiting.awaitsContextLogin = false
     }
 
     // MARK: keys for operations
