@@ -64,6 +64,30 @@ extension ModuleState {
         }
     }
 
+    /// For C_Login with a NULL PIN: the prompt program and what it should ask, after the checks
+    /// that need no PIN (so that nobody is asked for a PIN the call would refuse anyway).
+    func promptRequest(_ handle: CK_SESSION_HANDLE, userType: CK_USER_TYPE) throws(CKError) -> (program: String, text: String) {
+        try withSession(handle) { session, token throws(CKError) in
+            guard let program = configuration.promptProgram else {
+                throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "NULL PIN, and no prompt program is configured (prompt_program)")
+            }
+            let label = try translating { () throws(KeychainError) in try token.keychain.info().label }
+            switch userType {
+            case CK_USER_TYPE(CKU_USER):
+                if token.login == .user { throw CKError(CK_RV(CKR_USER_ALREADY_LOGGED_IN), "already logged in") }
+                return (program, "Enter the PIN of keychain '\(label)':")
+            case CK_USER_TYPE(CKU_SO):
+                if token.login == .securityOfficer { throw CKError(CK_RV(CKR_USER_ALREADY_LOGGED_IN), "already logged in") }
+                return (program, "Enter the SO PIN of keychain '\(label)':")
+            case CK_USER_TYPE(CKU_CONTEXT_SPECIFIC):
+                guard token.login == .user else { throw CKError.userNotLoggedIn }
+                return (program, "Confirm the use of a protected key of keychain '\(label)': enter its PIN:")
+            default:
+                throw CKError(CK_RV(CKR_USER_TYPE_INVALID), "unknown user type \(userType)")
+            }
+        }
+    }
+
     func logout(_ handle: CK_SESSION_HANDLE) throws(CKError) {
         try withSession(handle) { session, token throws(CKError) in
             guard token.login != .none else { throw CKError.userNotLoggedIn }

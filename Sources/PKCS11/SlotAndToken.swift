@@ -43,6 +43,7 @@ extension ModuleState {
         info.firmwareVersion = General.libraryVersion
         PaddedString.fill(&info.utcTime, with: "")
         var flags = CK_FLAGS(CKF_RNG | CKF_LOGIN_REQUIRED)
+        if configuration.promptProgram != nil { flags |= CK_FLAGS(CKF_PROTECTED_AUTHENTICATION_PATH) }
         guard let token = slot.token else {
             PaddedString.fill(&info.label, with: "")
             PaddedString.fill(&info.serialNumber, with: "")

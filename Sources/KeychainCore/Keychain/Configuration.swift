@@ -16,6 +16,9 @@ public struct Configuration: Sendable {
     /// PIN lengths and tries for keychains created from now on (`pin_min_length`,
     /// `pin_max_length`, `pin_max_failures`; environment KEYCHAIN_PKCS11_PIN_MIN_LENGTH…).
     public var pinPolicy: PINPolicy = .default
+    /// The protected authentication path: a program that asks for a PIN and prints it
+    /// (`prompt_program`, KEYCHAIN_PKCS11_PROMPT). Off when nil.
+    public var promptProgram: String?
 
     public init(directory: String, kdf: ScryptParameters = .interactive, defaultKeychain: String? = nil) {
         self.directory = directory
@@ -37,6 +40,7 @@ public struct Configuration: Sendable {
         configuration.pinPolicy = PINPolicy(minimumLength: number("KEYCHAIN_PKCS11_PIN_MIN_LENGTH", "pin_min_length") ?? PINPolicy.minimumLength,
                                             maximumLength: number("KEYCHAIN_PKCS11_PIN_MAX_LENGTH", "pin_max_length") ?? PINPolicy.maximumLength,
                                             maximumFailures: Int64(number("KEYCHAIN_PKCS11_PIN_MAX_FAILURES", "pin_max_failures") ?? Int(PINPolicy.defaultMaximumFailures)))
+        configuration.promptProgram = (environment("KEYCHAIN_PKCS11_PROMPT") ?? file["prompt_program"]).map(expandHome)
         return configuration
     }
 

@@ -1,5 +1,6 @@
 import CPKCS11
 import KeychainCore
+import KeychainCrypto
 
 public typealias BytePointer = UnsafeMutablePointer<CK_BYTE>?
 public typealias ULongPointer = UnsafeMutablePointer<CK_ULONG>?
@@ -185,7 +186,19 @@ public func C_SetOperationState(_ session: CK_SESSION_HANDLE, _ buffer: BytePoin
 }
 
 public func C_Login(_ session: CK_SESSION_HANDLE, _ userType: CK_USER_TYPE, _ pin: UnsafeMutablePointer<CK_UTF8CHAR>?, _ pinLength: CK_ULONG) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    if pin == nil {
+        // The protected authentication path: the prompt runs outside the module lock.
+        var request: (program: String, text: String)?
+        let checked = Exports.withState(#function) { state throws(CKError) in request = try state.promptRequest(session, userType: userType) }
+        guard checked == CK_RV(CKR_OK), let request else { return checked }
+        var entered: SecureBytes?
+        let prompted = Exports.run(#function) { () throws(CKError) in entered = try PromptProgram.run(request.program, text: request.text) }
+        guard prompted == CK_RV(CKR_OK), let entered else { return prompted }
+        return Exports.withState(#function) { state throws(CKError) in
+            try entered.withUnsafeBytes { (bytes) throws(CKError) in try state.login(session, userType: userType, pin: bytes) }
+        }
+    }
+    return Exports.withState(#function) { state throws(CKError) in
         try state.login(session, userType: userType, pin: try CallerBytes.pin(pin, count: pinLength, tooLong: CallerBytes.pinIncorrect))
     }
 }
