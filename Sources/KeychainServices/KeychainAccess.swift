@@ -65,6 +65,22 @@ final class KeychainAccess: @unchecked Sendable {
         return try body(entry.keychain, master)
     }
 
+    /// Checks the user PIN of an authentication context against a keychain again (per-use
+    /// authentication); a wrong PIN counts toward the lock.
+    func verify(path: String, context: SecAuthenticationContext) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        let keychain: Keychain
+        if let entry = open[path] { keychain = entry.keychain } else {
+            do { keychain = try Keychain.open(at: path) } catch { throw ItemError(error) }
+        }
+        do {
+            _ = try context.password.withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
+        } catch let error as KeychainError {
+            throw ItemError(error)
+        }
+    }
+
     func lockAll() {
         lock.lock()
         defer { lock.unlock() }

@@ -22,7 +22,7 @@ public func SecItemAdd(_ attributes: [String: Any], _ result: UnsafeMutablePoint
             let id = try translate { () throws(KeychainError) in try keychain.add(object, uid: uid.bytes, master: master) }
             guard query.returnCount > 0 else { return nil }
             let stored = try translate { () throws(KeychainError) in try keychain.object(id: id, master: master) }
-            return try shape([stored], query: query, limit: .one)
+            return try shape([stored], query: query, limit: .one, keychainPath: keychain.path)
         }
     } store: { value in result?.pointee = value }
 }
@@ -40,7 +40,7 @@ public func SecItemCopyMatching(_ query: [String: Any], _ result: UnsafeMutableP
             if parsed.isIdentity { return try identities(parsed, keychain: keychain, master: master) }
             let found = try matches(parsed, keychain: keychain, master: master)
             guard parsed.returnCount > 0 else { return nil }
-            return try shape(found, query: parsed, limit: parsed.limit ?? .one)
+            return try shape(found, query: parsed, limit: parsed.limit ?? .one, keychainPath: keychain.path)
         }
     } store: { value in result?.pointee = value }
 }
@@ -171,11 +171,11 @@ private func matches(_ query: ItemQuery, keychain: Keychain, master: MasterKey?)
 
 /// Apple's result shapes: one return type → that value; several → a dictionary; a limit other
 /// than one → an array of those.
-private func shape(_ items: [(Int64, ObjectAttributes)], query: ItemQuery, limit: ItemQuery.Limit) throws -> AnyObject? {
-    try shape(items.map(\.1), query: query, limit: limit)
+private func shape(_ items: [(Int64, ObjectAttributes)], query: ItemQuery, limit: ItemQuery.Limit, keychainPath: String) throws -> AnyObject? {
+    try shape(items.map(\.1), query: query, limit: limit, keychainPath: keychainPath)
 }
 
-private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQuery.Limit) throws -> AnyObject? {
+private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQuery.Limit, keychainPath: String) throws -> AnyObject? {
     let mappings = ItemMapping.mappings(for: query.itemClass)
     func one(_ object: ObjectAttributes) throws -> AnyObject {
         var dictionary: [String: Any] = [:]
@@ -201,7 +201,8 @@ private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQ
                 guard !key.isPrivate || object.bool(.extractable) else { throw ItemError(errSecItemNotFound, "the key is not extractable") }
                 data = Data(try key.externalRepresentation().bytes)
             }
-            reference = SecKey(key: key, attributes: object)
+            reference = SecKey(key: key, attributes: object,
+                               presence: object.bool(.alwaysAuthenticate) ? (keychainPath, query.context) : nil)
         case .certificate:
             let certificate = try Certificate(der: object[.value] ?? [])
             if query.returnAttributes { dictionary = certificateAttributeDictionary(object) }
@@ -234,7 +235,8 @@ private func identities(_ query: ItemQuery, keychain: Keychain, master: MasterKe
         guard let keyRow = keys.first, let keyObject = try? keychain.object(id: keyRow.id, master: master),
               let key = try? KeyFactory.key(of: keyObject) else { continue }
         found.append(SecIdentity(certificate: SecCertificate(der: object[.value] ?? [], parsed: certificate, attributes: object),
-                                 privateKey: SecKey(key: key, attributes: keyObject)))
+                                 privateKey: SecKey(key: key, attributes: keyObject,
+                                                    presence: keyObject.bool(.alwaysAuthenticate) ? (keychain.path, query.context) : nil)))
     }
     guard !found.isEmpty else { throw ItemError(errSecItemNotFound, "no certificate has its private key") }
     let limited: [SecIdentity]

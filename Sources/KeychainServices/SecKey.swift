@@ -74,10 +74,26 @@ private func encryptionPadding(_ name: String) -> RSACipher.Padding? {
 public final class SecKey: NSObject, @unchecked Sendable {
     let key: AsymmetricKey
     let attributes: ObjectAttributes
+    /// For a stored key that needs the PIN at every use (CKA_ALWAYS_AUTHENTICATE, userPresence):
+    /// its keychain and the authentication context it was fetched with.
+    let presence: (keychainPath: String, context: SecAuthenticationContext?)?
 
-    init(key: AsymmetricKey, attributes: ObjectAttributes) {
+    init(key: AsymmetricKey, attributes: ObjectAttributes, presence: (keychainPath: String, context: SecAuthenticationContext?)? = nil) {
         self.key = key
         self.attributes = attributes
+        self.presence = presence
+    }
+
+    /// The per-use check of a key with CKA_ALWAYS_AUTHENTICATE, the same key that PKCS#11 asks
+    /// C_Login(CKU_CONTEXT_SPECIFIC) for: the PIN of the context the key was fetched with is
+    /// verified again (a wrong one counts toward the lock). There is no prompt here, so without
+    /// a context it is errSecInteractionNotAllowed, as on Apple platforms when UI is not allowed.
+    func confirmPresence() throws {
+        guard attributes.bool(.alwaysAuthenticate) else { return }
+        guard let presence, let context = presence.context else {
+            throw ItemError(errSecInteractionNotAllowed, "this key asks for the PIN at every use: fetch it with kSecUseAuthenticationContext")
+        }
+        try KeychainAccess.shared.verify(path: presence.keychainPath, context: context)
     }
 }
 
@@ -252,11 +268,15 @@ public func SecKeyCreateSignature(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _
         return nil
     }
     do {
+        try key.confirmPresence()
         let operation = try SignatureOperation(key: key.key, scheme: chosen.scheme, signing: true)
         try Array(dataToSign as Data).withUnsafeBytes { try operation.update($0) }
         var signature = try operation.sign()
         if chosen.der, let der = SignatureOperation.ecdsaDER(fromRaw: signature, key: key.key) { signature = der }
         return Data(signature) as NSData
+    } catch let itemError as ItemError {
+        fail(error, itemError.status, itemError.reason)
+        return nil
     } catch let failure {
         fail(error, errSecParam, "\(failure)")
         return nil
@@ -311,6 +331,15 @@ public func SecKeyCreateDecryptedData(_ key: SecKey, _ algorithm: SecKeyAlgorith
                                       _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
     guard key.key.kind == .rsa, key.key.isPrivate, let padding = encryptionPadding(algorithm as String) else {
         fail(error, errSecParam, "algorithm not supported for this key")
+        return nil
+    }
+    do {
+        try key.confirmPresence()
+    } catch let itemError as ItemError {
+        fail(error, itemError.status, itemError.reason)
+        return nil
+    } catch _ {
+        fail(error, errSecAuthFailed, "authentication failed")
         return nil
     }
     do {
