@@ -12,6 +12,10 @@ public typealias CFBoolean = NSNumber
 public typealias CFNumber = NSNumber
 public typealias CFDate = NSDate
 public typealias CFError = NSError
+/// Allocators do not exist here: every allocator argument is ignored (Apple code passes
+/// `kCFAllocatorDefault` or nil).
+public final class CFAllocator: @unchecked Sendable {}
+public let kCFAllocatorDefault: CFAllocator? = nil
 public typealias OSStatus = Int32
 
 public nonisolated(unsafe) let kCFBooleanTrue: CFBoolean = NSNumber(value: true)
@@ -29,6 +33,7 @@ public nonisolated(unsafe) let kSecClassIdentity: CFString = "idnt"
 // MARK: attributes
 
 public nonisolated(unsafe) let kSecAttrAccessible: CFString = "pdmn"
+public nonisolated(unsafe) let kSecAttrAccessControl: CFString = "accc"
 public nonisolated(unsafe) let kSecAttrAccessGroup: CFString = "agrp"
 public nonisolated(unsafe) let kSecAttrSynchronizable: CFString = "sync"
 public nonisolated(unsafe) let kSecAttrSynchronizableAny: CFString = "syna"

@@ -34,6 +34,8 @@ struct ItemQuery {
     var returnPersistentReference = false
     var context: SecAuthenticationContext?
     var keychainLabel: String?
+    /// kSecAttrAccessControl (SecItemAdd): turned into key attributes by `newObject`.
+    var accessControl: SecAccessControl?
 
     /// Whether a loaded object belongs to this query's class (keys: any key class).
     func admits(_ object: ObjectAttributes) -> Bool {
@@ -120,6 +122,12 @@ struct ItemQuery {
                 self.context = context
             case Key.dataProtection:
                 _ = try Self.flag(value, key)
+            case Key.accessControl:
+                guard let control = value as? SecAccessControl else { throw ItemError(errSecParam, "kSecAttrAccessControl must be a SecAccessControl") }
+                guard dictionary[kSecAttrAccessible as String] == nil else {
+                    throw ItemError(errSecParam, "give kSecAttrAccessControl or kSecAttrAccessible, not both")
+                }
+                accessControl = control
             case Key.keychainLabel:
                 guard let label = ItemMapping.string(value) else { throw ItemError(errSecParam, "kSecUseKeychainLabel") }
                 keychainLabel = label
@@ -169,6 +177,7 @@ private enum Key {
     static let context = kSecUseAuthenticationContext as String
     static let keychainLabel = kSecUseKeychainLabel as String
     static let dataProtection = kSecUseDataProtectionKeychain as String
+    static let accessControl = kSecAttrAccessControl as String
 }
 
 /// kSecValuePersistentRef: "KCPR" followed by the item's CKA_UNIQUE_ID.

@@ -107,7 +107,18 @@ public func SecItemDelete(_ query: [String: Any]) -> OSStatus {
 private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAttributes {
     let common: Template = [(.token, AttributeValue.bool(true)), (.itemClass, AttributeValue.ulong(query.itemClass.rawValue))]
     var accessibility: Template = []
-    if !query.attributes.contains(where: { $0.type == .accessible }) { accessibility.append((.accessible, AttributeValue.ulong(1))) }
+    if let control = query.accessControl {
+        if query.itemClass != .key {
+            // Per-item authentication of passwords and certificates is not built (Docs/security.md).
+            guard control.flags.isDisjoint(with: SecAccessControlCreateFlags.presence.union([.applicationPassword])) else {
+                throw ItemError(errSecUnimplemented, "per-use authentication of passwords is not supported yet")
+            }
+            guard !control.flags.contains(.privateKeyUsage) else { throw ItemError(errSecParam, "kSecAccessControlPrivateKeyUsage applies to keys") }
+            accessibility = try control.keyAttributes(isPrivate: false)
+        }
+    } else if !query.attributes.contains(where: { $0.type == .accessible }) {
+        accessibility.append((.accessible, AttributeValue.ulong(1)))
+    }
     let settable = query.attributes.filter { ![.objectClass, .keyType].contains($0.type) }
     switch query.itemClass {
     case .genericPassword, .internetPassword:
@@ -132,7 +143,8 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
         }
         // Keys are private items (their secret parts are sealed with the master key); public
         // keys stay readable without unlocking, as on Apple platforms.
-        return try keyObject(key, extra: common + accessibility + settable + [(.isPrivate, AttributeValue.bool(key.isPrivate))], uniqueID: uniqueID)
+        let controlled = try query.accessControl?.keyAttributes(isPrivate: key.isPrivate) ?? []
+        return try keyObject(key, extra: controlled + common + accessibility + settable + [(.isPrivate, AttributeValue.bool(key.isPrivate))], uniqueID: uniqueID)
     case .certificate:
         let der: [UInt8]
         if let reference = query.valueReference as? SecCertificate { der = reference.der } else if let data = query.valueData { der = data } else {

@@ -113,7 +113,10 @@ func keyObject(_ key: AsymmetricKey, extra: Template, uniqueID: [UInt8]) throws 
     var template: Template = [(.objectClass, AttributeValue.ulong(objectClass.rawValue)), (.keyType, AttributeValue.ulong(keyType.rawValue)),
                               (.itemClass, AttributeValue.ulong(ItemClass.key.rawValue))]
     if key.isPrivate {
-        template += [(.extractable, AttributeValue.bool(true)), (.sensitive, AttributeValue.bool(false))]
+        // Apple's defaults, unless an access control (privateKeyUsage) says otherwise.
+        for (type, value) in [(AttributeType.extractable, true), (.sensitive, false)] where !extra.contains(where: { $0.type == type }) {
+            template.append((type, AttributeValue.bool(value)))
+        }
     }
     template += (key.isPrivate ? material.privateKey : material.publicKey).map { ($0.key, $0.value) }
     for entry in extra where !template.contains(where: { $0.type == entry.type }) { template.append(entry) }
@@ -151,14 +154,24 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
         if let label = (privateAttributes[kSecAttrLabel as String] ?? dictionary[kSecAttrLabel as String]).flatMap(ItemMapping.string) {
             extra.append((.label, Array(label.utf8)))
         }
+        var controlled: Template = []
+        if let control = privateAttributes[kSecAttrAccessControl as String] ?? dictionary[kSecAttrAccessControl as String] {
+            guard let control = control as? SecAccessControl else { throw ItemError(errSecParam, "kSecAttrAccessControl must be a SecAccessControl") }
+            controlled = try control.keyAttributes(isPrivate: true)
+            if controlled.contains(where: { $0.type == .alwaysAuthenticate }), !permanent {
+                throw ItemError(errSecParam, "user presence needs a permanent key (kSecAttrIsPermanent)")
+            }
+        }
         let key: AsymmetricKey
         do { key = try AsymmetricKey.generate(kind, bits: Int(bits)) } catch { throw ItemError(errSecIO, "key generation failed") }
         let uid = try Random.uniqueID()
-        let privateObject = try keyObject(key, extra: extra + [(.token, AttributeValue.bool(permanent)), (.isPrivate, AttributeValue.bool(true))],
+        let privateObject = try keyObject(key, extra: controlled + extra + [(.token, AttributeValue.bool(permanent)), (.isPrivate, AttributeValue.bool(true))],
                                           uniqueID: uid.text)
+        let context = dictionary[kSecUseAuthenticationContext as String] as? SecAuthenticationContext
+        var keychainPath: String?
         if permanent {
-            let context = dictionary[kSecUseAuthenticationContext as String] as? SecAuthenticationContext
             try KeychainAccess.shared.with(label: nil, context: context) { keychain, master in
+                keychainPath = keychain.path
                 guard let master else { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
                 let publicUID = try Random.uniqueID()
                 let publicObject = try keyObject(try key.publicKey(), extra: extra + [(.token, AttributeValue.bool(true))], uniqueID: publicUID.text)
@@ -170,7 +183,8 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
                 }
             }
         }
-        return SecKey(key: key, attributes: privateObject)
+        return SecKey(key: key, attributes: privateObject,
+                      presence: privateObject.bool(.alwaysAuthenticate) ? keychainPath.map { ($0, context) } : nil)
     } catch let itemError as ItemError {
         fail(error, itemError.status, itemError.reason)
         return nil

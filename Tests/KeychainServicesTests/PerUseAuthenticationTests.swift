@@ -95,4 +95,89 @@ final class PerUseAuthenticationTests: XCTestCase {
         let confirmed = try fetch("rsa-always", context: SecAuthenticationContext(password: "1234"))
         XCTAssertEqual(SecKeyCreateDecryptedData(confirmed, kSecKeyAlgorithmRSAEncryptionOAEPSHA256, ciphertext, nil) as Data?, Data("secret".utf8))
     }
+
+    // MARK: SecAccessControl
+
+    private func control(_ protection: CFString, _ flags: SecAccessControlCreateFlags) -> (SecAccessControl?, Int?) {
+        var error: Unmanaged<CFError>?
+        let made = SecAccessControlCreateWithFlags(nil, protection, flags, &error)
+        return (made, error.map { ($0.takeRetainedValue() as Error as NSError).code })
+    }
+
+    func test_access_control_validity_follows_apple() {
+        XCTAssertNotNil(control(kSecAttrAccessibleWhenUnlocked, []).0)
+        XCTAssertNotNil(control(kSecAttrAccessibleWhenUnlockedThisDeviceOnly, [.privateKeyUsage, .userPresence]).0)
+        XCTAssertNotNil(control(kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly, [.biometryAny, .devicePasscode, .or]).0)
+        XCTAssertEqual(control("nope" as CFString, [.userPresence]).1, Int(errSecParam), "unknown protection")
+        XCTAssertEqual(control(kSecAttrAccessibleWhenUnlocked, [.userPresence, .devicePasscode, .and, .or]).1, Int(errSecParam), "and with or")
+        XCTAssertEqual(control(kSecAttrAccessibleWhenUnlocked, [.userPresence, .and]).1, Int(errSecParam), "a conjunction of one")
+        XCTAssertEqual(control(kSecAttrAccessibleWhenUnlocked, SecAccessControlCreateFlags(rawValue: 1 << 20)).1, Int(errSecParam), "unknown bit")
+        XCTAssertEqual(SecAccessControlCreateFlags.touchIDAny, .biometryAny)
+        XCTAssertEqual(SecAccessControlCreateFlags.applicationPassword.rawValue, 1 << 31)
+    }
+
+    func test_a_user_presence_key_is_always_authenticate_sensitive_and_never_extractable() throws {
+        let keychain = try XCTUnwrap(keychain)
+        let (made, _) = control(kSecAttrAccessibleWhenUnlockedThisDeviceOnly, [.privateKeyUsage, .userPresence])
+        let access = try XCTUnwrap(made)
+        let context = SecAuthenticationContext(password: "1234")
+        let parameters: [String: Any] = [kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+                                         kSecUseAuthenticationContext as String: context,
+                                         kSecPrivateKeyAttrs as String: [kSecAttrIsPermanent as String: true, kSecAttrLabel as String: "presence",
+                                                                         kSecAttrAccessControl as String: access]]
+        var error: Unmanaged<CFError>?
+        let key = try XCTUnwrap(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
+        XCTAssertNil(SecKeyCopyExternalRepresentation(key, nil), "privateKeyUsage: the key does not leave")
+        let (signature, _) = sign(key)
+        XCTAssertNotNil(signature, "the creating context signs")
+
+        // What PKCS#11 sees: CKA_ALWAYS_AUTHENTICATE, sensitive, not extractable, WhenUnlockedThisDeviceOnly.
+        let master = try Array("1234".utf8).withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
+        let rows = try keychain.find([(.objectClass, AttributeValue.ulong(ObjectClass.privateKey.rawValue)), (.label, Array("presence".utf8))], master: master)
+        XCTAssertEqual(rows.count, 1)
+        let stored = try keychain.object(id: try XCTUnwrap(rows.first).id, master: master)
+        XCTAssertTrue(stored.bool(.alwaysAuthenticate))
+        XCTAssertTrue(stored.bool(.sensitive))
+        XCTAssertFalse(stored.bool(.extractable))
+        XCTAssertEqual(stored[.accessible], AttributeValue.ulong(5))
+
+        // Fetched later without a context it cannot sign; with one it can.
+        KeychainServices.lockAll()
+        XCTAssertEqual(KeychainServices.unlock(password: "1234"), errSecSuccess)
+        XCTAssertEqual(sign(try fetch("presence", context: nil)).1, Int(errSecInteractionNotAllowed))
+        XCTAssertNotNil(sign(try fetch("presence", context: context)).0)
+
+        // A key that is not stored has no keychain to check the PIN against.
+        var transientParameters = parameters
+        transientParameters[kSecPrivateKeyAttrs as String] = [kSecAttrIsPermanent as String: false, kSecAttrAccessControl as String: access]
+        XCTAssertNil(SecKeyCreateRandomKey(transientParameters as CFDictionary, &error))
+        XCTAssertEqual((error?.takeRetainedValue() as Error? as NSError?)?.code, Int(errSecParam))
+    }
+
+    func test_access_control_on_items_that_cannot_enforce_it_is_refused() throws {
+        XCTAssertEqual(KeychainServices.unlock(password: "1234"), errSecSuccess)
+        let presence = try XCTUnwrap(control(kSecAttrAccessibleWhenUnlocked, [.userPresence]).0)
+        let plain = try XCTUnwrap(control(kSecAttrAccessibleWhenUnlockedThisDeviceOnly, []).0)
+        let password: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "svc",
+                                       kSecAttrAccount as String: "me", kSecValueData as String: Data("pw".utf8)]
+        var add = password
+        add[kSecAttrAccessControl as String] = presence
+        XCTAssertEqual(SecItemAdd(add, nil), errSecUnimplemented, "per-use authentication of passwords is not built")
+        add[kSecAttrAccessControl as String] = plain
+        add[kSecAttrAccessible as String] = kSecAttrAccessibleAlways
+        XCTAssertEqual(SecItemAdd(add, nil), errSecParam, "both kSecAttrAccessible and kSecAttrAccessControl")
+        add[kSecAttrAccessible as String] = nil
+        XCTAssertEqual(SecItemAdd(add, nil), errSecSuccess)
+        var result: CFTypeRef?
+        XCTAssertEqual(SecItemCopyMatching(password.merging([kSecReturnAttributes as String: true, kSecValueData as String: NSNull()]) { $1 }
+                                            .filter { $0.key != kSecValueData as String }, &result), errSecSuccess)
+        XCTAssertEqual((result as? [String: Any])?[kSecAttrAccessible as String] as? String, kSecAttrAccessibleWhenUnlockedThisDeviceOnly as String)
+
+        let withAppPassword = try XCTUnwrap(control(kSecAttrAccessibleWhenUnlocked, [.applicationPassword]).0)
+        let parameters: [String: Any] = [kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+                                         kSecPrivateKeyAttrs as String: [kSecAttrIsPermanent as String: true, kSecAttrAccessControl as String: withAppPassword]]
+        var error: Unmanaged<CFError>?
+        XCTAssertNil(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
+        XCTAssertEqual((error?.takeRetainedValue() as Error? as NSError?)?.code, Int(errSecUnimplemented))
+    }
 }
