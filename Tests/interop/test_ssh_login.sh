@@ -203,3 +203,22 @@ expect_eq "$(wc -l <askpass.log)" 2 "prompts with a wrong per-use PIN"
 expect_contains "$(p11 --slot "$slot" -T 2>/dev/null)" "user PIN count low" "token flags after a wrong per-use PIN"
 port=$port_saved
 echo "ok: ssh -I signs with a CKA_ALWAYS_AUTHENTICATE key, answering the context-specific login"
+
+# --- the protected authentication path with OpenSSH ---------------------------------------------
+# With a prompt program configured the token reports CKF_PROTECTED_AUTHENTICATION_PATH; ssh -I then
+# asks nothing itself ("Deferring PIN entry to reader keypad") and calls C_Login with a NULL PIN,
+# which runs the program.
+cat >pinpad <<EOF2 || fail "write pinpad"
+#!/bin/sh
+printf '%s\n' "\$1" >>"$WORK/pinpad.log"
+echo $PIN
+EOF2
+chmod +x pinpad
+: >askpass.log
+: >pinpad.log
+cp p256.pub authorized_keys || fail "authorized_keys"
+KEYCHAIN_PKCS11_PROMPT="$WORK/pinpad" login -I "$MODULE" -o IdentitiesOnly=yes -o IdentityFile="$WORK/p256.pub" -o IdentityAgent=none -o BatchMode=no
+expect_login "ssh -I through the prompt program" p256
+expect_eq "$(cat askpass.log)" "" "ssh's own PIN prompts with a protected authentication path"
+expect_eq "$(cat pinpad.log)" "Enter the PIN of keychain '$TOKEN':" "prompt program questions during ssh -I"
+echo "ok: ssh -I logs in through the protected authentication path"
