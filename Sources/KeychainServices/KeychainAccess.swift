@@ -55,11 +55,7 @@ final class KeychainAccess: @unchecked Sendable {
         guard let entry = open[path] else { throw ItemError(errSecNoSuchKeychain, "cannot open \(path)") }
         var master = entry.master
         if let context {
-            do {
-                master = try context.password.withUnsafeBytes { try entry.keychain.unlock(.user, pin: $0) }
-            } catch let error as KeychainError {
-                throw ItemError(error)
-            }
+            master = try Self.unlock(entry.keychain, context)
             open[path] = (entry.keychain, master)
         }
         return try body(entry.keychain, master)
@@ -74,8 +70,13 @@ final class KeychainAccess: @unchecked Sendable {
         if let entry = open[path] { keychain = entry.keychain } else {
             do { keychain = try Keychain.open(at: path) } catch { throw ItemError(error) }
         }
+        _ = try Self.unlock(keychain, context)
+    }
+
+    /// The user PIN of `context` checked against `keychain` (counted like every login).
+    private static func unlock(_ keychain: Keychain, _ context: SecAuthenticationContext) throws -> MasterKey {
         do {
-            _ = try context.password.withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
+            return try context.password.withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
         } catch let error as KeychainError {
             throw ItemError(error)
         }

@@ -213,8 +213,7 @@ private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQ
                 guard !key.isPrivate || object.bool(.extractable) else { throw ItemError(errSecItemNotFound, "the key is not extractable") }
                 data = Data(try key.externalRepresentation().bytes)
             }
-            reference = SecKey(key: key, attributes: object,
-                               presence: object.bool(.alwaysAuthenticate) ? (keychainPath, query.context) : nil)
+            reference = SecKey(key: key, attributes: object, origin: (keychainPath, query.context))
         case .certificate:
             let certificate = try Certificate(der: object[.value] ?? [])
             if query.returnAttributes { dictionary = certificateAttributeDictionary(object) }
@@ -247,8 +246,7 @@ private func identities(_ query: ItemQuery, keychain: Keychain, master: MasterKe
         guard let keyRow = keys.first, let keyObject = try? keychain.object(id: keyRow.id, master: master),
               let key = try? KeyFactory.key(of: keyObject) else { continue }
         found.append(SecIdentity(certificate: SecCertificate(der: object[.value] ?? [], parsed: certificate, attributes: object),
-                                 privateKey: SecKey(key: key, attributes: keyObject,
-                                                    presence: keyObject.bool(.alwaysAuthenticate) ? (keychain.path, query.context) : nil)))
+                                 privateKey: SecKey(key: key, attributes: keyObject, origin: (keychain.path, query.context))))
     }
     guard !found.isEmpty else { throw ItemError(errSecItemNotFound, "no certificate has its private key") }
     let limited: [SecIdentity]

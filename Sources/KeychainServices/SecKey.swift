@@ -74,14 +74,14 @@ private func encryptionPadding(_ name: String) -> RSACipher.Padding? {
 public final class SecKey: NSObject, @unchecked Sendable {
     let key: AsymmetricKey
     let attributes: ObjectAttributes
-    /// For a stored key that needs the PIN at every use (CKA_ALWAYS_AUTHENTICATE, userPresence):
-    /// its keychain and the authentication context it was fetched with.
-    let presence: (keychainPath: String, context: SecAuthenticationContext?)?
+    /// For a stored key: its keychain and the authentication context it was fetched with (what a
+    /// key that needs the PIN at every use checks again).
+    let origin: (keychainPath: String, context: SecAuthenticationContext?)?
 
-    init(key: AsymmetricKey, attributes: ObjectAttributes, presence: (keychainPath: String, context: SecAuthenticationContext?)? = nil) {
+    init(key: AsymmetricKey, attributes: ObjectAttributes, origin: (keychainPath: String, context: SecAuthenticationContext?)? = nil) {
         self.key = key
         self.attributes = attributes
-        self.presence = presence
+        self.origin = origin
     }
 
     /// The per-use check of a key with CKA_ALWAYS_AUTHENTICATE, the same key that PKCS#11 asks
@@ -90,10 +90,10 @@ public final class SecKey: NSObject, @unchecked Sendable {
     /// a context it is errSecInteractionNotAllowed, as on Apple platforms when UI is not allowed.
     func confirmPresence() throws {
         guard attributes.bool(.alwaysAuthenticate) else { return }
-        guard let presence, let context = presence.context else {
+        guard let origin, let context = origin.context else {
             throw ItemError(errSecInteractionNotAllowed, "this key asks for the PIN at every use: fetch it with kSecUseAuthenticationContext")
         }
-        try KeychainAccess.shared.verify(path: presence.keychainPath, context: context)
+        try KeychainAccess.shared.verify(path: origin.keychainPath, context: context)
     }
 }
 
@@ -183,8 +183,7 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
                 }
             }
         }
-        return SecKey(key: key, attributes: privateObject,
-                      presence: privateObject.bool(.alwaysAuthenticate) ? keychainPath.map { ($0, context) } : nil)
+        return SecKey(key: key, attributes: privateObject, origin: keychainPath.map { ($0, context) })
     } catch let itemError as ItemError {
         fail(error, itemError.status, itemError.reason)
         return nil

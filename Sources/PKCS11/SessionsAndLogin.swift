@@ -55,10 +55,7 @@ extension ModuleState {
             if wanted == .securityOfficer, sessions(on: session.slotID).contains(where: { !$0.readWrite }) {
                 throw CKError(CK_RV(CKR_SESSION_READ_ONLY_EXISTS), "close read-only sessions before the SO logs in")
             }
-            let master = try translating { () throws(KeychainError) in
-                guard pin.count <= PINPolicy.maximumLength else { throw KeychainError(.pinIncorrect, "PIN too long") }
-                return try token.keychain.unlock(wanted == .user ? .user : .securityOfficer, pin: pin)
-            }
+            let master = try checkPIN(wanted == .user ? .user : .securityOfficer, pin, of: token)
             token.logIn(wanted, master: master)
             session.pinJustPresented = wanted == .user
         }
@@ -85,6 +82,15 @@ extension ModuleState {
             default:
                 throw CKError(CK_RV(CKR_USER_TYPE_INVALID), "unknown user type \(userType)")
             }
+        }
+    }
+
+    /// Checks a caller's PIN (counted like every login) and returns the master key; a PIN longer
+    /// than any valid one is simply wrong.
+    func checkPIN(_ owner: PINOwner, _ pin: UnsafeRawBufferPointer, of token: Token) throws(CKError) -> MasterKey {
+        try translating { () throws(KeychainError) in
+            guard pin.count <= PINPolicy.maximumLength else { throw KeychainError(.pinIncorrect, "PIN too long") }
+            return try token.keychain.unlock(owner, pin: pin)
         }
     }
 

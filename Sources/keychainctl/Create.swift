@@ -45,8 +45,8 @@ struct Create: ParsableCommand {
         do {
             let keychain = try soPIN.withBytes { so in
                 try userPIN.withBytes { user in
-                    try check(so, name: "SO PIN", policy: configuration.pinPolicy)
-                    try check(user, name: "user PIN", policy: configuration.pinPolicy)
+                    try configuration.pinPolicy.checkLength(so, name: "the SO PIN")
+                    try configuration.pinPolicy.checkLength(user, name: "the user PIN")
                     return try directory.createKeychain(slotID: nil, label: label, soPIN: so, userPIN: user, kdf: configuration.kdf,
                                                         policy: configuration.pinPolicy)
                 }
@@ -56,12 +56,6 @@ struct Create: ParsableCommand {
             print("File: \(keychain.path)")
         } catch let error as KeychainError {
             throw failure(for: error)
-        }
-    }
-
-    private func check(_ pin: UnsafeRawBufferPointer, name: String, policy: PINPolicy) throws(KeychainError) {
-        guard pin.count >= policy.minimumLength, pin.count <= policy.maximumLength else {
-            throw KeychainError(.pinLengthRange, "the \(name) must have \(policy.minimumLength) to \(policy.maximumLength) bytes")
         }
     }
 }

@@ -141,8 +141,24 @@ public final class Keychain {
                     publicObjects: counts[Protection.public.rawValue] ?? 0,
                     privateObjects: counts[Protection.private.rawValue] ?? 0,
                     pinPolicy: try policy(),
-                    userKDF: try store.metaBlob(Meta.verifier(.user)).flatMap { try? PINVerifier(encoded: $0).parameters },
-                    targetKDF: try store.metaBlob(Meta.targetKDF).flatMap { try? PINVerifier(encoded: $0).parameters })
+                    userKDF: try storedKDF(Meta.verifier(.user)),
+                    targetKDF: try storedKDF(Meta.targetKDF))
+            }
+        }
+    }
+
+    /// The scrypt parameters stored under `key` (a PIN's verifier, or the raised target).
+    private func storedKDF(_ key: String) throws -> ScryptParameters? {
+        try store.metaBlob(key).flatMap { try? PINVerifier(encoded: $0).parameters }
+    }
+
+    /// What a new PIN is held to and wrapped with: the policy, and `requested` unless a raised
+    /// target is stronger. Reads only those settings (info() would also count every object).
+    private func newPINSettings(_ requested: ScryptParameters) throws(KeychainError) -> (policy: PINPolicy, kdf: ScryptParameters) {
+        try translatingErrors {
+            try store.read {
+                let target = try storedKDF(Meta.targetKDF)
+                return (try policy(), target.map { requested.isWeaker(than: $0) ? $0 : requested } ?? requested)
             }
         }
     }
@@ -184,8 +200,7 @@ public final class Keychain {
                 try store.write { try store.setMeta(Meta.failures(owner), integer: 0) }
             }
             // A raised KDF cost takes effect at this PIN's next successful login: re-wrap now.
-            if let target = try store.metaBlob(Meta.targetKDF).flatMap({ try? PINVerifier(encoded: $0).parameters }),
-               verifier.parameters.isWeaker(than: target) {
+            if let target = try storedKDF(Meta.targetKDF), verifier.parameters.isWeaker(than: target) {
                 try store.write { try Self.wrap(master, in: store, for: owner, pin: pin, kdf: target) }
             }
             return try MasterKey(master)
@@ -201,31 +216,26 @@ public final class Keychain {
     /// (the PIN is needed to derive the new key), and PINs set from now on use it.
     public func raiseKDF(to parameters: ScryptParameters) throws(KeychainError) {
         guard parameters.isWithinLimits else { throw KeychainError(.argumentsBad, "scrypt parameters out of bounds") }
-        let current = try info()
-        if let existing = current.userKDF, !existing.isWeaker(than: parameters) {
+        if let existing = try translatingErrors({ try storedKDF(Meta.verifier(.user)) }), !existing.isWeaker(than: parameters) {
             throw KeychainError(.argumentsBad, "the cost can only be raised (now log2 N = \(existing.logN))")
         }
         let encoded = PINVerifier(salt: [UInt8](repeating: 0, count: PINVerifier.saltSize), parameters: parameters).encoded
         try translatingErrors { try store.write { try store.setMeta(Meta.targetKDF, blob: encoded) } }
     }
 
-    /// The cost new PIN wraps use: the raised target if there is one, else `requested`.
-    private func effectiveKDF(_ requested: ScryptParameters) throws(KeychainError) -> ScryptParameters {
-        guard let target = try info().targetKDF, requested.isWeaker(than: target) else { return requested }
-        return target
-    }
-
     /// Sets (or resets) the user PIN with an unlocked master key (C_InitPIN by the SO).
     public func setUserPIN(_ pin: UnsafeRawBufferPointer, master: MasterKey, kdf: ScryptParameters) throws(KeychainError) {
-        try info().pinPolicy.checkLength(pin)
-        let kdf = try effectiveKDF(kdf)
+        let settings = try newPINSettings(kdf)
+        try settings.policy.checkLength(pin)
+        let kdf = settings.kdf
         try translatingErrors { try store.write { try Self.wrap(master.key, in: store, for: .user, pin: pin, kdf: kdf) } }
     }
 
     /// Changes a PIN after checking the old one: only the wrapping of the master key changes.
     public func changePIN(_ owner: PINOwner, old: UnsafeRawBufferPointer, new: UnsafeRawBufferPointer, kdf: ScryptParameters) throws(KeychainError) {
-        try info().pinPolicy.checkLength(new)
-        let kdf = try effectiveKDF(kdf)
+        let settings = try newPINSettings(kdf)
+        try settings.policy.checkLength(new)
+        let kdf = settings.kdf
         let master = try unlock(owner, pin: old)
         try translatingErrors { try store.write { try Self.wrap(master.key, in: store, for: owner, pin: new, kdf: kdf) } }
     }

@@ -26,9 +26,10 @@ public struct PINPolicy: Equatable, Sendable {
         self.maximumFailures = min(max(maximumFailures, 1), 100)
     }
 
-    public func checkLength(_ pin: UnsafeRawBufferPointer) throws(KeychainError) {
+    /// `name` says which PIN in the message ("the SO PIN must have 4 to 256 bytes").
+    public func checkLength(_ pin: UnsafeRawBufferPointer, name: String = "a PIN") throws(KeychainError) {
         guard pin.count >= minimumLength, pin.count <= maximumLength else {
-            throw KeychainError(.pinLengthRange, "a PIN must have \(minimumLength) to \(maximumLength) bytes")
+            throw KeychainError(.pinLengthRange, "\(name) must have \(minimumLength) to \(maximumLength) bytes")
         }
     }
 

@@ -210,10 +210,7 @@ extension ModuleState {
         guard let waiting = candidates.first(where: \.awaitsContextLogin) ?? candidates.first else {
             throw CKError(CK_RV(CKR_OPERATION_NOT_INITIALIZED), "no operation of this session uses a CKA_ALWAYS_AUTHENTICATE key")
         }
-        _ = try translating { () throws(KeychainError) in
-            guard pin.count <= PINPolicy.maximumLength else { throw KeychainError(.pinIncorrect, "PIN too long") }
-            return try token.keychain.unlock(.user, pin: pin)
-        }
+        _ = try checkPIN(.user, pin, of: token)
         waiting.awaitsContextLogin = false
     }
 
