@@ -45,21 +45,10 @@ public struct GenericPassword: Sendable, Equatable {
     }
 
     /// The stored secret, or nil when there is none.
-    public func read() throws -> Data? {
-        var read = query
-        read[kSecReturnData as String] = true
-        var result: CFTypeRef?
-        let status = SecItemCopyMatching(read, &result)
-        if status == errSecItemNotFound { return nil }
-        guard status == errSecSuccess else { throw KeychainServicesError(status) }
-        return result as? Data
-    }
+    public func read() throws -> Data? { try StoredSecret.read(query) }
 
     /// Removes the password; removing one that is not there is not an error.
-    public func delete() throws {
-        let status = SecItemDelete(query)
-        guard status == errSecSuccess || status == errSecItemNotFound else { throw KeychainServicesError(status) }
-    }
+    public func delete() throws { try StoredSecret.delete(query) }
 }
 
 /// An internet password identified by server, account and optional protocol, port and path.
@@ -96,7 +85,16 @@ public struct InternetPassword: Sendable, Equatable {
         guard status == errSecSuccess else { throw KeychainServicesError(status) }
     }
 
-    public func read() throws -> Data? {
+    /// The stored secret, or nil when there is none.
+    public func read() throws -> Data? { try StoredSecret.read(query) }
+
+    /// Removes the password; removing one that is not there is not an error.
+    public func delete() throws { try StoredSecret.delete(query) }
+}
+
+/// Reading and removing the secret of a typed password item by its identifying query.
+private enum StoredSecret {
+    static func read(_ query: [String: Any]) throws -> Data? {
         var read = query
         read[kSecReturnData as String] = true
         var result: CFTypeRef?
@@ -106,7 +104,7 @@ public struct InternetPassword: Sendable, Equatable {
         return result as? Data
     }
 
-    public func delete() throws {
+    static func delete(_ query: [String: Any]) throws {
         let status = SecItemDelete(query)
         guard status == errSecSuccess || status == errSecItemNotFound else { throw KeychainServicesError(status) }
     }
