@@ -31,6 +31,10 @@ public struct KeychainError: Error, Equatable, CustomStringConvertible {
         case wrappedKeyInvalid
         /// A keychain item with the same primary key exists (errSecDuplicateItem).
         case duplicateItem
+        /// The device key is missing, unsafe or not this keychain's: device-bound items are sealed.
+        case deviceKeyUnavailable
+        /// The item's protection class needs state this keychain lacks (a user PIN, a first login).
+        case protectionUnavailable
     }
 
     public let code: Code

@@ -62,6 +62,11 @@ public func SecItemUpdate(_ query: [String: Any], _ attributesToUpdate: [String:
         if case .any = changes.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
         var updates = changes.attributes
         if let data = changes.valueData { updates.append((.value, data)) }
+        // A new kSecAttrAccessible moves the item to another protection class (and so, possibly,
+        // between private and public): applied here, as PKCS#11 has no such change in place.
+        let newProtection = updates.first { $0.type == .accessible }.flatMap { AttributeValue.decodeULong($0.value) }.flatMap(ProtectionClass.init(rawValue:))
+        updates.removeAll { $0.type == .accessible }
+        if changes.accessControl != nil { throw ItemError(errSecParam, "kSecAttrAccessControl cannot be updated: delete and add the item") }
         return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
             var all = parsed
             all.limit = .all
@@ -70,8 +75,15 @@ public func SecItemUpdate(_ query: [String: Any], _ attributesToUpdate: [String:
                 // All or nothing: one write transaction (a duplicate part-way undoes the rest).
                 try keychain.transaction { () throws(KeychainError) in
                     for (id, object) in found {
-                        let updated = try ObjectTemplate.set(updates, on: object)
-                        try keychain.replace(id: id, with: updated, master: master)
+                        var updated = try ObjectTemplate.set(updates, on: object)
+                        if let newProtection {
+                            guard !object.bool(.alwaysAuthenticate) || newProtection.needsLogin else {
+                                throw KeychainError(.templateInconsistent, "a key that asks for the PIN at each use cannot become usable without login")
+                            }
+                            updated[.accessible] = AttributeValue.ulong(newProtection.rawValue)
+                            updated[.isPrivate] = AttributeValue.bool(newProtection.needsLogin)
+                        }
+                        try keychain.replace(id: id, with: updated, master: master, allowingPrivateChange: newProtection != nil)
                     }
                 }
             }
@@ -116,13 +128,20 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
             guard !control.flags.contains(.privateKeyUsage) else { throw ItemError(errSecParam, "kSecAccessControlPrivateKeyUsage applies to keys") }
             accessibility = try control.keyAttributes(isPrivate: false)
         }
-    } else if !query.attributes.contains(where: { $0.type == .accessible }) {
-        accessibility.append((.accessible, AttributeValue.ulong(1)))
+    }
+    /// The item's protection class: given, or Apple's default (WhenUnlocked; Always for
+    /// certificates and public keys, which OpenSSH and others read without login).
+    func protection(defaultClass: ProtectionClass, controlled: Template = []) -> (template: Template, isPrivate: Bool) {
+        let given = (controlled + accessibility + query.attributes).first { $0.type == .accessible }.flatMap { AttributeValue.decodeULong($0.value) }
+        let resolved = given.flatMap(ProtectionClass.init(rawValue:)) ?? defaultClass
+        let extra: Template = given == nil ? [(.accessible, AttributeValue.ulong(resolved.rawValue))] : []
+        return (accessibility + extra, resolved.needsLogin)
     }
     let settable = query.attributes.filter { ![.objectClass, .keyType].contains($0.type) }
     switch query.itemClass {
     case .genericPassword, .internetPassword:
-        let template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.isPrivate, AttributeValue.bool(true)),
+        let (accessibility, isPrivate) = protection(defaultClass: .whenUnlocked)
+        let template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.isPrivate, AttributeValue.bool(isPrivate)),
                                   (.value, query.valueData ?? [])] + common + accessibility + query.attributes
         return try translate { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID) }
     case .key:
@@ -141,10 +160,11 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
         } else {
             throw ItemError(errSecParam, "a key item needs kSecValueRef or kSecValueData")
         }
-        // Keys are private items (their secret parts are sealed with the master key); public
-        // keys stay readable without unlocking, as on Apple platforms.
+        // Private keys are private items by default (sealed with the master key); public keys
+        // stay readable without unlocking, as on Apple platforms.
         let controlled = try query.accessControl?.keyAttributes(isPrivate: key.isPrivate) ?? []
-        return try keyObject(key, extra: controlled + common + accessibility + settable + [(.isPrivate, AttributeValue.bool(key.isPrivate))], uniqueID: uniqueID)
+        let (accessibility, isPrivate) = protection(defaultClass: key.isPrivate ? .whenUnlocked : .always, controlled: controlled)
+        return try keyObject(key, extra: controlled + common + accessibility + settable + [(.isPrivate, AttributeValue.bool(isPrivate))], uniqueID: uniqueID)
     case .certificate:
         let der: [UInt8]
         if let reference = query.valueReference as? SecCertificate { der = reference.der } else if let data = query.valueData { der = data } else {
@@ -152,17 +172,13 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
         }
         let template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.certificate.rawValue)),
                                   (.certificateType, AttributeValue.ulong(CertificateType.x509.rawValue)), (.value, der)]
-            + common + accessibility + settable.filter { ![.subject, .issuer, .serialNumber].contains($0.type) }
+            + common + protection(defaultClass: .always).template + settable.filter { ![.subject, .issuer, .serialNumber].contains($0.type) }
         return try translate { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID) }
     }
 }
 
 /// The items matching a query, with their ids, honouring the match limit.
 private func matches(_ query: ItemQuery, keychain: Keychain, master: MasterKey?) throws -> [(Int64, ObjectAttributes)] {
-    // Passwords need the keychain unlocked; public keys and certificates can be found without.
-    if master == nil, query.itemClass == .genericPassword || query.itemClass == .internetPassword {
-        throw ItemError(errSecInteractionNotAllowed, "the keychain is locked")
-    }
     if query.persistentRef != nil, PersistentReference.uniqueID(query.persistentRef ?? []) == nil {
         throw ItemError(errSecItemNotFound, "not a persistent reference of this keychain")
     }
@@ -177,7 +193,14 @@ private func matches(_ query: ItemQuery, keychain: Keychain, master: MasterKey?)
     for row in rows where found.count < wanted {
         if let object = try? keychain.object(id: row.id, master: master), query.admits(object) { found.append((row.id, object)) }
     }
-    guard !found.isEmpty else { throw ItemError(errSecItemNotFound, "no item matches") }
+    guard !found.isEmpty else {
+        // While locked only items usable without a login are searched (Always, AfterFirstUnlock
+        // after a first unlock, certificates, public keys): a password may be among the others.
+        if master == nil, query.itemClass == .genericPassword || query.itemClass == .internetPassword {
+            throw ItemError(errSecInteractionNotAllowed, "the keychain is locked")
+        }
+        throw ItemError(errSecItemNotFound, "no item matches")
+    }
     return found
 }
 

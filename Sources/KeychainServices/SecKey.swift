@@ -165,7 +165,14 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
         let key: AsymmetricKey
         do { key = try AsymmetricKey.generate(kind, bits: Int(bits)) } catch { throw ItemError(errSecIO, "key generation failed") }
         let uid = try Random.uniqueID()
-        let privateObject = try keyObject(key, extra: controlled + extra + [(.token, AttributeValue.bool(permanent)), (.isPrivate, AttributeValue.bool(true))],
+        if !controlled.contains(where: { $0.type == .accessible }),
+           let name = (privateAttributes[kSecAttrAccessible as String] ?? dictionary[kSecAttrAccessible as String]).flatMap(ItemMapping.string) {
+            guard let index = ItemMapping.accessibility.firstIndex(of: name) else { throw ItemError(errSecParam, "kSecAttrAccessible must be a kSecAttrAccessible value") }
+            controlled.append((.accessible, AttributeValue.ulong(UInt(index + 1))))
+        }
+        let protection = controlled.first { $0.type == .accessible }.flatMap { AttributeValue.decodeULong($0.value) }.flatMap(ProtectionClass.init(rawValue:))
+        let privateObject = try keyObject(key, extra: controlled + extra + [(.token, AttributeValue.bool(permanent)),
+                                                                           (.isPrivate, AttributeValue.bool(protection?.needsLogin ?? true))],
                                           uniqueID: uid.text)
         let context = dictionary[kSecUseAuthenticationContext as String] as? SecAuthenticationContext
         var keychainPath: String?

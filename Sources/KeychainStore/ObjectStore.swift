@@ -39,7 +39,7 @@ extension KeychainDatabase {
         static let insert = "INSERT INTO objects (uid, class, protection, record, record_version, primary_key, created, modified) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         static let insertIndex = "INSERT INTO object_index (object_id, attribute, digest) VALUES (?, ?, ?)"
         static let deleteIndex = "DELETE FROM object_index WHERE object_id = ?"
-        static let update = "UPDATE objects SET record = ?, record_version = ?, primary_key = ?, modified = ? WHERE id = ?"
+        static let update = "UPDATE objects SET protection = ?, record = ?, record_version = ?, primary_key = ?, modified = ? WHERE id = ?"
         static let delete = "DELETE FROM objects WHERE id = ?"
         static let columns = "id, uid, class, protection, record, record_version, created, modified"
         static let fetch = "SELECT \(columns) FROM objects WHERE id = ?"
@@ -59,10 +59,10 @@ extension KeychainDatabase {
         }
     }
 
-    /// Replaces an object's record and index entries.
-    public func updateObject(id: Int64, record: [UInt8], primaryKey: [UInt8]?, index: [IndexEntry], now: Int64) throws {
+    /// Replaces an object's record, protection and index entries.
+    public func updateObject(id: Int64, protection: UInt8, record: [UInt8], primaryKey: [UInt8]?, index: [IndexEntry], now: Int64) throws {
         try database.write {
-            try database.run(SQL.update, [.blob(record), .integer(Int64(SealedRecord.currentVersion)), primaryKey.map { .blob($0) } ?? .null, .integer(now), .integer(id)])
+            try database.run(SQL.update, [.integer(Int64(protection)), .blob(record), .integer(Int64(SealedRecord.currentVersion)), primaryKey.map { .blob($0) } ?? .null, .integer(now), .integer(id)])
             guard database.changes == 1 else { throw StoreError(.notFound, "object \(id) no longer exists") }
             try database.run(SQL.deleteIndex, [.integer(id)])
             for entry in index {
@@ -104,6 +104,15 @@ extension KeychainDatabase {
         var rows: [ObjectRow] = []
         try database.query(sql, values) { rows.append(Self.row($0)) }
         return rows
+    }
+
+    /// Number of stored objects whose protection is one of `protections`.
+    public func countObjects(protections: [UInt8]) throws -> Int {
+        guard !protections.isEmpty else { return 0 }
+        var count = 0
+        try database.query("SELECT count(*) FROM objects WHERE protection IN (\(protections.map { _ in "?" }.joined(separator: ",")))",
+                           protections.map { .integer(Int64($0)) }) { count = Int($0.int64(0)) }
+        return count
     }
 
     /// Number of stored objects per protection class.

@@ -54,6 +54,8 @@ public struct CKError: Error, Equatable, CustomStringConvertible {
         case .keyNotWrappable: rv = CKR_KEY_NOT_WRAPPABLE
         case .wrappedKeyInvalid: rv = CKR_WRAPPED_KEY_INVALID
         case .duplicateItem: rv = CKR_TEMPLATE_INCONSISTENT
+        case .deviceKeyUnavailable: rv = CKR_DEVICE_ERROR
+        case .protectionUnavailable: rv = CKR_USER_NOT_LOGGED_IN
         }
         self.init(CK_RV(rv), error.reason)
     }

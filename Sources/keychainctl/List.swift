@@ -23,9 +23,13 @@ struct List: ParsableCommand {
         let header = ["SLOT", "SERIAL", "LABEL", "PUBLIC", "PRIVATE", "PIN", "KDF", "FLAGS", "FILE"]
         var keychains: [(slot: UInt, row: [String])] = []
         var problems: [String] = []
+        var deviceNotes: [String] = []
         for path in files {
             do {
                 let info = try Keychain.open(at: path).info()
+                if let problem = info.deviceKeyProblem {
+                    deviceNotes.append("\(info.label): \(info.deviceBoundObjects) ThisDeviceOnly item(s) unavailable: \(problem)")
+                }
                 keychains.append((info.slotID ?? UInt.max,[info.slotID.map(String.init) ?? "-", info.serial, info.label, String(info.publicObjects), String(info.privateObjects),
                              "\(info.pinPolicy.minimumLength)-\(info.pinPolicy.maximumLength)", kdf(info),
                              flags(info).joined(separator: ","), String(path.split(separator: "/").last ?? "")]))
@@ -39,6 +43,7 @@ struct List: ParsableCommand {
             print(row.enumerated().map { $0.element.padding(toLength: widths[$0.offset] + 2, withPad: " ", startingAt: 0) }.joined())
         }
         for problem in problems { print("unreadable: \(problem)") }
+        for note in deviceNotes { print("device key: \(note)") }
     }
 
     /// "2^15", or "2^15→2^17" while a raised cost waits for the PIN's next login.

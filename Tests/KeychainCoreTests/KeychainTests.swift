@@ -156,7 +156,7 @@ final class KeychainTests: XCTestCase {
         let database = try KeychainDatabase(path: keychain.path, create: false)
         var record = try database.fetchObject(id: victim).record
         record[record.count / 2] ^= 0x40
-        try database.updateObject(id: victim, record: record, primaryKey: nil, index: [], now: 0)
+        try database.updateObject(id: victim, protection: 1, record: record, primaryKey: nil, index: [], now: 0)
         XCTAssertEqual(code { _ = try keychain.object(id: victim, master: master) }, .recordCorrupted)
         XCTAssertEqual(try keychain.object(id: bystander, master: master)[.value], [4, 5, 6])
     }
@@ -167,7 +167,7 @@ final class KeychainTests: XCTestCase {
         let a = try keychain.add(try dataObject(label: "a", value: [1], isPrivate: true), uid: Array(repeating: 6, count: 16), master: master)
         let b = try keychain.add(try dataObject(label: "b", value: [2], isPrivate: true), uid: Array(repeating: 7, count: 16), master: master)
         let database = try KeychainDatabase(path: keychain.path, create: false)
-        try database.updateObject(id: a, record: try database.fetchObject(id: b).record, primaryKey: nil, index: [], now: 0)
+        try database.updateObject(id: a, protection: 1, record: try database.fetchObject(id: b).record, primaryKey: nil, index: [], now: 0)
         XCTAssertEqual(code { _ = try keychain.object(id: a, master: master) }, .recordCorrupted)
     }
 

@@ -13,6 +13,7 @@ final class CrossDoorTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
+        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
         let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
         let keychain = try Array("12345678".utf8).withUnsafeBytes { so in
             try Array("1234".utf8).withUnsafeBytes { user in
@@ -93,6 +94,7 @@ extension CrossDoorTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
+        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
         let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
         let keychain = try Array("12345678".utf8).withUnsafeBytes { so in
             try Array("1234".utf8).withUnsafeBytes { user in

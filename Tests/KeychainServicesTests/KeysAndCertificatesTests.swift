@@ -27,6 +27,7 @@ final class KeysAndCertificatesTests: XCTestCase {
         directory = NSTemporaryDirectory() + "kc-keys-" + UUID().uuidString
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
+        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
         unsetenv("KEYCHAIN_PKCS11_DEFAULT")
         let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
         XCTAssertNoThrow(try Array("12345678".utf8).withUnsafeBytes { so in

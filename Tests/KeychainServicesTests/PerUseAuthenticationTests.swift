@@ -15,6 +15,7 @@ final class PerUseAuthenticationTests: XCTestCase {
         directory = NSTemporaryDirectory() + "kc-peruse-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
+        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
         let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
         keychain = try Array("12345678".utf8).withUnsafeBytes { so in
             try Array("1234".utf8).withUnsafeBytes { user in

@@ -16,6 +16,7 @@ final class RealClientTests: XCTestCase {
         directory = NSTemporaryDirectory() + "kc-clients-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
+        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
         setenv("KEYCHAIN_PKCS11_KDF_LOG_N", "8", 1)
         unsetenv("KEYCHAIN_PKCS11_DEFAULT")
         let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)

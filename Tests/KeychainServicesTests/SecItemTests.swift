@@ -13,6 +13,7 @@ final class SecItemTests: XCTestCase {
         directory = NSTemporaryDirectory() + "kc-secitem-" + UUID().uuidString
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
+        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
         unsetenv("KEYCHAIN_PKCS11_DEFAULT")
         let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
         XCTAssertNoThrow(try Array("12345678".utf8).withUnsafeBytes { so in

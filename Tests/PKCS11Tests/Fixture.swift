@@ -31,6 +31,7 @@ class ModuleTestCase: XCTestCase {
         var template = Array("/tmp/kc-p11.XXXXXX".utf8CString)
         directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
         setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
+        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
         setenv("KEYCHAIN_PKCS11_KDF_LOG_N", "8", 1)
         XCTAssertEqual(p11.C_Initialize(nil), CK_RV(CKR_OK))
     }

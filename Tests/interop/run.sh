@@ -15,7 +15,7 @@ for test in "$here"/test_*.sh; do
     scratch=$(mktemp -d /tmp/kc-interop.XXXXXX)
     mkdir -p "$scratch/keychains" "$scratch/work"
     start=$(date +%s%N)
-    if env MODULE="$module" KEYCHAINCTL="$keychainctl" KEYCHAIN_PKCS11_DIR="$scratch/keychains" \
+    if env MODULE="$module" KEYCHAINCTL="$keychainctl" KEYCHAIN_PKCS11_DIR="$scratch/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="$scratch/state/device-key" \
         KEYCHAIN_PKCS11_KDF_LOG_N=10 WORK="$scratch/work" HERE="$here" \
         timeout 600 bash "$test" >"$scratch/log" 2>&1; then
         passed=$((passed + 1))

@@ -11,7 +11,7 @@ export KEYCHAIN_PKCS11_PIN_MIN_LENGTH=8 KEYCHAIN_PKCS11_PIN_MAX_LENGTH=16 KEYCHA
 out=$(KEYCHAIN_PKCS11_SO_PIN="$SO" KEYCHAIN_PKCS11_PIN=short "$KEYCHAINCTL" create --label strict 2>&1)
 expect_eq "$?" "3" "exit status of create with a 5-byte PIN"
 expect_contains "$out" "the user PIN must have 8 to 16 bytes" "create with a short PIN"
-expect_eq "$(ls "$KEYCHAIN_PKCS11_DIR" | grep -c '\.keychain$')" "0" "keychain files after a refused create"
+expect_eq "$(ls "$KEYCHAIN_PKCS11_DIR" | grep -c '\.keychain-db$')" "0" "keychain files after a refused create"
 
 KEYCHAIN_PKCS11_SO_PIN="$SO" KEYCHAIN_PKCS11_PIN="$PIN" "$KEYCHAINCTL" create --label strict >/dev/null || fail "create strict"
 # The policy is the keychain's own: later processes without the variables still see and apply it.

@@ -131,6 +131,11 @@ public enum ObjectTemplate {
             }
             object[type] = value
         }
+        if object[.isPrivate] == nil, let raw = object[.accessible].flatMap(AttributeValue.decodeULong), let given = ProtectionClass(rawValue: raw),
+           schema.attributes.contains(.isPrivate) {
+            // A protection class without CKA_PRIVATE: the class says whether a login is needed.
+            object[.isPrivate] = AttributeValue.bool(given.needsLogin)
+        }
         for type in schema.attributes where object[type] == nil {
             guard let rule = AttributeTable.rule(type) else { continue }
             if rule.flags.contains(.requiredOnCreate) || schema.required.contains(type) {

@@ -19,6 +19,10 @@ public struct Configuration: Sendable {
     /// The protected authentication path: a program that asks for a PIN and prints it
     /// (`prompt_program`, KEYCHAIN_PKCS11_PROMPT). Off when nil.
     public var promptProgram: String?
+    /// The device key file that `…ThisDeviceOnly` items are bound to (`device_key`,
+    /// KEYCHAIN_PKCS11_DEVICE_KEY); by default `$XDG_STATE_HOME/keychain-pkcs11/device-key`
+    /// (`~/.local/state/…`), outside the keychain folder so that copying the folder leaves it behind.
+    public var deviceKeyPath: String = Configuration.defaultDeviceKeyPath()
 
     public init(directory: String, kdf: ScryptParameters = .interactive, defaultKeychain: String? = nil) {
         self.directory = directory
@@ -41,6 +45,9 @@ public struct Configuration: Sendable {
                                             maximumLength: number("KEYCHAIN_PKCS11_PIN_MAX_LENGTH", "pin_max_length") ?? PINPolicy.maximumLength,
                                             maximumFailures: Int64(number("KEYCHAIN_PKCS11_PIN_MAX_FAILURES", "pin_max_failures") ?? Int(PINPolicy.defaultMaximumFailures)))
         configuration.promptProgram = (environment("KEYCHAIN_PKCS11_PROMPT") ?? file["prompt_program"]).map(expandHome)
+        if let deviceKey = environment("KEYCHAIN_PKCS11_DEVICE_KEY") ?? file["device_key"].map(expandHome) {
+            configuration.deviceKeyPath = deviceKey
+        }
         return configuration
     }
 
@@ -63,6 +70,10 @@ public struct Configuration: Sendable {
     static func defaultDirectory() -> String {
         let data = environment("XDG_DATA_HOME") ?? homeDirectory() + "/.local/share"
         return data + "/keychain-pkcs11"
+    }
+
+    static func defaultDeviceKeyPath() -> String {
+        (environment("XDG_STATE_HOME") ?? homeDirectory() + "/.local/state") + "/keychain-pkcs11/device-key"
     }
 
     /// `key = value` lines; unknown keys are ignored so newer files work with older code.

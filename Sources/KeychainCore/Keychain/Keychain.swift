@@ -12,6 +12,10 @@ public struct KeychainInfo: Sendable {
     public let soPIN: PINStatus
     public let publicObjects: Int
     public let privateObjects: Int
+    /// Objects bound to the device key (`…ThisDeviceOnly`).
+    public let deviceBoundObjects: Int
+    /// Why those objects cannot be opened in this process (nil when they can, or there are none).
+    public let deviceKeyProblem: String?
     /// PIN lengths and tries of this keychain.
     public let pinPolicy: PINPolicy
     /// The scrypt cost of the user PIN (nil before it is set), and the cost new wraps move to.
@@ -39,12 +43,19 @@ public final class Keychain {
     public let path: String
     let store: KeychainDatabase
     let publicKeys: RecordKeys
-
-    /// Protection column values of the objects table.
-    enum Protection: UInt8 {
-        case `public` = 0
-        case `private` = 1
-    }
+    /// The file key's bytes: random per keychain, they make its device binding its own.
+    private let keychainSalt: [UInt8]
+    public let deviceKeyFile: DeviceKeyFile
+    /// The master key of the first successful user login through this instance: items of the
+    /// AfterFirstUnlock classes stay usable with it, after logout too, until the instance goes
+    /// (for the PKCS#11 module: C_Finalize).
+    private var firstUnlock: MasterKey?
+    /// This keychain's device binding, once the device key has been read and checked.
+    private var device: DeviceBinding?
+    private var deviceAlwaysKeys: RecordKeys?
+    private var deviceFailure: (stamp: ChangeStamp, error: KeychainError)?
+    /// The Always key's record keys, once opened.
+    private var alwaysKeys: RecordKeys?
 
     private enum Meta {
         static let label = "token.label"
@@ -55,30 +66,37 @@ public final class Keychain {
         static let minimumLength = "pin.minimum_length"
         static let maximumLength = "pin.maximum_length"
         static let targetKDF = "pin.kdf_target"
+        static let deviceCheck = "device.check"
+        static let alwaysByMaster = "key.always.by_master"
+        static let alwaysByDevice = "key.always.by_device"
         static func verifier(_ owner: PINOwner) -> String { "pin.\(owner.rawValue).kdf" }
         static func wrappedMaster(_ owner: PINOwner) -> String { "pin.\(owner.rawValue).wrapped_master" }
         static func failures(_ owner: PINOwner) -> String { "pin.\(owner.rawValue).failures" }
     }
 
-    private init(store: KeychainDatabase) throws(KeychainError) {
+    private init(store: KeychainDatabase, deviceKey: DeviceKeyFile) throws(KeychainError) {
         self.store = store
         self.path = store.path
+        self.deviceKeyFile = deviceKey
         let publicKey = try translatingErrors { try store.metaBlob(Meta.publicKey) }
         guard let publicKey, publicKey.count == AESGCM.keySize else {
             throw KeychainError(.keychainUnrecognized, "\(store.path) is not an initialised keychain")
         }
+        keychainSalt = publicKey
         publicKeys = try translatingErrors { try RecordKeys(base: SecureBytes(publicKey)) }
     }
 
-    /// Opens an existing keychain file.
-    public static func open(at path: String) throws(KeychainError) -> Keychain {
+    /// Opens an existing keychain file; `deviceKey` is the device key its `…ThisDeviceOnly`
+    /// items are bound to (by default the configured one).
+    public static func open(at path: String, deviceKey: DeviceKeyFile = .configured()) throws(KeychainError) -> Keychain {
         let store = try translatingErrors { try KeychainDatabase(path: path, create: false) }
-        return try Keychain(store: store)
+        return try Keychain(store: store, deviceKey: deviceKey)
     }
 
     /// Creates a keychain file with an SO PIN and, optionally, a user PIN.
     public static func create(at path: String, slotID: UInt, label: String, soPIN: UnsafeRawBufferPointer,
-                              userPIN: UnsafeRawBufferPointer?, kdf: ScryptParameters, policy: PINPolicy = .default) throws(KeychainError) -> Keychain {
+                              userPIN: UnsafeRawBufferPointer?, kdf: ScryptParameters, policy: PINPolicy = .default,
+                              deviceKey: DeviceKeyFile = .configured()) throws(KeychainError) -> Keychain {
         try policy.checkLength(soPIN)
         if let userPIN { try policy.checkLength(userPIN) }
         if access(path, F_OK) == 0 { throw KeychainError(.argumentsBad, "\(path) already exists") }
@@ -94,7 +112,7 @@ public final class Keychain {
                 try store.setMeta(Meta.maximumLength, integer: Int64(policy.maximumLength))
                 try initialiseSecrets(store, label: label, master: master, soPIN: soPIN, userPIN: userPIN, kdf: kdf)
             }
-            return try Keychain(store: store)
+            return try Keychain(store: store, deviceKey: deviceKey)
         } catch {
             unlink(path)
             unlink(path + "-wal")
@@ -131,6 +149,7 @@ public final class Keychain {
         try translatingErrors {
             try store.read {
                 let counts = try store.objectCounts()
+                let deviceBound = Protection.allCases.filter(\.isDeviceBound).reduce(0) { $0 + (counts[$1.rawValue] ?? 0) }
                 let slot = try store.metaInteger(Meta.slotID).map { UInt(UInt64(bitPattern: $0)) }
                 return KeychainInfo(
                     label: String(decoding: try store.metaBlob(Meta.label) ?? [], as: UTF8.self),
@@ -138,8 +157,10 @@ public final class Keychain {
                     slotID: slot,
                     userPINInitialized: try store.metaBlob(Meta.wrappedMaster(.user)) != nil,
                     userPIN: try pinStatus(.user), soPIN: try pinStatus(.securityOfficer),
-                    publicObjects: counts[Protection.public.rawValue] ?? 0,
-                    privateObjects: counts[Protection.private.rawValue] ?? 0,
+                    publicObjects: Protection.allCases.filter { !$0.isPrivate }.reduce(0) { $0 + (counts[$1.rawValue] ?? 0) },
+                    privateObjects: Protection.allCases.filter(\.isPrivate).reduce(0) { $0 + (counts[$1.rawValue] ?? 0) },
+                    deviceBoundObjects: deviceBound,
+                    deviceKeyProblem: deviceBound == 0 ? nil : deviceProblem(),
                     pinPolicy: try policy(),
                     userKDF: try storedKDF(Meta.verifier(.user)),
                     targetKDF: try storedKDF(Meta.targetKDF))
@@ -203,7 +224,9 @@ public final class Keychain {
             if let target = try storedKDF(Meta.targetKDF), verifier.parameters.isWeaker(than: target) {
                 try store.write { try Self.wrap(master, in: store, for: owner, pin: pin, kdf: target) }
             }
-            return try MasterKey(master)
+            let unlocked = try MasterKey(master)
+            if owner == .user, firstUnlock == nil { firstUnlock = unlocked }
+            return unlocked
         } catch let error as CryptoError where error.code == .authenticationFailed {
             try translatingErrors { try store.write { try store.incrementMeta(Meta.failures(owner), by: 1) } }
             throw KeychainError(.pinIncorrect, "wrong \(owner) PIN")
@@ -248,20 +271,189 @@ public final class Keychain {
             let master = try SecureBytes.random(count: AESGCM.keySize)
             try store.write {
                 try store.deleteAllObjects()
+                for key in [Meta.deviceCheck, Meta.alwaysByMaster, Meta.alwaysByDevice] { try store.setMeta(key, blob: nil) }
                 try Self.initialiseSecrets(store, label: label, master: master, soPIN: soPIN, userPIN: nil, kdf: kdf)
             }
         }
+        firstUnlock = nil
+        alwaysKeys = nil
     }
 
     // MARK: objects
 
+    /// The keys that open rows of `protection` with what this process holds: `master` is the
+    /// logged-in user's master key (nil while locked).
     private func keys(for protection: Protection, master: MasterKey?) throws(KeychainError) -> RecordKeys {
         switch protection {
         case .public: return publicKeys
         case .private:
             guard let master else { throw KeychainError(.objectNotFound, "private object while locked") }
             return master.keys
+        case .afterFirstUnlock:
+            return try afterFirstUnlockMaster(master).keys
+        case .always:
+            return try alwaysRecordKeys(master: master, creating: false)
+        case .privateThisDevice:
+            guard let master else { throw KeychainError(.objectNotFound, "private object while locked") }
+            return try combinedKeys(master)
+        case .afterFirstUnlockThisDevice:
+            return try combinedKeys(try afterFirstUnlockMaster(master))
+        case .alwaysThisDevice:
+            if let deviceAlwaysKeys { return deviceAlwaysKeys }
+            let binding = try deviceBinding(create: false)
+            let keys = try translatingErrors { try binding.alwaysKeys() }
+            deviceAlwaysKeys = keys
+            return keys
         }
+    }
+
+    private func afterFirstUnlockMaster(_ master: MasterKey?) throws(KeychainError) -> MasterKey {
+        guard let unlocking = master ?? firstUnlock else {
+            throw KeychainError(.protectionUnavailable, "items of the AfterFirstUnlock classes need one user login in this process first")
+        }
+        return unlocking
+    }
+
+    private func combinedKeys(_ master: MasterKey) throws(KeychainError) -> RecordKeys {
+        if let cached = master.deviceBound { return cached }
+        let binding = try deviceBinding(create: false)
+        let keys = try translatingErrors { try binding.combined(with: master) }
+        master.deviceBound = keys
+        return keys
+    }
+
+    /// Reads and checks the device key. With `create`, a missing key file is made, and a keychain
+    /// that holds no device-bound item yet is (re)bound to this device's key.
+    private func deviceBinding(create: Bool) throws(KeychainError) -> DeviceBinding {
+        if let device { return device }
+        // A failed read is remembered until the file changes, so that searches do not
+        // re-read the key file for every class it makes unavailable.
+        if !create, let failure = deviceFailure, failure.stamp == (try? store.changeStamp()) { throw failure.error }
+        do {
+            let binding = try readDeviceBinding(create: create)
+            device = binding
+            deviceFailure = nil
+            return binding
+        } catch {
+            if let stamp = try? store.changeStamp() { deviceFailure = (stamp, error) }
+            throw error
+        }
+    }
+
+    private func readDeviceBinding(create: Bool) throws(KeychainError) -> DeviceBinding {
+        guard let key = try deviceKeyFile.load(create: create) else {
+            throw KeychainError(.deviceKeyUnavailable, "the device key \(deviceKeyFile.path) is missing: this keychain's ThisDeviceOnly items are unavailable")
+        }
+        let binding = try translatingErrors { try DeviceBinding(deviceKey: key, keychainSalt: keychainSalt) }
+        let check = try translatingErrors { try binding.checkValue() }
+        let stored = try translatingErrors { try store.metaBlob(Meta.deviceCheck) }
+        if let stored, !ConstantTime.equals(stored, check) {
+            let bound = create ? try translatingErrors { try store.countObjects(protections: Protection.allCases.filter(\.isDeviceBound).map(\.rawValue)) } : 0
+            guard create, bound == 0 else {
+                throw KeychainError(.deviceKeyUnavailable, "the device key \(deviceKeyFile.path) is not the one this keychain's ThisDeviceOnly items were sealed with (the keychain was copied from another device, or the key file replaced): those items are unavailable")
+            }
+            // Nothing is bound to the old device: this one takes over (the Always key's device
+            // copy was made for the old device and goes with it).
+            try translatingErrors { try store.write {
+                try store.setMeta(Meta.deviceCheck, blob: check)
+                try store.setMeta(Meta.alwaysByDevice, blob: nil)
+            } }
+            alwaysKeys = nil
+        } else if stored == nil, create {
+            try translatingErrors { try store.write { try store.setMeta(Meta.deviceCheck, blob: check) } }
+        }
+        return binding
+    }
+
+    /// Why device-bound items cannot be opened here, or nil when they can.
+    private func deviceProblem() -> String? {
+        do {
+            _ = try deviceBinding(create: false)
+            return nil
+        } catch {
+            return error.reason
+        }
+    }
+
+    private static let alwaysByMasterData = Array("keychain-pkcs11 always key / master".utf8)
+    private static let alwaysByDeviceData = Array("keychain-pkcs11 always key / device".utf8)
+
+    private static func masterWrappingKey(_ master: MasterKey) throws -> SecureBytes {
+        try KeyDerivation.hkdf(key: master.key, salt: [], info: Array("keychain-pkcs11 always key wrap".utf8))
+    }
+
+    /// The record keys of `Always` items. The Always key is random per keychain and stored twice:
+    /// sealed under the master key and under this device's key. On this device it opens without
+    /// a login; a copy of the file opens it only with the PIN (and then binds it to the new device).
+    private func alwaysRecordKeys(master: MasterKey?, creating: Bool) throws(KeychainError) -> RecordKeys {
+        if let alwaysKeys { return alwaysKeys }
+        let (byDevice, byMaster) = try translatingErrors { try store.read { (try store.metaBlob(Meta.alwaysByDevice), try store.metaBlob(Meta.alwaysByMaster)) } }
+        if let byDevice, let binding = try? deviceBinding(create: false),
+           let key = try? AESGCM.open(byDevice, key: binding.wrappingKey(), associatedData: Self.alwaysByDeviceData) {
+            let keys = try translatingErrors { try RecordKeys(base: key) }
+            alwaysKeys = keys
+            return keys
+        }
+        let unlocking = master ?? firstUnlock
+        let key: SecureBytes
+        if let byMaster {
+            guard let unlocking else {
+                throw KeychainError(.protectionUnavailable, "this keychain's Always items are not bound to this device yet (device key \(deviceKeyFile.path)): log in once to bind them")
+            }
+            key = try translatingErrors { try AESGCM.open(byMaster, key: Self.masterWrappingKey(unlocking), associatedData: Self.alwaysByMasterData) }
+        } else {
+            guard creating else { throw KeychainError(.objectNotFound, "this keychain has no Always items") }
+            guard let unlocking else {
+                throw KeychainError(.protectionUnavailable, "the first Always item of a keychain needs the user logged in (its key is kept under the master key too)")
+            }
+            key = try translatingErrors { try SecureBytes.random(count: AESGCM.keySize) }
+            let sealed = try translatingErrors { try AESGCM.seal(key, key: Self.masterWrappingKey(unlocking), associatedData: Self.alwaysByMasterData) }
+            try translatingErrors { try store.write { try store.setMeta(Meta.alwaysByMaster, blob: sealed) } }
+        }
+        // Bind the Always key to this device, so that it opens without a login from now on.
+        do {
+            let binding = try deviceBinding(create: true)
+            let sealed = try translatingErrors { try AESGCM.seal(key, key: binding.wrappingKey(), associatedData: Self.alwaysByDeviceData) }
+            try translatingErrors { try store.write { try store.setMeta(Meta.alwaysByDevice, blob: sealed) } }
+        } catch where creating {
+            throw error
+        } catch {
+            // Reading: the items open with the master key now; binding waits for a usable device key.
+        }
+        let keys = try translatingErrors { try RecordKeys(base: key) }
+        alwaysKeys = keys
+        return keys
+    }
+
+    /// The keys for storing a new row of `protection`: like `keys(for:master:)`, but creating what
+    /// the first item of a class needs (the device key, the Always key) and enforcing who may.
+    private func keysForStoring(_ protection: Protection, object: ObjectAttributes, master: MasterKey?) throws(KeychainError) -> RecordKeys {
+        if object[.accessible].flatMap(AttributeValue.decodeULong) == ProtectionClass.whenPasscodeSetThisDeviceOnly.rawValue {
+            let hasPIN = try translatingErrors { try store.metaBlob(Meta.wrappedMaster(.user)) != nil }
+            guard hasPIN else {
+                throw KeychainError(.userPINNotInitialized, "WhenPasscodeSetThisDeviceOnly items need a user PIN on the keychain")
+            }
+        }
+        switch protection {
+        case .public, .private:
+            return try keys(for: protection, master: master)
+        case .afterFirstUnlock, .afterFirstUnlockThisDevice, .privateThisDevice:
+            guard master != nil || protection != .privateThisDevice else { throw KeychainError(.objectNotFound, "private object while locked") }
+            if protection.isDeviceBound { try bindToThisDevice(master: master) }
+            return try keys(for: protection, master: master)
+        case .always:
+            return try alwaysRecordKeys(master: master, creating: true)
+        case .alwaysThisDevice:
+            try bindToThisDevice(master: master)
+            return try keys(for: protection, master: master)
+        }
+    }
+
+    /// Makes sure the device key exists and this keychain is bound to it; a keychain that was
+    /// just (re)bound also gets the device copy of its Always key, when a master key can open it.
+    private func bindToThisDevice(master: MasterKey?) throws(KeychainError) {
+        _ = try deviceBinding(create: true)
+        _ = try? alwaysRecordKeys(master: master, creating: false)
     }
 
     private func indexEntries(_ object: ObjectAttributes, keys: RecordKeys) throws -> [IndexEntry] {
@@ -287,12 +479,8 @@ public final class Keychain {
 
     /// Stores a new token object; private objects need the master key. Returns its row id.
     public func add(_ object: ObjectAttributes, uid: [UInt8], master: MasterKey?) throws(KeychainError) -> Int64 {
-        let protection: Protection = object.isPrivate ? .private : .public
-        if protection == .public, object.objectClass == .privateKey || object.objectClass == .secretKey {
-            // A public record is readable from the file alone: no secret key goes there.
-            throw KeychainError(.templateInconsistent, "private and secret keys stored on the token must have CKA_PRIVATE = TRUE")
-        }
-        let keys = try keys(for: protection, master: master)
+        let protection = try Protection(for: object)
+        let keys = try keysForStoring(protection, object: object, master: master)
         do {
             let record = try seal(object, uid: uid, protection: protection, keys: keys)
             return try store.insertObject(uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue,
@@ -322,7 +510,7 @@ public final class Keychain {
                                                   protection: row.protection, version: row.recordVersion)
             return ObjectAttributes(recordAttributes: try plaintext.withUnsafeBytes { try AttributeRecord.decode($0) })
         }
-        guard object.objectClass?.rawValue == UInt(truncatingIfNeeded: row.objectClass), object.isPrivate == (protection == .private) else {
+        guard object.objectClass?.rawValue == UInt(truncatingIfNeeded: row.objectClass), object.isPrivate == protection.isPrivate else {
             throw KeychainError(.recordCorrupted, "object \(row.id) does not match its row")
         }
         object[.creationTime] = AttributeValue.ulong(UInt(truncatingIfNeeded: row.created))
@@ -330,16 +518,19 @@ public final class Keychain {
         return object
     }
 
-    /// Replaces a token object's attributes (C_SetAttributeValue). Protection cannot change here.
-    public func replace(id: Int64, with object: ObjectAttributes, master: MasterKey?) throws(KeychainError) {
+    /// Replaces a token object's attributes (C_SetAttributeValue, SecItemUpdate). A new protection
+    /// class re-seals the record under its keys; CKA_PRIVATE changes only with a new protection
+    /// class (SecItemUpdate of kSecAttrAccessible).
+    public func replace(id: Int64, with object: ObjectAttributes, master: MasterKey?, allowingPrivateChange: Bool = false) throws(KeychainError) {
         let row = try translatingErrors { try store.fetchObject(id: id) }
-        guard let protection = Protection(rawValue: row.protection), (protection == .private) == object.isPrivate else {
+        guard let current = Protection(rawValue: row.protection), current.isPrivate == object.isPrivate || allowingPrivateChange else {
             throw KeychainError(.attributeReadOnly, "CKA_PRIVATE cannot change in place")
         }
-        let keys = try keys(for: protection, master: master)
+        let protection = try Protection(for: object)
+        let keys = protection == current ? try keys(for: protection, master: master) : try keysForStoring(protection, object: object, master: master)
         do {
             let record = try seal(object, uid: row.uid, protection: protection, keys: keys)
-            try store.updateObject(id: id, record: record, primaryKey: try primaryKey(object, keys: keys),
+            try store.updateObject(id: id, protection: protection.rawValue, record: record, primaryKey: try primaryKey(object, keys: keys),
                                    index: try indexEntries(object, keys: keys), now: Self.now())
         } catch let error as StoreError where error.code == .duplicate {
             throw KeychainError(.duplicateItem, "an item with the same primary key exists")
@@ -360,7 +551,11 @@ public final class Keychain {
     /// Token objects matching `template`, by indexed SQL where possible, decrypting only the
     /// candidates that an index cannot decide. Private objects are searched only with `master`.
     public func find(_ template: Template, master: MasterKey?) throws(KeychainError) -> [FoundObject] {
-        var protections: [Protection] = master == nil ? [.public] : [.public, .private]
+        // Only rows this process can open are searched: the others have no usable index keys.
+        let available: [(protection: Protection, keys: RecordKeys)] = Protection.allCases.compactMap { protection in
+            (try? keys(for: protection, master: master)).map { (protection, $0) }
+        }
+        var protections = available.map(\.protection)
         var objectClass: UInt64?
         var terms: [IndexTerm] = []
         var needsRecord = false
@@ -370,7 +565,7 @@ public final class Keychain {
                 if AttributeValue.decodeBool(value) != true { return [] }
             case .isPrivate:
                 guard let wanted = AttributeValue.decodeBool(value) else { return [] }
-                protections = protections.filter { ($0 == .private) == wanted }
+                protections = protections.filter { $0.isPrivate == wanted }
             case .objectClass:
                 guard let raw = AttributeValue.decodeULong(value) else { return [] }
                 if let objectClass, objectClass != UInt64(raw) { return [] }
@@ -379,8 +574,12 @@ public final class Keychain {
                 guard let rule = AttributeTable.rule(type) else { return [] }
                 if rule.flags.contains(.indexed) {
                     let raw = UInt64(type.rawValue)
-                    var digests = [try translatingErrors { try publicKeys.index.digest(attribute: raw, value: value) }]
-                    if let master { digests.append(try translatingErrors { try master.keys.index.digest(attribute: raw, value: value) }) }
+                    var digests: [[UInt8]] = []
+                    var seen: [ObjectIdentifier] = []
+                    for keys in available.map(\.keys) where !seen.contains(ObjectIdentifier(keys)) {
+                        seen.append(ObjectIdentifier(keys))
+                        digests.append(try translatingErrors { try keys.index.digest(attribute: raw, value: value) })
+                    }
                     terms.append(IndexTerm(attribute: raw, digests: digests))
                 } else {
                     needsRecord = true
@@ -391,7 +590,7 @@ public final class Keychain {
             try store.findObjects(protections: protections.map(\.rawValue), objectClass: objectClass, terms: terms, withRecords: needsRecord)
         }
         let matching = needsRecord ? rows.filter { row in (try? open(row, master: master))?.matches(template) == true } : rows
-        return matching.map { FoundObject(id: $0.id, isPrivate: $0.protection != Protection.public.rawValue) }
+        return matching.map { FoundObject(id: $0.id, isPrivate: Protection(rawValue: $0.protection)?.isPrivate ?? true) }
     }
 
     /// Runs `body` as one write transaction: every change in it is stored, or none.

@@ -20,6 +20,8 @@ public final class RecordKeys: @unchecked Sendable {
 public final class MasterKey: @unchecked Sendable {
     let keys: RecordKeys
     var key: SecureBytes { keys.recordBase }
+    /// The record keys of this master key combined with the device key, once derived.
+    var deviceBound: RecordKeys?
 
     init(_ key: SecureBytes) throws {
         keys = try RecordKeys(base: key)

@@ -1,0 +1,143 @@
+import Glibc
+import KeychainCrypto
+
+/// The device key: 32 random bytes in a file of their own, outside the keychain folder, that
+/// `…ThisDeviceOnly` items (and the device-side copy of the `Always` key) are bound to. A keychain
+/// file copied elsewhere without it keeps those items sealed; every other item still opens.
+///
+/// The file is created on first use (mode 0600, in a 0700 folder), and refused when it is not a
+/// regular file of this user with mode 0600 and exactly 32 bytes: a key others can read binds
+/// nothing to this device.
+public struct DeviceKeyFile: Sendable, Equatable {
+    public let path: String
+    static let size = 32
+
+    public init(path: String) { self.path = path }
+
+    /// The file this process is configured to use (`KEYCHAIN_PKCS11_DEVICE_KEY`, `device_key`).
+    public static func configured() -> DeviceKeyFile {
+        DeviceKeyFile(path: Configuration.current().deviceKeyPath)
+    }
+
+    /// Why the device key cannot be used, or nil when it can.
+    public enum Problem: Equatable, Sendable {
+        case missing
+        case unsafe(String)
+        /// The file exists but this keychain's device-bound items were sealed under another one.
+        case mismatch
+    }
+
+    /// The key, or nil when the file does not exist and `create` is false.
+    func load(create: Bool) throws(KeychainError) -> SecureBytes? {
+        if let key = try read() { return key }
+        guard create else { return nil }
+        try write()
+        return try read()
+    }
+
+    private func read() throws(KeychainError) -> SecureBytes? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            throw KeychainError(.deviceKeyUnavailable, "cannot open the device key \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+            throw KeychainError(.deviceKeyUnavailable, "the device key \(path) is not a regular file")
+        }
+        guard status.st_uid == getuid() else {
+            throw KeychainError(.deviceKeyUnavailable, "the device key \(path) belongs to another user")
+        }
+        guard status.st_mode & 0o077 == 0 else {
+            throw KeychainError(.deviceKeyUnavailable, "the device key \(path) is readable by others (mode \(String(status.st_mode & 0o777, radix: 8))): run chmod 600 on it")
+        }
+        guard status.st_size == off_t(Self.size) else {
+            throw KeychainError(.deviceKeyUnavailable, "the device key \(path) is damaged (\(status.st_size) bytes, not \(Self.size))")
+        }
+        let key = SecureBytes(count: Self.size)
+        let got = key.withUnsafeMutableBytes { buffer in Glibc.read(fd, buffer.baseAddress, buffer.count) }
+        guard got == Self.size else { throw KeychainError(.deviceKeyUnavailable, "cannot read the device key \(path)") }
+        return key
+    }
+
+    /// Writes a new key under a temporary name and links it into place, so two processes
+    /// creating it at once end up with one key (the loser reads the winner's).
+    private func write() throws(KeychainError) {
+        try ensureParentExists()
+        let temporary = path + ".new-\(getpid())"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else {
+            throw KeychainError(.deviceKeyUnavailable, "cannot create the device key \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { unlink(temporary) }
+        let key = try translatingErrors { try SecureBytes.random(count: Self.size) }
+        let written = key.withUnsafeBytes { buffer in Glibc.write(fd, buffer.baseAddress, buffer.count) }
+        let synced = fsync(fd) == 0
+        close(fd)
+        guard written == Self.size, synced else {
+            throw KeychainError(.deviceKeyUnavailable, "cannot write the device key \(path)")
+        }
+        if link(temporary, path) != 0, errno != EEXIST {
+            throw KeychainError(.deviceKeyUnavailable, "cannot create the device key \(path): \(String(cString: strerror(errno)))")
+        }
+        let folder = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if folder >= 0 {
+            fsync(folder)
+            close(folder)
+        }
+    }
+
+    private var parent: String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    private func ensureParentExists() throws(KeychainError) {
+        guard path.hasPrefix("/") else { return }
+        var components: [Substring] = []
+        for part in parent.split(separator: "/") {
+            components.append(part)
+            let prefix = "/" + components.joined(separator: "/")
+            if mkdir(prefix, 0o700) != 0, errno != EEXIST {
+                throw KeychainError(.deviceKeyUnavailable, "cannot create \(prefix): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+}
+
+/// What one keychain derives from the device key: the key its device-bound records are sealed
+/// with (bound to this keychain by its own random file key), and a check value stored in the
+/// keychain that tells a wrong device key from a right one without trying records.
+struct DeviceBinding {
+    let base: SecureBytes
+
+    init(deviceKey: SecureBytes, keychainSalt: [UInt8]) throws {
+        base = try KeyDerivation.hkdf(key: deviceKey, salt: keychainSalt, info: Array("keychain-pkcs11 device binding".utf8))
+    }
+
+    func checkValue() throws -> [UInt8] {
+        try KeyDerivation.hkdf(key: base, salt: [], info: Array("keychain-pkcs11 device check".utf8), length: 16).bytes
+    }
+
+    /// Record keys of `AlwaysThisDeviceOnly` items: the device binding alone.
+    func alwaysKeys() throws -> RecordKeys {
+        try RecordKeys(base: KeyDerivation.hkdf(key: base, salt: [], info: Array("keychain-pkcs11 always this device".utf8)))
+    }
+
+    /// Record keys of items that need both the master key and this device.
+    func combined(with master: MasterKey) throws -> RecordKeys {
+        let split = master.key.count
+        let both = SecureBytes(count: split + base.count)
+        both.withUnsafeMutableBytes { out in
+            master.key.withUnsafeBytes { m in out.copyMemory(from: m) }
+            base.withUnsafeBytes { d in UnsafeMutableRawBufferPointer(rebasing: out[split...]).copyMemory(from: d) }
+        }
+        return try RecordKeys(base: KeyDerivation.hkdf(key: both, salt: [], info: Array("keychain-pkcs11 master and device".utf8)))
+    }
+
+    /// The key that wraps the `Always` key on this device.
+    func wrappingKey() throws -> SecureBytes {
+        try KeyDerivation.hkdf(key: base, salt: [], info: Array("keychain-pkcs11 always key wrap".utf8))
+    }
+}
