@@ -34,17 +34,27 @@ public final class SecAccessControl: NSObject, @unchecked Sendable {
         self.flags = flags
     }
 
-    /// The PKCS#11 attributes a key gets from this access control (Docs/security.md):
-    /// user presence, passcode, biometry and watch → CKA_ALWAYS_AUTHENTICATE (the user PIN at each
-    /// use; there is no biometry here); privateKeyUsage → sensitive and never extractable.
-    func keyAttributes(isPrivate: Bool) throws -> Template {
+    /// The PKCS#11 attributes an item gets from this access control (Docs/security.md): the flags
+    /// themselves (CKA_KC_ACCESS_CONTROL); for keys, user presence, passcode, biometry and watch →
+    /// CKA_ALWAYS_AUTHENTICATE (the user PIN at each use; there is no biometry here) and
+    /// privateKeyUsage → sensitive and never extractable; applicationPassword → the secret sealed
+    /// under the password set on `context` (for keys it is then the context-specific PIN).
+    func attributes(isKey: Bool, isPrivate: Bool, context: SecAuthenticationContext?) throws -> Template {
+        var template: Template = [(.accessControl, AttributeValue.ulong(UInt(flags.rawValue)))]
         if flags.contains(.applicationPassword) {
-            throw ItemError(errSecUnimplemented, "kSecAccessControlApplicationPassword is not supported yet")
+            guard !flags.contains(.or) else {
+                throw ItemError(errSecUnimplemented, "an application password enters the item's key derivation: it cannot be one alternative of .or")
+            }
+            guard !isKey || isPrivate else { throw ItemError(errSecParam, "an application password applies to private keys") }
+            guard let password = context?.applicationPassword else {
+                throw ItemError(errSecInteractionNotAllowed, "set the application password on the kSecUseAuthenticationContext (setCredential(_:type: .applicationPassword))")
+            }
+            template.append((.applicationPassword, password))
+            if isKey { template.append((.alwaysAuthenticate, [1])) }
         }
-        var template: Template = []
-        if !flags.intersection(SecAccessControlCreateFlags.presence).isEmpty {
+        if isKey, !flags.intersection(SecAccessControlCreateFlags.presence).isEmpty {
             guard isPrivate else { throw ItemError(errSecParam, "user presence applies to private keys") }
-            template.append((.alwaysAuthenticate, [1]))
+            if !template.contains(where: { $0.type == .alwaysAuthenticate }) { template.append((.alwaysAuthenticate, [1])) }
         }
         if flags.contains(.privateKeyUsage) {
             guard isPrivate else { throw ItemError(errSecParam, "kSecAccessControlPrivateKeyUsage applies to private keys") }

@@ -1,14 +1,51 @@
 import Foundation
 import KeychainCore
+import KeychainCrypto
 
 /// The analogue of an LAContext passed with kSecUseAuthenticationContext: it carries the
-/// keychain password, so a program can unlock without a prompt.
+/// keychain password, so a program can unlock without a prompt, and, like LAContext's
+/// `setCredential(_:type:)`, the application password of items protected by one.
 public final class SecAuthenticationContext: NSObject, @unchecked Sendable {
-    let password: [UInt8]
+    let password: [UInt8]?
+    private let lock = NSLock()
+    private var applicationCredential: [UInt8]?
 
     public init(password: String) {
         self.password = Array(password.utf8)
     }
+
+    /// A context without the keychain password (for example only an application password).
+    public override init() {
+        self.password = nil
+    }
+
+    /// Sets (or, with nil, clears) a credential, as LAContext does. Returns whether it was set.
+    @discardableResult
+    public func setCredential(_ credential: Data?, type: LACredentialType) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if var old = applicationCredential { wipe(&old) }
+        applicationCredential = credential.map { Array($0) }
+        return true
+    }
+
+    /// Whether a credential of `type` is set.
+    public func isCredentialSet(_ type: LACredentialType) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return applicationCredential != nil
+    }
+
+    var applicationPassword: [UInt8]? {
+        lock.lock()
+        defer { lock.unlock() }
+        return applicationCredential
+    }
+}
+
+/// LAContext's credential types; the application password is the one items can ask for.
+public enum LACredentialType: Int, Sendable {
+    case applicationPassword = 0
 }
 
 /// A SecItem failure: its OSStatus and why.
@@ -56,7 +93,7 @@ final class KeychainAccess: @unchecked Sendable {
         }
         guard let entry = open[path] else { throw ItemError(errSecNoSuchKeychain, "cannot open \(path)") }
         var master = entry.master
-        if let context {
+        if let context, context.password != nil {
             master = try Self.unlock(entry.keychain, context)
             open[path] = (entry.keychain, master)
         }
@@ -76,9 +113,12 @@ final class KeychainAccess: @unchecked Sendable {
     }
 
     /// The user PIN of `context` checked against `keychain` (counted like every login).
-    private static func unlock(_ keychain: Keychain, _ context: SecAuthenticationContext) throws -> MasterKey {
+    static func unlock(_ keychain: Keychain, _ context: SecAuthenticationContext) throws -> MasterKey {
+        guard let password = context.password else {
+            throw ItemError(errSecInteractionNotAllowed, "the authentication context carries no keychain password")
+        }
         do {
-            return try context.password.withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
+            return try password.withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
         } catch let error as KeychainError {
             throw ItemError(error)
         }

@@ -40,7 +40,8 @@ public func SecItemCopyMatching(_ query: [String: Any], _ result: UnsafeMutableP
             if parsed.isIdentity { return try identities(parsed, keychain: keychain, master: master) }
             let found = try matches(parsed, keychain: keychain, master: master)
             guard parsed.returnCount > 0 else { return nil }
-            return try shape(found, query: parsed, limit: parsed.limit ?? .one, keychainPath: keychain.path)
+            let opened = try found.map { (id, object) in (id, try withSecret(object, query: parsed, keychain: keychain)) }
+            return try shape(opened, query: parsed, limit: parsed.limit ?? .one, keychainPath: keychain.path)
         }
     } store: { value in result?.pointee = value }
 }
@@ -121,12 +122,11 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
     var accessibility: Template = []
     if let control = query.accessControl {
         if query.itemClass != .key {
-            // Per-item authentication of passwords and certificates is not built (Docs/security.md).
-            guard control.flags.isDisjoint(with: SecAccessControlCreateFlags.presence.union([.applicationPassword])) else {
-                throw ItemError(errSecUnimplemented, "per-use authentication of passwords is not supported yet")
-            }
             guard !control.flags.contains(.privateKeyUsage) else { throw ItemError(errSecParam, "kSecAccessControlPrivateKeyUsage applies to keys") }
-            accessibility = try control.keyAttributes(isPrivate: false)
+            if query.itemClass == .certificate, !control.flags.isDisjoint(with: SecAccessControlCreateFlags.presence.union([.applicationPassword])) {
+                throw ItemError(errSecParam, "a certificate is public: per-use authentication applies to keys and passwords")
+            }
+            accessibility = try control.attributes(isKey: false, isPrivate: true, context: query.context)
         }
     }
     /// The item's protection class: given, or Apple's default (WhenUnlocked; Always for
@@ -162,7 +162,7 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
         }
         // Private keys are private items by default (sealed with the master key); public keys
         // stay readable without unlocking, as on Apple platforms.
-        let controlled = try query.accessControl?.keyAttributes(isPrivate: key.isPrivate) ?? []
+        let controlled = try query.accessControl?.attributes(isKey: true, isPrivate: key.isPrivate, context: query.context) ?? []
         let (accessibility, isPrivate) = protection(defaultClass: key.isPrivate ? .whenUnlocked : .always, controlled: controlled)
         return try keyObject(key, extra: controlled + common + accessibility + settable + [(.isPrivate, AttributeValue.bool(isPrivate))], uniqueID: uniqueID)
     case .certificate:
@@ -204,6 +204,38 @@ private func matches(_ query: ItemQuery, keychain: Keychain, master: MasterKey?)
     return found
 }
 
+/// The item with its secret readable when the query asks for it (kSecReturnData, or a key
+/// reference) and the item's access control asks for a credential: the context's user PIN
+/// (checked and counted again: user presence on a password) or its application password.
+/// Without one it is errSecInteractionNotAllowed, as on Apple platforms when no UI may be shown.
+private func withSecret(_ object: ObjectAttributes, query: ItemQuery, keychain: Keychain) throws -> ObjectAttributes {
+    let needsSecret = query.returnData || (query.itemClass == .key && query.returnReference)
+    guard needsSecret else { return object }
+    switch object.requiredCredential {
+    case .none:
+        return object
+    case .userPIN:
+        guard let context = query.context, context.password != nil else {
+            throw ItemError(errSecInteractionNotAllowed, "this item asks for the keychain password at each read: pass kSecUseAuthenticationContext")
+        }
+        _ = try KeychainAccess.unlock(keychain, context)
+        return object
+    case .applicationPassword:
+        guard let password = query.context?.applicationPassword else {
+            throw ItemError(errSecInteractionNotAllowed, "this item asks for its application password: set it on the kSecUseAuthenticationContext")
+        }
+        var revealed = try translate { () throws(KeychainError) in
+            try SecureBytes(password).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in try keychain.reveal(object, applicationPassword: p) }
+        }
+        // Keys keep their sealed form beside the secret, to check the password at each use.
+        if query.itemClass == .key {
+            revealed[.sealedSecrets] = object[.sealedSecrets]
+            revealed[.applicationPasswordKDF] = object[.applicationPasswordKDF]
+        }
+        return revealed
+    }
+}
+
 /// Apple's result shapes: one return type → that value; several → a dictionary; a limit other
 /// than one → an array of those.
 private func shape(_ items: [(Int64, ObjectAttributes)], query: ItemQuery, limit: ItemQuery.Limit, keychainPath: String) throws -> AnyObject? {
@@ -227,7 +259,11 @@ private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQ
                 }
             }
         case .key:
-            let key = try translate { () throws(KeychainError) in try KeyFactory.key(of: object) }
+            // A key still sealed by its application password shows its public half only.
+            let sealed = object.hasSealedSecrets && object[.privateExponent] == nil && object[.value] == nil
+            let key = try translate { () throws(KeychainError) in
+                sealed ? try KeyFactory.publicKey(of: object) : try KeyFactory.key(of: object)
+            }
             if query.returnAttributes {
                 dictionary = keyAttributeDictionary(object)
                 dictionary[kSecAttrKeySizeInBits as String] = NSNumber(value: keyBits(key))
@@ -236,7 +272,9 @@ private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQ
                 guard !key.isPrivate || object.bool(.extractable) else { throw ItemError(errSecItemNotFound, "the key is not extractable") }
                 data = Data(try key.externalRepresentation().bytes)
             }
-            reference = SecKey(key: key, attributes: object, origin: (keychainPath, query.context))
+            if !sealed {
+                reference = SecKey(key: key, attributes: object, origin: (keychainPath, query.context), sealed: object.hasSealedSecrets ? object : nil)
+            }
         case .certificate:
             let certificate = try Certificate(der: object[.value] ?? [])
             if query.returnAttributes { dictionary = certificateAttributeDictionary(object) }

@@ -77,11 +77,18 @@ public final class SecKey: NSObject, @unchecked Sendable {
     /// For a stored key: its keychain and the authentication context it was fetched with (what a
     /// key that needs the PIN at every use checks again).
     let origin: (keychainPath: String, context: SecAuthenticationContext?)?
+    /// For a key sealed by an application password: its stored form, against which the context's
+    /// application password is checked at each use.
+    let sealed: ObjectAttributes?
 
-    init(key: AsymmetricKey, attributes: ObjectAttributes, origin: (keychainPath: String, context: SecAuthenticationContext?)? = nil) {
+    init(key: AsymmetricKey, attributes: ObjectAttributes, origin: (keychainPath: String, context: SecAuthenticationContext?)? = nil,
+         sealed: ObjectAttributes? = nil) {
         self.key = key
-        self.attributes = attributes
+        var visible = attributes
+        visible[.applicationPassword] = nil
+        self.attributes = visible.forCallers
         self.origin = origin
+        self.sealed = sealed
     }
 
     /// The per-use check of a key with CKA_ALWAYS_AUTHENTICATE, the same key that PKCS#11 asks
@@ -92,6 +99,16 @@ public final class SecKey: NSObject, @unchecked Sendable {
         guard attributes.bool(.alwaysAuthenticate) else { return }
         guard let origin, let context = origin.context else {
             throw ItemError(errSecInteractionNotAllowed, "this key asks for the PIN at every use: fetch it with kSecUseAuthenticationContext")
+        }
+        if let sealed {
+            // The application password is this key's per-use secret.
+            guard let password = context.applicationPassword else {
+                throw ItemError(errSecInteractionNotAllowed, "this key asks for its application password at every use: set it on the context")
+            }
+            _ = try translateKeychain { () throws(KeychainError) in
+                try SecureBytes(password).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in try Keychain.reveal(sealed, applicationPassword: p) }
+            }
+            return
         }
         try KeychainAccess.shared.verify(path: origin.keychainPath, context: context)
     }
@@ -157,7 +174,7 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
         var controlled: Template = []
         if let control = privateAttributes[kSecAttrAccessControl as String] ?? dictionary[kSecAttrAccessControl as String] {
             guard let control = control as? SecAccessControl else { throw ItemError(errSecParam, "kSecAttrAccessControl must be a SecAccessControl") }
-            controlled = try control.keyAttributes(isPrivate: true)
+            controlled = try control.attributes(isKey: true, isPrivate: true, context: dictionary[kSecUseAuthenticationContext as String] as? SecAuthenticationContext)
             if controlled.contains(where: { $0.type == .alwaysAuthenticate }), !permanent {
                 throw ItemError(errSecParam, "user presence needs a permanent key (kSecAttrIsPermanent)")
             }
@@ -176,6 +193,7 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
                                           uniqueID: uid.text)
         let context = dictionary[kSecUseAuthenticationContext as String] as? SecAuthenticationContext
         var keychainPath: String?
+        var sealedForm: ObjectAttributes?
         if permanent {
             try KeychainAccess.shared.with(label: nil, context: context) { keychain, master in
                 keychainPath = keychain.path
@@ -184,13 +202,15 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
                 let publicObject = try keyObject(try key.publicKey(), extra: extra + [(.token, AttributeValue.bool(true))], uniqueID: publicUID.text)
                 try translateKeychain { () throws(KeychainError) in
                     try keychain.transaction { () throws(KeychainError) in
-                        _ = try keychain.add(privateObject, uid: uid.bytes, master: master)
+                        let id = try keychain.add(privateObject, uid: uid.bytes, master: master)
                         _ = try keychain.add(publicObject, uid: publicUID.bytes, master: master)
+                        let stored = try keychain.object(id: id, master: master)
+                        if stored.hasSealedSecrets { sealedForm = stored }
                     }
                 }
             }
         }
-        return SecKey(key: key, attributes: privateObject, origin: keychainPath.map { ($0, context) })
+        return SecKey(key: key, attributes: privateObject, origin: keychainPath.map { ($0, context) }, sealed: sealedForm)
     } catch let itemError as ItemError {
         fail(error, itemError.status, itemError.reason)
         return nil

@@ -5,6 +5,9 @@ import KeychainCore
 public struct CKError: Error, Equatable, CustomStringConvertible {
     public let rv: CK_RV
     public let reason: String
+    /// Set when an operation cannot start before the key's application password is presented:
+    /// the key's handle (the operation then waits for C_Login(CKU_CONTEXT_SPECIFIC)).
+    var awaitingCredentialFor: CK_OBJECT_HANDLE?
 
     public init(_ rv: CK_RV, _ reason: String = "") {
         self.rv = rv

@@ -52,6 +52,9 @@ extension ModuleState {
     /// Stores `object` as a token or session object and returns its new handle.
     func store(_ object: ObjectAttributes, uid: [UInt8], session: Session, token: Token) throws(CKError) -> CK_OBJECT_HANDLE {
         try checkWritable(token: object.isToken, private: object.isPrivate, session: session, login: token.login)
+        if object[.applicationPassword] != nil, !object.isToken {
+            throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "CKA_KC_APPLICATION_PASSWORD applies to token objects")
+        }
         if object.isToken {
             let rowID = try translating { () throws(KeychainError) in try token.keychain.add(object, uid: uid, master: token.userMaster) }
             return handles.handle(forTokenObject: rowID, slotID: session.slotID, isPrivate: object.isPrivate)
@@ -65,6 +68,9 @@ extension ModuleState {
 
     func createObject(_ handle: CK_SESSION_HANDLE, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
         try withSession(handle) { session, token throws(CKError) in
+            if template.contains(where: { $0.type == .objectClass && AttributeValue.decodeULong($0.value) == ObjectClass.credential.rawValue }) {
+                return try presentCredential(template, session: session, token: token)
+            }
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
             let object = try translating { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: id.text, bySecurityOfficer: bySO) }
@@ -99,6 +105,9 @@ extension ModuleState {
         try withSession(handle) { session, token throws(CKError) in
             let entry = try visibleEntry(source, session: session, token: token)
             let original = try attributes(of: entry, handle: source, token: token)
+            guard !original.hasSealedSecrets, original.objectClass != .credential else {
+                throw CKError(CK_RV(CKR_ACTION_PROHIBITED), "an item sealed by its application password, or a credential, cannot be copied")
+            }
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
             let copy = try translating { () throws(KeychainError) in try ObjectTemplate.copy(original, with: template, uniqueID: id.text, bySecurityOfficer: bySO) }
@@ -116,6 +125,11 @@ extension ModuleState {
             handles.remove(object)
             token.keyCache[object] = nil
             token.policyCache[object] = nil
+            // A destroyed credential locks its item again; a destroyed item drops its unlock.
+            for other in sessions(on: session.slotID) {
+                other.unlockedItems[object] = nil
+                for (item, unlocked) in other.unlockedItems where unlocked.credential == object { other.unlockedItems[item] = nil }
+            }
         }
     }
 
@@ -134,11 +148,25 @@ extension ModuleState {
     func getAttributeValues(_ handle: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, entries: UnsafeMutableBufferPointer<CK_ATTRIBUTE>) throws(CKError) {
         try withSession(handle) { session, token throws(CKError) in
             let entry = try visibleEntry(object, session: session, token: token)
-            let current = try attributes(of: entry, handle: object, token: token)
+            var current = try attributes(of: entry, handle: object, token: token)
+            // A password with per-item authentication shows its secret only in a session that
+            // presented the item's credential (a CKO_KC_CREDENTIAL object).
+            var gated = false
+            switch current.requiredCredential {
+            case .none: break
+            case .userPIN: gated = session.unlockedItems[object] == nil
+            case .applicationPassword:
+                if let unlocked = session.unlockedItems[object] { current = unlocked.attributes } else { gated = true }
+            }
             var problem: CKError?
             for index in entries.indices {
                 let type = AttributeType(entries[index].type)
-                guard let value = current[type] else {
+                if gated, AttributeTable.rule(type)?.flags.contains(.sensitive) == true {
+                    entries[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
+                    problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_SENSITIVE), "present the item's credential (a CKO_KC_CREDENTIAL object) to read attribute \(type)")
+                    continue
+                }
+                guard !type.isInternal, let value = current[type] else {
                     entries[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
                     problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_TYPE_INVALID), "object has no attribute \(type)")
                     continue
@@ -228,6 +256,15 @@ extension ModuleState {
                 if object.attributes.isPrivate, token.login != .user { continue }
                 if object.attributes.matches(template) { found.append(objectHandle) }
             }
+            // Searching by a secret value must not tell what a hidden secret is.
+            let secretTypes = template.map(\.type).filter { AttributeTable.rule($0)?.flags.contains(.sensitive) == true }
+            if !secretTypes.isEmpty {
+                found = found.filter { objectHandle in
+                    guard let entry = handles[objectHandle], let attributes = try? self.attributes(of: entry, handle: objectHandle, token: token) else { return false }
+                    let locked = attributes.requiredCredential != .none && session.unlockedItems[objectHandle] == nil
+                    return !locked && !secretTypes.contains(where: attributes.isHidden)
+                }
+            }
             session.find = FindOperation(remaining: found[...])
         }
     }
@@ -249,6 +286,63 @@ extension ModuleState {
         let session = try session(handle)
         guard session.find != nil else { throw CKError(CK_RV(CKR_OPERATION_NOT_INITIALIZED), "no active search") }
         session.find = nil
+    }
+
+    // MARK: per-item credentials (vendor)
+
+    /// C_CreateObject of a CKO_KC_CREDENTIAL session object: CKA_KC_CREDENTIAL_OBJECT names a
+    /// password item, CKA_VALUE is its application password (or, for user presence, the user PIN,
+    /// counted like a login). On success the item's secret is readable in this session until the
+    /// credential object is destroyed, the session closes or the user logs out.
+    func presentCredential(_ template: Template, session: Session, token: Token) throws(CKError) -> CK_OBJECT_HANDLE {
+        var target: CK_OBJECT_HANDLE?
+        var secret: [UInt8]?
+        var label: [UInt8] = []
+        var seen = Set<AttributeType>()
+        for (type, value) in template {
+            guard seen.insert(type).inserted else { throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "attribute \(type) appears twice") }
+            switch type {
+            case .objectClass: continue
+            case .token:
+                guard AttributeValue.decodeBool(value) == false else { throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "a credential is a session object") }
+            case .label: label = value
+            case .value: secret = value
+            case .credentialObject:
+                guard let raw = AttributeValue.decodeULong(value) else { throw CKError(CK_RV(CKR_ATTRIBUTE_VALUE_INVALID), "CKA_KC_CREDENTIAL_OBJECT is a CK_OBJECT_HANDLE") }
+                target = CK_OBJECT_HANDLE(raw)
+            default:
+                throw CKError(CK_RV(CKR_ATTRIBUTE_TYPE_INVALID), "attribute \(type) is not valid for a credential")
+            }
+        }
+        guard let target, let secret else {
+            throw CKError(CK_RV(CKR_TEMPLATE_INCOMPLETE), "a credential needs CKA_KC_CREDENTIAL_OBJECT and CKA_VALUE")
+        }
+        let entry = try visibleEntry(target, session: session, token: token)
+        let item = try attributes(of: entry, handle: target, token: token)
+        let unlocked: ObjectAttributes
+        switch item.requiredCredential {
+        case .none:
+            throw CKError(CK_RV(CKR_ATTRIBUTE_VALUE_INVALID), "the item needs no credential")
+        case .userPIN:
+            _ = try SecureBytes(secret).withUnsafeBytes { (pin: UnsafeRawBufferPointer) throws(CKError) in try checkPIN(.user, pin, of: token) }
+            unlocked = item
+        case .applicationPassword:
+            unlocked = try SecureBytes(secret).withUnsafeBytes { (password: UnsafeRawBufferPointer) throws(CKError) in
+                try translating { () throws(KeychainError) in try token.keychain.reveal(item, applicationPassword: password) }
+            }
+        }
+        var credential = ObjectAttributes()
+        credential[.objectClass] = AttributeValue.ulong(ObjectClass.credential.rawValue)
+        credential[.token] = AttributeValue.bool(false)
+        credential[.isPrivate] = AttributeValue.bool(false)
+        credential[.label] = label
+        credential[.credentialObject] = AttributeValue.ulong(UInt(target))
+        credential[.destroyable] = AttributeValue.bool(true)
+        credential[.modifiable] = AttributeValue.bool(false)
+        credential[.copyable] = AttributeValue.bool(false)
+        let handle = handles.add(SessionObject(attributes: credential, owner: session.handle), slotID: session.slotID)
+        session.unlockedItems[target] = (unlocked, handle)
+        return handle
     }
 
     // MARK: random numbers (§5.15)

@@ -1,4 +1,5 @@
 import CPKCS11
+import KeychainCore
 
 /// One PKCS#11 session. Login state lives on the token (shared by the application's sessions).
 final class Session {
@@ -14,6 +15,11 @@ final class Session {
     /// CKA_ALWAYS_AUTHENTICATE key. OpenSSH relies on this: it skips the context-specific login
     /// for the signature that immediately follows its own user login.
     var pinJustPresented = false
+    /// Items whose credential was presented in this session (a CKO_KC_CREDENTIAL object): their
+    /// attributes with the secret, by item handle, and the credential object that unlocked each.
+    var unlockedItems: [CK_OBJECT_HANDLE: (attributes: ObjectAttributes, credential: CK_OBJECT_HANDLE)] = [:]
+    /// A key opened with its application password, for the moment its operation is built.
+    var revealedKeys: [CK_OBJECT_HANDLE: ReadyKey] = [:]
 
     init(handle: CK_SESSION_HANDLE, slotID: CK_SLOT_ID, readWrite: Bool) {
         self.handle = handle

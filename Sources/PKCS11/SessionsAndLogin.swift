@@ -101,6 +101,7 @@ extension ModuleState {
             for other in sessions(on: session.slotID) {
                 other.find = nil
                 other.pinJustPresented = false
+                other.unlockedItems.removeAll()
             }
         }
     }

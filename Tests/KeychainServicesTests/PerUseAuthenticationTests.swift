@@ -155,15 +155,17 @@ final class PerUseAuthenticationTests: XCTestCase {
         XCTAssertEqual((error?.takeRetainedValue() as Error? as NSError?)?.code, Int(errSecParam))
     }
 
-    func test_access_control_on_items_that_cannot_enforce_it_is_refused() throws {
+    func test_access_control_rules_on_items() throws {
         XCTAssertEqual(KeychainServices.unlock(password: "1234"), errSecSuccess)
         let presence = try XCTUnwrap(control(kSecAttrAccessibleWhenUnlocked, [.userPresence]).0)
         let plain = try XCTUnwrap(control(kSecAttrAccessibleWhenUnlockedThisDeviceOnly, []).0)
         let password: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "svc",
                                        kSecAttrAccount as String: "me", kSecValueData as String: Data("pw".utf8)]
         var add = password
+        add[kSecAttrAccount as String] = "with presence"
         add[kSecAttrAccessControl as String] = presence
-        XCTAssertEqual(SecItemAdd(add, nil), errSecUnimplemented, "per-use authentication of passwords is not built")
+        XCTAssertEqual(SecItemAdd(add, nil), errSecSuccess, "per-read authentication of passwords (ItemAuthenticationTests)")
+        add = password
         add[kSecAttrAccessControl as String] = plain
         add[kSecAttrAccessible as String] = kSecAttrAccessibleAlways
         XCTAssertEqual(SecItemAdd(add, nil), errSecParam, "both kSecAttrAccessible and kSecAttrAccessControl")
@@ -178,7 +180,7 @@ final class PerUseAuthenticationTests: XCTestCase {
         let parameters: [String: Any] = [kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
                                          kSecPrivateKeyAttrs as String: [kSecAttrIsPermanent as String: true, kSecAttrAccessControl as String: withAppPassword]]
         var error: Unmanaged<CFError>?
-        XCTAssertNil(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
-        XCTAssertEqual((error?.takeRetainedValue() as Error? as NSError?)?.code, Int(errSecUnimplemented))
+        XCTAssertNil(SecKeyCreateRandomKey(parameters as CFDictionary, &error), "the application password must be on the context")
+        XCTAssertEqual((error?.takeRetainedValue() as Error? as NSError?)?.code, Int(errSecInteractionNotAllowed))
     }
 }

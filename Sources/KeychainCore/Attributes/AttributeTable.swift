@@ -139,6 +139,8 @@ public enum AttributeTable {
         add(.itemClass, .ulong, [.indexed], default: AttributeValue.ulong(0))
         add(.synchronizable, .bool, [.settable, .copySettable], default: AttributeValue.bool(false))
         add(.accessible, .ulong, [], default: AttributeValue.ulong(0))
+        add(.accessControl, .ulong, [], default: AttributeValue.ulong(0))
+        add(.applicationPassword, .bytes, [.sensitive])
         add(.isInvisible, .bool, [.settable, .copySettable], default: AttributeValue.bool(false))
         add(.isNegative, .bool, [.settable, .copySettable], default: AttributeValue.bool(false))
         add(.applicationTag, .bytes, [.settable, .copySettable, .indexed], default: [])
@@ -174,13 +176,13 @@ public enum AttributeTable {
 
     static let commonKey: [AttributeType] = [.keyType, .id, .startDate, .endDate, .derive, .local, .keyGenMechanism, .allowedMechanisms, .deriveTemplate]
     static let publicKey: [AttributeType] = commonKey + [.subject, .encrypt, .verify, .verifyRecover, .wrap, .trusted, .publicKeyInfo, .wrapTemplate]
-    static let privateKey: [AttributeType] = commonKey + [.subject, .sensitive, .decrypt, .sign, .signRecover, .unwrap, .extractable,
+    static let privateKey: [AttributeType] = commonKey + [.subject, .sensitive, .decrypt, .sign, .signRecover, .unwrap, .extractable, .applicationPassword,
                                                           .alwaysSensitive, .neverExtractable, .wrapWithTrusted, .alwaysAuthenticate, .publicKeyInfo,
                                                           .unwrapTemplate]
 
     /// The keychain-item attributes a data object carries (generic and internet passwords).
     static let itemAttributes: [AttributeType] = [.itemClass, .account, .generic, .comment, .itemDescription, .creator, .itemType, .accessGroup,
-                                                  .synchronizable, .accessible, .securityDomain, .itemProtocol, .port, .path,
+                                                  .synchronizable, .accessible, .accessControl, .applicationPassword, .securityDomain, .itemProtocol, .port, .path,
                                                   .authenticationType, .isInvisible, .isNegative]
 
     /// What one object class (and key type) has: its attributes, those a creation template must
@@ -198,7 +200,7 @@ public enum AttributeTable {
     private static let publicByDefault: [AttributeType: [UInt8]] = [.isPrivate: AttributeValue.bool(false)]
 
     /// Keychain-item attributes keys and certificates carry (SecItem's view of them).
-    static let keyItemAttributes: [AttributeType] = [.itemClass, .applicationTag, .accessGroup, .synchronizable, .accessible, .creator]
+    static let keyItemAttributes: [AttributeType] = [.itemClass, .applicationTag, .accessGroup, .synchronizable, .accessible, .accessControl, .creator]
 
     private static func keySchema(_ base: [AttributeType], material: [AttributeType], required: [AttributeType]) -> Schema {
         Schema(attributes: Set(storage + base + material + keyItemAttributes), required: Set(required), fixed: Set(material + [.itemClass]),

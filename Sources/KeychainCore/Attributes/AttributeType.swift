@@ -175,6 +175,19 @@ public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, C
 
     /// CKA_KC_APPLICATION_TAG (kSecAttrApplicationTag), bytes, on key objects
     public static let applicationTag = AttributeType(vendorBase + 0x21)
+    /// CKA_KC_ACCESS_CONTROL (kSecAttrAccessControl flags, Apple's bit values), CK_ULONG, set at creation
+    public static let accessControl = AttributeType(vendorBase + 0x22)
+    /// Internal, never given to callers: an item's secret attributes sealed under its application password.
+    public static let sealedSecrets = AttributeType(vendorBase + 0x23)
+    /// Internal, never given to callers: salt and scrypt cost of that seal.
+    public static let applicationPasswordKDF = AttributeType(vendorBase + 0x24)
+    /// CKA_KC_APPLICATION_PASSWORD: write-only, in a creation template; it seals the item's secret.
+    public static let applicationPassword = AttributeType(vendorBase + 0x25)
+    /// CKA_KC_CREDENTIAL_OBJECT: on a CKO_KC_CREDENTIAL object, the handle of the item it unlocks.
+    public static let credentialObject = AttributeType(vendorBase + 0x26)
+
+    /// Attributes the module keeps for itself: reading or searching them behaves as if absent.
+    public var isInternal: Bool { self == .sealedSecrets || self == .applicationPasswordKDF }
 
     public static func < (lhs: AttributeType, rhs: AttributeType) -> Bool { lhs.rawValue < rhs.rawValue }
     public var description: String { "0x" + String(rawValue, radix: 16) }
@@ -195,6 +208,9 @@ public struct ObjectClass: RawRepresentable, Hashable, Sendable {
     public static let privateKey = ObjectClass(rawValue: 0x3)
     /// CKO_SECRET_KEY
     public static let secretKey = ObjectClass(rawValue: 0x4)
+    /// CKO_KC_CREDENTIAL (vendor): a session object presenting an item's credential (its
+    /// application password, or the user PIN), after which the item's secret is readable in that session.
+    public static let credential = ObjectClass(rawValue: 0x8000_0000 | 0x4B43_0001)
 }
 
 /// A PKCS#11 certificate type (`CKC_*`).

@@ -54,6 +54,10 @@ public final class Keychain {
     private var device: DeviceBinding?
     private var deviceAlwaysKeys: RecordKeys?
     private var deviceFailure: (stamp: ChangeStamp, error: KeychainError)?
+    /// The record keys a search can use, valid while the file, the caller's master key and the
+    /// first-unlock key are unchanged (each search would otherwise probe every class).
+    /// Holds classes, not keys: no key outlives the master key it came from.
+    private var availability: (stamp: ChangeStamp, master: ObjectIdentifier?, firstUnlock: Bool, protections: [Protection])?
     /// The Always key's record keys, once opened.
     private var alwaysKeys: RecordKeys?
 
@@ -281,6 +285,26 @@ public final class Keychain {
 
     // MARK: objects
 
+    /// Only rows this process can open are searched: the others have no usable index keys.
+    private func availableKeys(master: MasterKey?) -> [(protection: Protection, keys: RecordKeys)] {
+        let stamp = try? store.changeStamp()
+        let masterID = master.map(ObjectIdentifier.init)
+        let candidates: [Protection]
+        if let cached = availability, let stamp, cached.stamp == stamp, cached.master == masterID, cached.firstUnlock == (firstUnlock != nil) {
+            candidates = cached.protections
+        } else {
+            candidates = Protection.allCases
+        }
+        let keys: [(protection: Protection, keys: RecordKeys)] = candidates.compactMap { protection in
+            (try? self.keys(for: protection, master: master)).map { (protection, $0) }
+        }
+        // Probing may have written (binding the Always key to this device): take the stamp after.
+        if candidates.count == Protection.allCases.count, let after = try? store.changeStamp() {
+            availability = (after, masterID, firstUnlock != nil, keys.map(\.protection))
+        }
+        return keys
+    }
+
     /// The keys that open rows of `protection` with what this process holds: `master` is the
     /// logged-in user's master key (nil while locked).
     private func keys(for protection: Protection, master: MasterKey?) throws(KeychainError) -> RecordKeys {
@@ -479,6 +503,16 @@ public final class Keychain {
 
     /// Stores a new token object; private objects need the master key. Returns its row id.
     public func add(_ object: ObjectAttributes, uid: [UInt8], master: MasterKey?) throws(KeychainError) -> Int64 {
+        var object = object
+        if let password = object[.applicationPassword] {
+            // Write-only: it seals the secret and is never stored.
+            object[.applicationPassword] = nil
+            if object.objectClass == .privateKey, !object.bool(.alwaysAuthenticate) {
+                throw KeychainError(.templateInconsistent, "a key with an application password needs CKA_ALWAYS_AUTHENTICATE = TRUE (the password is its context-specific PIN)")
+            }
+            let kdf = try translatingErrors { try storedKDF(Meta.verifier(.user)) } ?? .interactive
+            try ApplicationPasswordSeal.seal(&object, password: password, kdf: kdf)
+        }
         let protection = try Protection(for: object)
         let keys = try keysForStoring(protection, object: object, master: master)
         do {
@@ -526,6 +560,9 @@ public final class Keychain {
         guard let current = Protection(rawValue: row.protection), current.isPrivate == object.isPrivate || allowingPrivateChange else {
             throw KeychainError(.attributeReadOnly, "CKA_PRIVATE cannot change in place")
         }
+        if object.hasSealedSecrets, object.values.keys.contains(where: { AttributeTable.rule($0)?.flags.contains(.sensitive) == true }) {
+            throw KeychainError(.attributeReadOnly, "the secret of an item with an application password changes only by deleting and adding it again")
+        }
         let protection = try Protection(for: object)
         let keys = protection == current ? try keys(for: protection, master: master) : try keysForStoring(protection, object: object, master: master)
         do {
@@ -551,10 +588,7 @@ public final class Keychain {
     /// Token objects matching `template`, by indexed SQL where possible, decrypting only the
     /// candidates that an index cannot decide. Private objects are searched only with `master`.
     public func find(_ template: Template, master: MasterKey?) throws(KeychainError) -> [FoundObject] {
-        // Only rows this process can open are searched: the others have no usable index keys.
-        let available: [(protection: Protection, keys: RecordKeys)] = Protection.allCases.compactMap { protection in
-            (try? keys(for: protection, master: master)).map { (protection, $0) }
-        }
+        let available = availableKeys(master: master)
         var protections = available.map(\.protection)
         var objectClass: UInt64?
         var terms: [IndexTerm] = []

@@ -7,6 +7,17 @@ public enum KeyFactory {
     public static let rsaImportBits = 1024...8192
     public static let rsaGenerationBits = 2048...8192
 
+    /// The public half of a key object, from its CKA_PUBLIC_KEY_INFO (for a private key whose
+    /// secret is sealed by an application password).
+    public static func publicKey(of object: ObjectAttributes) throws(KeychainError) -> AsymmetricKey {
+        guard let info = object[.publicKeyInfo], !info.isEmpty else {
+            throw KeychainError(.attributeValueInvalid, "the key has no CKA_PUBLIC_KEY_INFO")
+        }
+        do { return try AsymmetricKey.publicKey(subjectPublicKeyInfo: info) } catch {
+            throw KeychainError(.recordCorrupted, "CKA_PUBLIC_KEY_INFO does not parse")
+        }
+    }
+
     /// The parsed key of a key object (public or private).
     public static func key(of object: ObjectAttributes) throws(KeychainError) -> AsymmetricKey {
         guard let objectClass = object.objectClass, let keyType = object.keyType else {

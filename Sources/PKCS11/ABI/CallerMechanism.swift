@@ -19,4 +19,24 @@ struct CallerMechanism {
         type = mechanism.mechanism
         parameter = MechanismParameter(pointer: mechanism.pParameter.map { UnsafeRawPointer($0) }, length: Int(mechanism.ulParameterLen))
     }
+
+    private init(type: CK_MECHANISM_TYPE, parameter: MechanismParameter) {
+        self.type = type
+        self.parameter = parameter
+    }
+
+    /// A copy that stays valid after the call returns, for an operation finished later (a key
+    /// opened by its application password at C_Login). Only flat parameters can be kept: those
+    /// that point to more caller memory (an OAEP label, an EdDSA context) are refused.
+    func ownedCopy() throws(CKError) -> CallerMechanism {
+        if type == CK_MECHANISM_TYPE(CKM_EDDSA), !parameter.isEmpty {
+            throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "EdDSA parameters with a key that waits for its application password")
+        }
+        if type == CK_MECHANISM_TYPE(CKM_RSA_PKCS_OAEP), try parameter.read(CK_RSA_PKCS_OAEP_PARAMS.self).ulSourceDataLen != 0 {
+            throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "an OAEP label with a key that waits for its application password")
+        }
+        guard let pointer = parameter.pointer, parameter.length > 0 else { return self }
+        let owned = OwnedBytes(copying: UnsafeRawBufferPointer(start: pointer, count: parameter.length))
+        return CallerMechanism(type: type, parameter: MechanismParameter(pointer: UnsafeRawPointer(owned.buffer.baseAddress), length: parameter.length, owner: owned))
+    }
 }

@@ -8,7 +8,7 @@ import KeychainCrypto
 /// leaves the operation exactly where it was, and the copy becomes the state when it succeeds.
 extension ModuleState {
     func cipherInit(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, key: CK_OBJECT_HANDLE, encrypting: Bool) throws(CKError) {
-        try begin(handle, encrypting ? .encrypt : .decrypt) { session, token throws(CKError) in
+        try begin(handle, encrypting ? .encrypt : .decrypt, mechanism: mechanism) { [unowned self] session, token, mechanism throws(CKError) in
             let entry = try Mechanisms.mechanism(mechanism.type)
             guard entry.supports(encrypting ? CKF_ENCRYPT : CKF_DECRYPT), let makeSpec = entry.cipher else {
                 throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) cannot \(encrypting ? "encrypt" : "decrypt")")

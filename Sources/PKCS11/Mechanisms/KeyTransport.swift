@@ -51,6 +51,9 @@ extension ModuleState {
             let wrapper = try wrapper(mechanism, key: wrappingKey, wrapping: true, session: session, token: token)
             let target = try keyAttributes(key, session: session, token: token)
             let wrapping = try keyAttributes(wrappingKey, session: session, token: token)
+            guard !target.hasSealedSecrets else {
+                throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "a key sealed by its application password is not wrapped")
+            }
             if target.bool(.wrapWithTrusted) {
                 guard wrapping.bool(.trusted) else { throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "this key may only be wrapped by a trusted key") }
             }

@@ -22,11 +22,16 @@ final class ActiveOperation {
         case symmetric(SymmetricCipher)
         /// RSA encryption or decryption: the input is collected and processed at the end.
         case rsa(AsymmetricKey, RSACipher.Padding, encrypting: Bool)
+        /// The key's secret is sealed under its application password: the operation is built
+        /// when C_Login(CKU_CONTEXT_SPECIFIC) presents it.
+        case awaitingCredential
     }
 
-    let engine: Engine
+    private(set) var engine: Engine
     /// The exact result length of signatures, MACs and digests (for length queries).
-    let outputLength: Int
+    private(set) var outputLength: Int
+    /// For `.awaitingCredential`: the key, and how to build the operation once it is open.
+    var pending: (key: CK_OBJECT_HANDLE, build: (Session, Token) throws(CKError) -> ActiveOperation)?
     /// Set by the first Update: the single-part call is then refused.
     var isMultiPart = false
     /// Input collected for RSA encryption and decryption.
@@ -42,6 +47,13 @@ final class ActiveOperation {
         self.outputLength = outputLength
     }
 
+    /// Takes over the engine of the operation built once the key's credential was presented.
+    func resume(with built: ActiveOperation) {
+        engine = built.engine
+        outputLength = built.outputLength
+        pending = nil
+    }
+
     deinit { wipe(&collected) }
 
     /// Feeds input to a digest, signature or MAC.
@@ -51,7 +63,7 @@ final class ActiveOperation {
             case .digest(let digest): try digest.update(data)
             case .signature(let signature): try signature.update(data)
             case .mac(let mac): try mac.update(data)
-            case .symmetric, .rsa: throw CKError(CK_RV(CKR_GENERAL_ERROR), "not an absorbing operation")
+            case .symmetric, .rsa, .awaitingCredential: throw CKError(CK_RV(CKR_GENERAL_ERROR), "not an absorbing operation")
             }
         } catch let error as CKError {
             throw error
@@ -67,7 +79,7 @@ final class ActiveOperation {
             case .digest(let digest): return try digest.finish()
             case .signature(let signer): return try signer.sign()
             case .mac(let mac): return try mac.finish()
-            case .symmetric, .rsa: throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a signing operation")
+            case .symmetric, .rsa, .awaitingCredential: throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a signing operation")
             }
         } catch let error as CKError {
             throw error
@@ -110,11 +122,26 @@ extension ModuleState {
         try session(handle).operations[kind] = nil
     }
 
-    func begin(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, _ make: (Session, Token) throws(CKError) -> ActiveOperation) throws(CKError) {
+    /// Starts an operation made by `make`, which must capture no caller memory other than the
+    /// mechanism it is given: an operation on a key sealed by its application password is made
+    /// again, with an owned copy of the mechanism, when C_Login(CKU_CONTEXT_SPECIFIC) opens the key.
+    func begin(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, mechanism: CallerMechanism,
+               _ make: @escaping (Session, Token, CallerMechanism) throws(CKError) -> ActiveOperation) throws(CKError) {
         try withSession(handle) { session, token throws(CKError) in
             guard session.operations[kind] == nil else { throw CKError(CK_RV(CKR_OPERATION_ACTIVE), "a \(kind) operation is already active") }
-            let operation = try make(session, token)
-            if operation.alwaysAuthenticate { operation.awaitsContextLogin = !session.pinJustPresented }
+            let operation: ActiveOperation
+            do throws(CKError) {
+                operation = try make(session, token, mechanism)
+                if operation.alwaysAuthenticate { operation.awaitsContextLogin = !session.pinJustPresented }
+            } catch {
+                guard let key = error.awaitingCredentialFor else { throw error }
+                // The key's application password is its context-specific PIN: nothing else opens it.
+                let owned = try mechanism.ownedCopy()
+                operation = ActiveOperation(engine: .awaitingCredential, outputLength: 0)
+                operation.pending = (key, { session, token throws(CKError) in try make(session, token, owned) })
+                operation.alwaysAuthenticate = true
+                operation.awaitsContextLogin = true
+            }
             if kind == .sign || kind == .decrypt { session.pinJustPresented = false }
             session.operations[kind] = operation
         }
@@ -123,7 +150,7 @@ extension ModuleState {
     // MARK: digest
 
     func digestInit(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism) throws(CKError) {
-        try begin(handle, .digest) { _, _ throws(CKError) in
+        try begin(handle, .digest, mechanism: mechanism) { _, _, mechanism throws(CKError) in
             guard let algorithm = try Mechanisms.mechanism(mechanism.type).digest else {
                 throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a digest mechanism")
             }
@@ -154,13 +181,13 @@ extension ModuleState {
     // MARK: sign and verify
 
     func signInit(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, key: CK_OBJECT_HANDLE) throws(CKError) {
-        try begin(handle, .sign) { session, token throws(CKError) in
+        try begin(handle, .sign, mechanism: mechanism) { [unowned self] session, token, mechanism throws(CKError) in
             try authenticationOperation(mechanism, key: key, signing: true, session: session, token: token)
         }
     }
 
     func verifyInit(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, key: CK_OBJECT_HANDLE) throws(CKError) {
-        try begin(handle, .verify) { session, token throws(CKError) in
+        try begin(handle, .verify, mechanism: mechanism) { [unowned self] session, token, mechanism throws(CKError) in
             try authenticationOperation(mechanism, key: key, signing: false, session: session, token: token)
         }
     }
@@ -210,7 +237,16 @@ extension ModuleState {
         guard let waiting = candidates.first(where: \.awaitsContextLogin) ?? candidates.first else {
             throw CKError(CK_RV(CKR_OPERATION_NOT_INITIALIZED), "no operation of this session uses a CKA_ALWAYS_AUTHENTICATE key")
         }
-        _ = try checkPIN(.user, pin, of: token)
+        if let pending = waiting.pending {
+            // The PIN here is the key's application password: it opens the key, which builds the operation.
+            let attributes = try keyAttributes(pending.key, session: session, token: token)
+            let revealed = try translating { () throws(KeychainError) in try token.keychain.reveal(attributes, applicationPassword: pin) }
+            session.revealedKeys[pending.key] = try Token.parse(revealed)
+            defer { session.revealedKeys[pending.key] = nil }
+            waiting.resume(with: try pending.build(session, token))
+        } else {
+            _ = try checkPIN(.user, pin, of: token)
+        }
         waiting.awaitsContextLogin = false
     }
 
@@ -285,6 +321,13 @@ extension ModuleState {
 
     /// The parsed key; the full record is read only when the key is not parsed yet.
     private func readyKey(_ handle: CK_OBJECT_HANDLE, policy: ObjectAttributes, session: Session, token: Token) throws(CKError) -> ReadyKey {
+        if policy.hasSealedSecrets {
+            // Never cached: each use presents the application password again.
+            if let key = session.revealedKeys[handle] { return key }
+            var error = CKError(CK_RV(CKR_USER_NOT_LOGGED_IN), "the key's application password must be presented with C_Login(CKU_CONTEXT_SPECIFIC)")
+            error.awaitingCredentialFor = handle
+            throw error
+        }
         if let key = token.keyCache[handle] { return key }
         // Public keys have no secret parts; for the others, `policy` holds them only when it was
         // just read in full (`withoutSecrets` strips every sensitive attribute).
@@ -384,13 +427,13 @@ extension Token {
     /// The usable form of a key object, parsed once while logged in.
     func readyKey(for handle: CK_OBJECT_HANDLE, attributes: ObjectAttributes) throws(CKError) -> ReadyKey {
         if let key = keyCache[handle] { return key }
-        let key: ReadyKey
-        if attributes.objectClass == .secretKey {
-            key = .secret(SecureBytes(attributes[.value] ?? []))
-        } else {
-            key = .asymmetric(try translating { () throws(KeychainError) in try KeyFactory.key(of: attributes) })
-        }
+        let key = try Self.parse(attributes)
         keyCache[handle] = key
         return key
+    }
+
+    static func parse(_ attributes: ObjectAttributes) throws(CKError) -> ReadyKey {
+        if attributes.objectClass == .secretKey { return .secret(SecureBytes(attributes[.value] ?? [])) }
+        return .asymmetric(try translating { () throws(KeychainError) in try KeyFactory.key(of: attributes) })
     }
 }

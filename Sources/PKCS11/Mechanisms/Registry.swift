@@ -41,6 +41,8 @@ struct Mechanism: Sendable {
 struct MechanismParameter {
     let pointer: UnsafeRawPointer?
     let length: Int
+    /// Keeps an owned copy of the bytes alive (see `CallerMechanism.ownedCopy`).
+    var owner: OwnedBytes? = nil
 
     var isEmpty: Bool { pointer == nil || length == 0 }
 
@@ -70,4 +72,16 @@ func parameterBytes(_ pointer: UnsafeMutableRawPointer?, _ length: CK_ULONG, wha
         throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "bad \(what)")
     }
     return Array(UnsafeRawBufferPointer(start: pointer, count: Int(length)))
+}
+
+/// A heap copy of a caller's bytes, freed with its last reference.
+final class OwnedBytes {
+    let buffer: UnsafeMutableRawBufferPointer
+
+    init(copying source: UnsafeRawBufferPointer) {
+        buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(source.count, 1), alignment: 16)
+        if let base = source.baseAddress { buffer.baseAddress?.copyMemory(from: base, byteCount: source.count) }
+    }
+
+    deinit { buffer.deallocate() }
 }
