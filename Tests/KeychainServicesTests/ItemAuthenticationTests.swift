@@ -161,4 +161,31 @@ final class ItemAuthenticationTests: XCTestCase {
         XCTAssertEqual(p11.C_Sign!(session, &data, CK_ULONG(data.count), &signature, &length), CK_RV(CKR_OK))
         XCTAssertEqual(length, 64)
     }
+
+    /// Each flag as PKCS#11 sees the key it protects: CKA_KC_ACCESS_CONTROL holds the flags,
+    /// presence of any kind is CKA_ALWAYS_AUTHENTICATE, privateKeyUsage is sensitive and unextractable.
+    func test_each_flag_on_a_key_as_pkcs11_attributes() throws {
+        let cases: [(String, SecAccessControlCreateFlags)] = [
+            ("userPresence", .userPresence), ("devicePasscode", .devicePasscode), ("biometryAny", .biometryAny),
+            ("biometryCurrentSet", .biometryCurrentSet), ("watch", .watch), ("privateKeyUsage", .privateKeyUsage),
+            ("both", [.biometryAny, .devicePasscode, .or]),
+        ]
+        let keychain = try Keychain.open(at: try XCTUnwrap(KeychainDirectory(path: directory).keychainFiles().first))
+        let master = try Array(password.utf8).withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
+        for (name, flags) in cases {
+            var error: Unmanaged<CFError>?
+            let parameters: [String: Any] = [kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+                                             kSecPrivateKeyAttrs as String: [kSecAttrIsPermanent as String: true, kSecAttrLabel as String: name,
+                                                                             kSecAttrAccessControl as String: try control(flags)]]
+            XCTAssertNotNil(SecKeyCreateRandomKey(parameters as CFDictionary, &error), name)
+            let found = try keychain.find([(.label, Array(name.utf8)), (.objectClass, AttributeValue.ulong(ObjectClass.privateKey.rawValue))], master: master)
+            XCTAssertEqual(found.count, 1, name)
+            let stored = try keychain.object(id: try XCTUnwrap(found.first).id, master: master)
+            XCTAssertEqual(stored[.accessControl], AttributeValue.ulong(UInt(flags.rawValue)), name)
+            XCTAssertEqual(stored.bool(.alwaysAuthenticate), name != "privateKeyUsage", name)
+            XCTAssertEqual(stored.bool(.sensitive), name == "privateKeyUsage", name)
+            XCTAssertEqual(stored.bool(.extractable), name != "privateKeyUsage", name)
+            XCTAssertEqual(stored[.accessible], AttributeValue.ulong(ProtectionClass.whenUnlocked.rawValue), name)
+        }
+    }
 }
