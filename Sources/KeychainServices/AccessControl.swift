@@ -45,6 +45,9 @@ public final class SecAccessControl: NSObject, @unchecked Sendable {
             guard !flags.contains(.or) else {
                 throw ItemError(errSecUnimplemented, "an application password enters the item's key derivation: it cannot be one alternative of .or")
             }
+            guard flags.isDisjoint(with: SecAccessControlCreateFlags.presence) else {
+                throw ItemError(errSecUnimplemented, "an application password together with user presence is not supported: one per-use secret per item")
+            }
             guard !isKey || isPrivate else { throw ItemError(errSecParam, "an application password applies to private keys") }
             guard let password = context?.applicationPassword else {
                 throw ItemError(errSecInteractionNotAllowed, "set the application password on the kSecUseAuthenticationContext (setCredential(_:type: .applicationPassword))")
@@ -56,8 +59,11 @@ public final class SecAccessControl: NSObject, @unchecked Sendable {
             guard isPrivate else { throw ItemError(errSecParam, "user presence applies to private keys") }
             if !template.contains(where: { $0.type == .alwaysAuthenticate }) { template.append((.alwaysAuthenticate, [1])) }
         }
-        if flags.contains(.privateKeyUsage) {
-            guard isPrivate else { throw ItemError(errSecParam, "kSecAccessControlPrivateKeyUsage applies to private keys") }
+        if flags.contains(.privateKeyUsage), !isPrivate {
+            throw ItemError(errSecParam, "kSecAccessControlPrivateKeyUsage applies to private keys")
+        }
+        // privateKeyUsage keeps the key in; so does any per-use check (an export would skip it).
+        if isKey, isPrivate, !flags.isDisjoint(with: SecAccessControlCreateFlags.presence.union([.applicationPassword, .privateKeyUsage])) {
             template += [(.sensitive, [1]), (.extractable, [0])]
         }
         if let index = ItemMapping.accessibility.firstIndex(of: protection) {

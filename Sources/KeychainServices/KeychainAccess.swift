@@ -24,9 +24,19 @@ public final class SecAuthenticationContext: NSObject, @unchecked Sendable {
     public func setCredential(_ credential: Data?, type: LACredentialType) -> Bool {
         lock.lock()
         defer { lock.unlock() }
-        if var old = applicationCredential { wipe(&old) }
+        if var old = applicationCredential {
+            applicationCredential = nil
+            wipe(&old)
+        }
         applicationCredential = credential.map { Array($0) }
         return true
+    }
+
+    deinit {
+        if var old = applicationCredential {
+            applicationCredential = nil
+            wipe(&old)
+        }
     }
 
     /// Whether a credential of `type` is set.

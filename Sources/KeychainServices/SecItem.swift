@@ -213,6 +213,13 @@ private func withSecret(_ object: ObjectAttributes, query: ItemQuery, keychain: 
     guard needsSecret else { return object }
     switch object.requiredCredential {
     case .none:
+        if query.itemClass == .key, query.returnData, object.bool(.alwaysAuthenticate) {
+            // An extractable key that asks for the PIN at each use asks before it leaves.
+            guard let context = query.context, context.password != nil else {
+                throw ItemError(errSecInteractionNotAllowed, "this key asks for the keychain password at each use: pass kSecUseAuthenticationContext")
+            }
+            _ = try KeychainAccess.unlock(keychain, context)
+        }
         return object
     case .userPIN:
         guard let context = query.context, context.password != nil else {

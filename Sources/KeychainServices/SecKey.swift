@@ -249,6 +249,16 @@ public func SecKeyCopyExternalRepresentation(_ key: SecKey, _ error: UnsafeMutab
         fail(error, errSecParam, "the key is not extractable")
         return nil
     }
+    if key.key.isPrivate {
+        // A key that asks for the PIN at each use asks before it leaves, too.
+        do { try key.confirmPresence() } catch let failure as ItemError {
+            fail(error, failure.status, failure.reason)
+            return nil
+        } catch let failure {
+            fail(error, errSecIO, "\(failure)")
+            return nil
+        }
+    }
     do { return Data(try key.key.externalRepresentation().bytes) as NSData } catch let failure {
         fail(error, errSecParam, "\(failure)")
         return nil

@@ -46,7 +46,13 @@ struct ObjectHandleTable {
 
     mutating func handle(forTokenObject rowID: Int64, slotID: CK_SLOT_ID, isPrivate: Bool) -> CK_OBJECT_HANDLE {
         let key = TokenKey(slotID: slotID, rowID: rowID)
-        if let handle = tokenHandles[key] { return handle }
+        if let handle = tokenHandles[key] {
+            // SecItemUpdate can move an item between private and public: the search has the truth.
+            if let entry = entries[handle], entry.isPrivate != isPrivate {
+                entries[handle] = ObjectEntry(slotID: entry.slotID, location: entry.location, isPrivate: isPrivate)
+            }
+            return handle
+        }
         let handle = allocate(ObjectEntry(slotID: slotID, location: .token(rowID: rowID), isPrivate: isPrivate))
         tokenHandles[key] = handle
         return handle

@@ -152,16 +152,18 @@ extension ModuleState {
             // A password with per-item authentication shows its secret only in a session that
             // presented the item's credential (a CKO_KC_CREDENTIAL object).
             var gated = false
-            switch current.requiredCredential {
-            case .none: break
-            case .userPIN: gated = session.unlockedItems[object] == nil
-            case .applicationPassword:
-                if let unlocked = session.unlockedItems[object] { current = unlocked.attributes } else { gated = true }
+            if current.requiredCredential != .none {
+                if let unlocked = session.unlockedItems[object] {
+                    for (type, value) in unlocked.secrets.values { current[type] = value }
+                    current[.sealedSecrets] = nil
+                } else {
+                    gated = true
+                }
             }
             var problem: CKError?
             for index in entries.indices {
                 let type = AttributeType(entries[index].type)
-                if gated, AttributeTable.rule(type)?.flags.contains(.sensitive) == true {
+                if gated, AttributeTable.rule(type)?.flags.contains(.sensitive) == true, current[type] != nil || current.hasSealedSecrets {
                     entries[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
                     problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_SENSITIVE), "present the item's credential (a CKO_KC_CREDENTIAL object) to read attribute \(type)")
                     continue
@@ -317,19 +319,29 @@ extension ModuleState {
         guard let target, let secret else {
             throw CKError(CK_RV(CKR_TEMPLATE_INCOMPLETE), "a credential needs CKA_KC_CREDENTIAL_OBJECT and CKA_VALUE")
         }
-        let entry = try visibleEntry(target, session: session, token: token)
-        let item = try attributes(of: entry, handle: target, token: token)
-        let unlocked: ObjectAttributes
+        let item: ObjectAttributes
+        do throws(CKError) {
+            let entry = try visibleEntry(target, session: session, token: token)
+            item = try attributes(of: entry, handle: target, token: token)
+        } catch where error.rv == CK_RV(CKR_OBJECT_HANDLE_INVALID) {
+            throw CKError(CK_RV(CKR_ATTRIBUTE_VALUE_INVALID), "CKA_KC_CREDENTIAL_OBJECT names no object this session sees")
+        }
+        guard item.objectClass == .data else {
+            throw CKError(CK_RV(CKR_ATTRIBUTE_VALUE_INVALID), "credential objects unlock password items; a key takes its application password with C_Login(CKU_CONTEXT_SPECIFIC)")
+        }
+        let secrets: ObjectAttributes
         switch item.requiredCredential {
         case .none:
             throw CKError(CK_RV(CKR_ATTRIBUTE_VALUE_INVALID), "the item needs no credential")
         case .userPIN:
             _ = try SecureBytes(secret).withUnsafeBytes { (pin: UnsafeRawBufferPointer) throws(CKError) in try checkPIN(.user, pin, of: token) }
-            unlocked = item
+            secrets = ObjectAttributes()
         case .applicationPassword:
-            unlocked = try SecureBytes(secret).withUnsafeBytes { (password: UnsafeRawBufferPointer) throws(CKError) in
+            let revealed = try SecureBytes(secret).withUnsafeBytes { (password: UnsafeRawBufferPointer) throws(CKError) in
                 try translating { () throws(KeychainError) in try token.keychain.reveal(item, applicationPassword: password) }
             }
+            // Only what the seal held: everything else is read fresh at each C_GetAttributeValue.
+            secrets = ObjectAttributes(revealed.values.filter { item[$0.key] == nil })
         }
         var credential = ObjectAttributes()
         credential[.objectClass] = AttributeValue.ulong(ObjectClass.credential.rawValue)
@@ -341,7 +353,7 @@ extension ModuleState {
         credential[.modifiable] = AttributeValue.bool(false)
         credential[.copyable] = AttributeValue.bool(false)
         let handle = handles.add(SessionObject(attributes: credential, owner: session.handle), slotID: session.slotID)
-        session.unlockedItems[target] = (unlocked, handle)
+        session.unlockedItems[target] = (secrets, handle)
         return handle
     }
 

@@ -15,9 +15,10 @@ final class Session {
     /// CKA_ALWAYS_AUTHENTICATE key. OpenSSH relies on this: it skips the context-specific login
     /// for the signature that immediately follows its own user login.
     var pinJustPresented = false
-    /// Items whose credential was presented in this session (a CKO_KC_CREDENTIAL object): their
-    /// attributes with the secret, by item handle, and the credential object that unlocked each.
-    var unlockedItems: [CK_OBJECT_HANDLE: (attributes: ObjectAttributes, credential: CK_OBJECT_HANDLE)] = [:]
+    /// Items whose credential was presented in this session (a CKO_KC_CREDENTIAL object), by item
+    /// handle: the secret attributes an application password opened (none for user presence,
+    /// whose secret is in the record), and the credential object that unlocked each.
+    var unlockedItems: [CK_OBJECT_HANDLE: (secrets: ObjectAttributes, credential: CK_OBJECT_HANDLE)] = [:]
     /// A key opened with its application password, for the moment its operation is built.
     var revealedKeys: [CK_OBJECT_HANDLE: ReadyKey] = [:]
 

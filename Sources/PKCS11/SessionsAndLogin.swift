@@ -78,6 +78,9 @@ extension ModuleState {
                 return (program, "Enter the SO PIN of keychain '\(label)':")
             case CK_USER_TYPE(CKU_CONTEXT_SPECIFIC):
                 guard token.login == .user else { throw CKError.userNotLoggedIn }
+                if [OperationKind.sign, .decrypt].contains(where: { session.operations[$0]?.sealedKey != nil }) {
+                    return (program, "A key of keychain '\(label)' is protected by an application password: enter it:")
+                }
                 return (program, "Confirm the use of a protected key of keychain '\(label)': enter its PIN:")
             default:
                 throw CKError(CK_RV(CKR_USER_TYPE_INVALID), "unknown user type \(userType)")

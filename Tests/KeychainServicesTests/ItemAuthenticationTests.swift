@@ -95,6 +95,8 @@ final class ItemAuthenticationTests: XCTestCase {
         either[kSecAttrAccessControl as String] = try control([.applicationPassword, .userPresence, .or])
         either[kSecUseAuthenticationContext as String] = context
         XCTAssertEqual(SecItemAdd(either, nil), errSecUnimplemented, "a sealing password cannot be one alternative of .or")
+        either[kSecAttrAccessControl as String] = try control([.applicationPassword, .userPresence, .and])
+        XCTAssertEqual(SecItemAdd(either, nil), errSecUnimplemented, "one per-use secret per item")
 
         // Not in the file in clear, under the master key or otherwise.
         let path = try XCTUnwrap(KeychainDirectory(path: directory).keychainFiles().first)
@@ -183,8 +185,8 @@ final class ItemAuthenticationTests: XCTestCase {
             let stored = try keychain.object(id: try XCTUnwrap(found.first).id, master: master)
             XCTAssertEqual(stored[.accessControl], AttributeValue.ulong(UInt(flags.rawValue)), name)
             XCTAssertEqual(stored.bool(.alwaysAuthenticate), name != "privateKeyUsage", name)
-            XCTAssertEqual(stored.bool(.sensitive), name == "privateKeyUsage", name)
-            XCTAssertEqual(stored.bool(.extractable), name != "privateKeyUsage", name)
+            XCTAssertTrue(stored.bool(.sensitive), "\(name): a key checked at each use never leaves")
+            XCTAssertFalse(stored.bool(.extractable), name)
             XCTAssertEqual(stored[.accessible], AttributeValue.ulong(ProtectionClass.whenUnlocked.rawValue), name)
         }
     }

@@ -56,6 +56,23 @@ final class PerUseAuthenticationTests: XCTestCase {
         return (signature, error.map { ($0.takeRetainedValue() as Error as NSError).code })
     }
 
+    /// An extractable key that asks for the PIN at each use asks before it leaves, too.
+    func test_a_per_use_key_is_not_exported_without_the_pin() throws {
+        try storeKey(label: "exportable", alwaysAuthenticate: true)
+        XCTAssertEqual(KeychainServices.unlock(password: "1234"), errSecSuccess)
+        var query: [String: Any] = [kSecClass as String: kSecClassKey, kSecAttrLabel as String: "exportable",
+                                    kSecAttrKeyClass as String: kSecAttrKeyClassPrivate, kSecReturnData as String: true]
+        var result: CFTypeRef?
+        XCTAssertEqual(SecItemCopyMatching(query, &result), errSecInteractionNotAllowed)
+        query[kSecUseAuthenticationContext as String] = SecAuthenticationContext(password: "1234")
+        XCTAssertEqual(SecItemCopyMatching(query, &result), errSecSuccess)
+        XCTAssertNotNil(result as? Data)
+        var error: Unmanaged<CFError>?
+        XCTAssertNil(SecKeyCopyExternalRepresentation(try fetch("exportable", context: nil), &error))
+        XCTAssertEqual((error?.takeRetainedValue() as Error? as NSError?)?.code, Int(errSecInteractionNotAllowed))
+        XCTAssertNotNil(SecKeyCopyExternalRepresentation(try fetch("exportable", context: SecAuthenticationContext(password: "1234")), &error))
+    }
+
     func test_a_per_use_key_signs_with_the_context_it_was_fetched_with_and_never_without() throws {
         try storeKey(label: "always", alwaysAuthenticate: true)
         try storeKey(label: "plain", alwaysAuthenticate: false)

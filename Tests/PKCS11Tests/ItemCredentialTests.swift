@@ -86,7 +86,7 @@ extension MechanismTests {
     }
 
     func test_a_key_with_an_application_password_uses_it_as_the_context_specific_pin() {
-        let (_, session) = loggedInSession()
+        let (slot, session) = loggedInSession()
         let publicTemplate: [(UInt, [UInt8])] = [(UInt(CKA_EC_PARAMS), Self.p256Params), (UInt(CKA_TOKEN), [1]), (UInt(CKA_VERIFY), [1])]
         _ = generate(session, UInt(CKM_EC_KEY_PAIR_GEN), public: publicTemplate,
                      private: [(UInt(CKA_TOKEN), [1]), (UInt(CKA_SIGN), [1]), (Self.applicationPassword, Array("key-pw".utf8))],
@@ -109,6 +109,10 @@ extension MechanismTests {
         XCTAssertRV(signInit(), CKR_OK)
         XCTAssertRV(contextLogin(String(decoding: userPIN, as: UTF8.self)), CKR_PIN_INCORRECT, "the user PIN is not this key's PIN")
         XCTAssertRV(contextLogin("key-pw"), CKR_OK)
+        let failuresBefore = tokenInfo(slot).flags & CK_FLAGS(CKF_USER_PIN_COUNT_LOW)
+        XCTAssertRV(contextLogin("key-pw"), CKR_OK, "presented again: checked against the key, not counted as a user PIN")
+        XCTAssertRV(contextLogin("not-it"), CKR_PIN_INCORRECT)
+        XCTAssertEqual(tokenInfo(slot).flags & CK_FLAGS(CKF_USER_PIN_COUNT_LOW), failuresBefore, "a wrong application password is not a wrong user PIN")
         let (result, signature) = signNow()
         XCTAssertRV(result, CKR_OK)
         XCTAssertRV(verify(session, UInt(CKM_ECDSA_SHA256), key: publicKey, data: data, signature: signature), CKR_OK)
@@ -122,5 +126,22 @@ extension MechanismTests {
             mechanism(UInt(CKM_AES_KEY_GEN)) { p11.C_GenerateKey!(session, $0, template, count, &aes) }
         }, CKR_OK)
         XCTAssertRV(mechanism(0x210A /* CKM_AES_KEY_WRAP_PAD */) { p11.C_WrapKey!(session, $0, aes, privateKey, &wrapped, &wrappedLength) }, CKR_KEY_NOT_WRAPPABLE)
+        _ = present(session, privateKey, "key-pw", expect: CKR_ATTRIBUTE_VALUE_INVALID)
+        _ = present(session, 0xFFFF, "key-pw", expect: CKR_ATTRIBUTE_VALUE_INVALID)
+        var point = value(session, publicKey, UInt(CKA_EC_POINT)).1 ?? []
+        var derived: CK_OBJECT_HANDLE = 0
+        let deriveResult = point.withUnsafeMutableBufferPointer { buffer -> CK_RV in
+            let params = CK_ECDH1_DERIVE_PARAMS(kdf: CK_ULONG(CKD_NULL), ulSharedDataLen: 0, pSharedData: nil,
+                                                ulPublicDataLen: CK_ULONG(buffer.count), pPublicData: buffer.baseAddress)
+            return withTemplate([(UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_GENERIC_SECRET)))]) { t, c in
+                mechanism(UInt(CKM_ECDH1_DERIVE), parameter: params) { p11.C_DeriveKey!(session, $0, privateKey, t, c, &derived) }
+            }
+        }
+        XCTAssertRV(deriveResult, CKR_KEY_FUNCTION_NOT_PERMITTED)
+        var presence: CK_OBJECT_HANDLE = 0
+        XCTAssertRV(withTemplate([(UInt(CKA_CLASS), Self.dataClass), (UInt(CKA_TOKEN), [1]), (UInt(CKA_VALUE), [1]),
+                                  (Self.accessControl, Self.ulong(1)), (Self.applicationPassword, Array("pw".utf8))]) {
+            p11.C_CreateObject!(session, $0, $1, &presence)
+        }, CKR_TEMPLATE_INCONSISTENT, "one per-use secret per item")
     }
 }

@@ -73,7 +73,9 @@ public struct Configuration: Sendable {
     }
 
     static func defaultDeviceKeyPath() -> String {
-        (environment("XDG_STATE_HOME") ?? homeDirectory() + "/.local/state") + "/keychain-pkcs11/device-key"
+        // XDG: a relative XDG_STATE_HOME is invalid and ignored.
+        let state = environment("XDG_STATE_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil } ?? homeDirectory() + "/.local/state"
+        return state + "/keychain-pkcs11/device-key"
     }
 
     /// `key = value` lines; unknown keys are ignored so newer files work with older code.

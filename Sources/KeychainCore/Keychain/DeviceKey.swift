@@ -19,6 +19,21 @@ public struct DeviceKeyFile: Sendable, Equatable {
         DeviceKeyFile(path: Configuration.current().deviceKeyPath)
     }
 
+    /// What identifies the file's current state (nil when it does not exist): a failure seen
+    /// with one state is not trusted once the file changed (chmod, replaced, restored).
+    public struct State: Equatable, Sendable {
+        let inode: UInt64
+        let mode: UInt32
+        let changed: Int
+        let changedNanoseconds: Int
+    }
+
+    func state() -> State? {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { return nil }
+        return State(inode: UInt64(status.st_ino), mode: UInt32(status.st_mode), changed: Int(status.st_ctim.tv_sec), changedNanoseconds: Int(status.st_ctim.tv_nsec))
+    }
+
     /// Why the device key cannot be used, or nil when it can.
     public enum Problem: Equatable, Sendable {
         case missing
@@ -65,13 +80,18 @@ public struct DeviceKeyFile: Sendable, Equatable {
     /// creating it at once end up with one key (the loser reads the winner's).
     private func write() throws(KeychainError) {
         try ensureParentExists()
-        let temporary = path + ".new-\(getpid())"
+        let suffix = (try? Random.bytes(6))?.map { String($0, radix: 16) }.joined() ?? "0"
+        let temporary = path + ".new-\(getpid())-\(suffix)"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {
             throw KeychainError(.deviceKeyUnavailable, "cannot create the device key \(path): \(String(cString: strerror(errno)))")
         }
         defer { unlink(temporary) }
-        let key = try translatingErrors { try SecureBytes.random(count: Self.size) }
+        let key: SecureBytes
+        do { key = try SecureBytes.random(count: Self.size) } catch {
+            close(fd)
+            throw KeychainError(.deviceKeyUnavailable, "no random bytes for the device key")
+        }
         let written = key.withUnsafeBytes { buffer in Glibc.write(fd, buffer.baseAddress, buffer.count) }
         let synced = fsync(fd) == 0
         close(fd)
@@ -125,12 +145,12 @@ struct DeviceBinding {
         try RecordKeys(base: KeyDerivation.hkdf(key: base, salt: [], info: Array("keychain-pkcs11 always this device".utf8)))
     }
 
-    /// Record keys of items that need both the master key and this device.
-    func combined(with master: MasterKey) throws -> RecordKeys {
-        let split = master.key.count
+    /// Record keys of items that need both a PIN-protected key and this device.
+    func combined(with key: SecureBytes) throws -> RecordKeys {
+        let split = key.count
         let both = SecureBytes(count: split + base.count)
         both.withUnsafeMutableBytes { out in
-            master.key.withUnsafeBytes { m in out.copyMemory(from: m) }
+            key.withUnsafeBytes { m in out.copyMemory(from: m) }
             base.withUnsafeBytes { d in UnsafeMutableRawBufferPointer(rebasing: out[split...]).copyMemory(from: d) }
         }
         return try RecordKeys(base: KeyDerivation.hkdf(key: both, salt: [], info: Array("keychain-pkcs11 master and device".utf8)))

@@ -49,15 +49,15 @@ public final class Keychain {
     /// The master key of the first successful user login through this instance: items of the
     /// AfterFirstUnlock classes stay usable with it, after logout too, until the instance goes
     /// (for the PKCS#11 module: C_Finalize).
-    private var firstUnlock: MasterKey?
+    private var firstUnlock: AfterFirstUnlockKey?
     /// This keychain's device binding, once the device key has been read and checked.
     private var device: DeviceBinding?
     private var deviceAlwaysKeys: RecordKeys?
-    private var deviceFailure: (stamp: ChangeStamp, error: KeychainError)?
+    private var deviceFailure: (stamp: ChangeStamp, file: DeviceKeyFile.State?, error: KeychainError)?
     /// The record keys a search can use, valid while the file, the caller's master key and the
     /// first-unlock key are unchanged (each search would otherwise probe every class).
     /// Holds classes, not keys: no key outlives the master key it came from.
-    private var availability: (stamp: ChangeStamp, master: ObjectIdentifier?, firstUnlock: Bool, protections: [Protection])?
+    private var availability: (stamp: ChangeStamp, file: DeviceKeyFile.State?, master: ObjectIdentifier?, firstUnlock: Bool, protections: [Protection])?
     /// The Always key's record keys, once opened.
     private var alwaysKeys: RecordKeys?
 
@@ -229,7 +229,7 @@ public final class Keychain {
                 try store.write { try Self.wrap(master, in: store, for: owner, pin: pin, kdf: target) }
             }
             let unlocked = try MasterKey(master)
-            if owner == .user, firstUnlock == nil { firstUnlock = unlocked }
+            if owner == .user, firstUnlock == nil { firstUnlock = try unlocked.afterFirstUnlock() }
             return unlocked
         } catch let error as CryptoError where error.code == .authenticationFailed {
             try translatingErrors { try store.write { try store.incrementMeta(Meta.failures(owner), by: 1) } }
@@ -281,6 +281,10 @@ public final class Keychain {
         }
         firstUnlock = nil
         alwaysKeys = nil
+        device = nil
+        deviceAlwaysKeys = nil
+        deviceFailure = nil
+        availability = nil
     }
 
     // MARK: objects
@@ -290,7 +294,8 @@ public final class Keychain {
         let stamp = try? store.changeStamp()
         let masterID = master.map(ObjectIdentifier.init)
         let candidates: [Protection]
-        if let cached = availability, let stamp, cached.stamp == stamp, cached.master == masterID, cached.firstUnlock == (firstUnlock != nil) {
+        let file = deviceKeyFile.state()
+        if let cached = availability, let stamp, cached.stamp == stamp, cached.file == file, cached.master == masterID, cached.firstUnlock == (firstUnlock != nil) {
             candidates = cached.protections
         } else {
             candidates = Protection.allCases
@@ -300,7 +305,7 @@ public final class Keychain {
         }
         // Probing may have written (binding the Always key to this device): take the stamp after.
         if candidates.count == Protection.allCases.count, let after = try? store.changeStamp() {
-            availability = (after, masterID, firstUnlock != nil, keys.map(\.protection))
+            availability = (after, deviceKeyFile.state(), masterID, firstUnlock != nil, keys.map(\.protection))
         }
         return keys
     }
@@ -314,14 +319,21 @@ public final class Keychain {
             guard let master else { throw KeychainError(.objectNotFound, "private object while locked") }
             return master.keys
         case .afterFirstUnlock:
-            return try afterFirstUnlockMaster(master).keys
+            return try afterFirstUnlockKey(master).keys
         case .always:
             return try alwaysRecordKeys(master: master, creating: false)
         case .privateThisDevice:
             guard let master else { throw KeychainError(.objectNotFound, "private object while locked") }
-            return try combinedKeys(master)
+            if let cached = master.deviceBound { return cached }
+            let keys = try translatingErrors { try deviceBinding(create: false).combined(with: master.key) }
+            master.deviceBound = keys
+            return keys
         case .afterFirstUnlockThisDevice:
-            return try combinedKeys(try afterFirstUnlockMaster(master))
+            let afterFirstUnlock = try afterFirstUnlockKey(master)
+            if let cached = afterFirstUnlock.deviceBound { return cached }
+            let keys = try translatingErrors { try deviceBinding(create: false).combined(with: afterFirstUnlock.keys.recordBase) }
+            afterFirstUnlock.deviceBound = keys
+            return keys
         case .alwaysThisDevice:
             if let deviceAlwaysKeys { return deviceAlwaysKeys }
             let binding = try deviceBinding(create: false)
@@ -331,19 +343,12 @@ public final class Keychain {
         }
     }
 
-    private func afterFirstUnlockMaster(_ master: MasterKey?) throws(KeychainError) -> MasterKey {
-        guard let unlocking = master ?? firstUnlock else {
+    private func afterFirstUnlockKey(_ master: MasterKey?) throws(KeychainError) -> AfterFirstUnlockKey {
+        if let master { return try translatingErrors { try master.afterFirstUnlock() } }
+        guard let firstUnlock else {
             throw KeychainError(.protectionUnavailable, "items of the AfterFirstUnlock classes need one user login in this process first")
         }
-        return unlocking
-    }
-
-    private func combinedKeys(_ master: MasterKey) throws(KeychainError) -> RecordKeys {
-        if let cached = master.deviceBound { return cached }
-        let binding = try deviceBinding(create: false)
-        let keys = try translatingErrors { try binding.combined(with: master) }
-        master.deviceBound = keys
-        return keys
+        return firstUnlock
     }
 
     /// Reads and checks the device key. With `create`, a missing key file is made, and a keychain
@@ -352,14 +357,17 @@ public final class Keychain {
         if let device { return device }
         // A failed read is remembered until the file changes, so that searches do not
         // re-read the key file for every class it makes unavailable.
-        if !create, let failure = deviceFailure, failure.stamp == (try? store.changeStamp()) { throw failure.error }
+        // A failed read is remembered while neither the keychain nor the key file changes (a
+        // chmod or a restored file counts), so searches do not re-read the file for every class.
+        let fileState = deviceKeyFile.state()
+        if !create, let failure = deviceFailure, failure.stamp == (try? store.changeStamp()), failure.file == fileState { throw failure.error }
         do {
             let binding = try readDeviceBinding(create: create)
             device = binding
             deviceFailure = nil
             return binding
         } catch {
-            if let stamp = try? store.changeStamp() { deviceFailure = (stamp, error) }
+            if error.code == .deviceKeyUnavailable, let stamp = try? store.changeStamp() { deviceFailure = (stamp, deviceKeyFile.state(), error) }
             throw error
         }
     }
@@ -371,20 +379,27 @@ public final class Keychain {
         let binding = try translatingErrors { try DeviceBinding(deviceKey: key, keychainSalt: keychainSalt) }
         let check = try translatingErrors { try binding.checkValue() }
         let stored = try translatingErrors { try store.metaBlob(Meta.deviceCheck) }
+        let mismatch = KeychainError(.deviceKeyUnavailable, "the device key \(deviceKeyFile.path) is not the one this keychain's ThisDeviceOnly items were sealed with (the keychain was copied from another device, or the key file replaced): those items are unavailable")
         if let stored, !ConstantTime.equals(stored, check) {
-            let bound = create ? try translatingErrors { try store.countObjects(protections: Protection.allCases.filter(\.isDeviceBound).map(\.rawValue)) } : 0
-            guard create, bound == 0 else {
-                throw KeychainError(.deviceKeyUnavailable, "the device key \(deviceKeyFile.path) is not the one this keychain's ThisDeviceOnly items were sealed with (the keychain was copied from another device, or the key file replaced): those items are unavailable")
-            }
-            // Nothing is bound to the old device: this one takes over (the Always key's device
-            // copy was made for the old device and goes with it).
-            try translatingErrors { try store.write {
+            guard create else { throw mismatch }
+            // Nothing bound to the old device (checked in the same transaction as the change):
+            // this one takes over, and the Always key's copy for the old device goes.
+            let rebound = try translatingErrors { try store.write { () throws -> Bool in
+                let bound = try store.countObjects(protections: Protection.allCases.filter(\.isDeviceBound).map(\.rawValue))
+                guard bound == 0, try store.metaBlob(Meta.deviceCheck) == stored else { return false }
                 try store.setMeta(Meta.deviceCheck, blob: check)
                 try store.setMeta(Meta.alwaysByDevice, blob: nil)
+                return true
             } }
+            guard rebound else { throw mismatch }
             alwaysKeys = nil
         } else if stored == nil, create {
-            try translatingErrors { try store.write { try store.setMeta(Meta.deviceCheck, blob: check) } }
+            let kept = try translatingErrors { try store.write { () throws -> [UInt8]? in
+                if let current = try store.metaBlob(Meta.deviceCheck) { return current }
+                try store.setMeta(Meta.deviceCheck, blob: check)
+                return nil
+            } }
+            if let kept, !ConstantTime.equals(kept, check) { throw mismatch }
         }
         return binding
     }
@@ -418,7 +433,7 @@ public final class Keychain {
             alwaysKeys = keys
             return keys
         }
-        let unlocking = master ?? firstUnlock
+        let unlocking = master
         let key: SecureBytes
         if let byMaster {
             guard let unlocking else {
@@ -430,9 +445,17 @@ public final class Keychain {
             guard let unlocking else {
                 throw KeychainError(.protectionUnavailable, "the first Always item of a keychain needs the user logged in (its key is kept under the master key too)")
             }
-            key = try translatingErrors { try SecureBytes.random(count: AESGCM.keySize) }
-            let sealed = try translatingErrors { try AESGCM.seal(key, key: Self.masterWrappingKey(unlocking), associatedData: Self.alwaysByMasterData) }
-            try translatingErrors { try store.write { try store.setMeta(Meta.alwaysByMaster, blob: sealed) } }
+            // Made and stored in one transaction that looks again: of two processes adding the
+            // first Always item at once, the second uses the first one's key.
+            let wrapping = try translatingErrors { try Self.masterWrappingKey(unlocking) }
+            key = try translatingErrors { try store.write { () throws -> SecureBytes in
+                if let existing = try store.metaBlob(Meta.alwaysByMaster) {
+                    return try AESGCM.open(existing, key: wrapping, associatedData: Self.alwaysByMasterData)
+                }
+                let fresh = try SecureBytes.random(count: AESGCM.keySize)
+                try store.setMeta(Meta.alwaysByMaster, blob: try AESGCM.seal(fresh, key: wrapping, associatedData: Self.alwaysByMasterData))
+                return fresh
+            } }
         }
         // Bind the Always key to this device, so that it opens without a login from now on.
         do {
@@ -509,6 +532,10 @@ public final class Keychain {
             object[.applicationPassword] = nil
             if object.objectClass == .privateKey, !object.bool(.alwaysAuthenticate) {
                 throw KeychainError(.templateInconsistent, "a key with an application password needs CKA_ALWAYS_AUTHENTICATE = TRUE (the password is its context-specific PIN)")
+            }
+            if !object.accessControlFlags.isDisjoint(with: .presence) {
+                // One per-use secret per item: the password seals it, so the PIN cannot stand beside it.
+                throw KeychainError(.templateInconsistent, "an application password cannot be combined with user presence on one item")
             }
             let kdf = try translatingErrors { try storedKDF(Meta.verifier(.user)) } ?? .interactive
             try ApplicationPasswordSeal.seal(&object, password: password, kdf: kdf)

@@ -39,8 +39,8 @@ extension ModuleState {
         guard let makeSpec = entry.cipher, case .rsa(let padding) = try makeSpec(mechanism.parameter) else {
             throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a wrapping mechanism")
         }
-        let rsa = try asymmetricKey(key, session: session, token: token, objectClass: wrapping ? .publicKey : .privateKey, usage: usage, mechanism: entry)
         if !wrapping { try refuseAlwaysAuthenticate(key, session: session, token: token, function: "C_UnwrapKey") }
+        let rsa = try asymmetricKey(key, session: session, token: token, objectClass: wrapping ? .publicKey : .privateKey, usage: usage, mechanism: entry)
         return .rsa(rsa, padding)
     }
 
@@ -115,8 +115,8 @@ extension ModuleState {
             let entry = try Mechanisms.mechanism(mechanism.type)
             guard entry.supports(CKF_DERIVE) else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a derivation mechanism") }
             let params = try mechanism.parameter.read(CK_ECDH1_DERIVE_PARAMS.self)
-            let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
             try refuseAlwaysAuthenticate(baseKey, session: session, token: token, function: "C_DeriveKey")
+            let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
             let base = try keyAttributes(baseKey, session: session, token: token)
             let fullTemplate = try translating { () throws(KeychainError) in try NestedTemplate.merge(template, with: .deriveTemplate, of: base) }
             let publicData = try parameterBytes(params.pPublicData, params.ulPublicDataLen, what: "ECDH public data")

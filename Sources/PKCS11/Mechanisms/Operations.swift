@@ -32,6 +32,9 @@ final class ActiveOperation {
     private(set) var outputLength: Int
     /// For `.awaitingCredential`: the key, and how to build the operation once it is open.
     var pending: (key: CK_OBJECT_HANDLE, build: (Session, Token) throws(CKError) -> ActiveOperation)?
+    /// The key is sealed by its application password (which, not the user PIN, is its
+    /// context-specific PIN, also when presented again after the operation was released).
+    var sealedKey: CK_OBJECT_HANDLE?
     /// Set by the first Update: the single-part call is then refused.
     var isMultiPart = false
     /// Input collected for RSA encryption and decryption.
@@ -139,6 +142,7 @@ extension ModuleState {
                 let owned = try mechanism.ownedCopy()
                 operation = ActiveOperation(engine: .awaitingCredential, outputLength: 0)
                 operation.pending = (key, { session, token throws(CKError) in try make(session, token, owned) })
+                operation.sealedKey = key
                 operation.alwaysAuthenticate = true
                 operation.awaitsContextLogin = true
             }
@@ -244,6 +248,10 @@ extension ModuleState {
             session.revealedKeys[pending.key] = try Token.parse(revealed)
             defer { session.revealedKeys[pending.key] = nil }
             waiting.resume(with: try pending.build(session, token))
+        } else if let key = waiting.sealedKey {
+            // Presented again: checked against the seal (not counted against the user PIN).
+            let attributes = try keyAttributes(key, session: session, token: token)
+            _ = try translating { () throws(KeychainError) in try token.keychain.reveal(attributes, applicationPassword: pin) }
         } else {
             _ = try checkPIN(.user, pin, of: token)
         }
