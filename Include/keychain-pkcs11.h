@@ -234,6 +234,14 @@ typedef CK_FUNCTION_LIST_3_0_PTR *CK_FUNCTION_LIST_3_0_PTR_PTR;
  * (3 key, 4 certificate when added through SecItem), ACCESS_GROUP, SYNCHRONIZABLE, ACCESSIBLE
  * and CREATOR. */
 #define CKA_KC_APPLICATION_TAG        (CKA_KC_VENDOR_BASE + 0x21UL)
+/* Per-item access control (Docs/security.md): kSecAttrAccessControl flags (Apple's bits), set
+ * at creation; a write-only application password sealing the item's secret (token data objects,
+ * and private keys with CKA_ALWAYS_AUTHENTICATE, whose context-specific PIN it then is); and the
+ * credential object that presents a password item's credential in one session. */
+#define CKA_KC_ACCESS_CONTROL         (CKA_KC_VENDOR_BASE + 0x22UL) /* CK_ULONG */
+#define CKA_KC_APPLICATION_PASSWORD   (CKA_KC_VENDOR_BASE + 0x25UL) /* bytes, write-only */
+#define CKA_KC_CREDENTIAL_OBJECT      (CKA_KC_VENDOR_BASE + 0x26UL) /* CK_OBJECT_HANDLE */
+#define CKO_KC_CREDENTIAL             (CKO_KC_VENDOR_BASE + 0x01UL)
 
 /* ---- Cast macros re-exported as constants (Swift does not import casts) ---- */
 
