@@ -7,7 +7,7 @@ packages=(
     # build: system headers and libraries the Swift targets link
     libssl-dev libsqlite3-dev libp11-kit-dev pkg-config gcc libc6-dev
     # real clients used by the demo and the tests
-    opensc gnutls-bin p11-kit sqlite3 binutils python3 openssl openssh-client xxd diffutils procps
+    opensc gnutls-bin p11-kit p11-kit-modules sqlite3 binutils python3 openssl openssh-client xxd diffutils procps
     # OpenSSL pkcs11 engine, throwaway sshd, NSS modutil/certutil (interop tests)
     libengine-pkcs11-openssl openssh-server libnss3-tools
     # the peer the benchmark compares against
