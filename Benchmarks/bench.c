@@ -3,13 +3,19 @@
  * Loads MODULE, initialises a token in its empty (last) slot, and prints one line per measure:
  *     <measure> <value> <unit>
  * so that scripts/bench.sh can alternate modules, repeat rounds and take medians.
- * Usage: bench MODULE SECONDS_PER_MEASURE
+ * Usage: bench MODULE SECONDS_PER_MEASURE     signatures, ciphers, digests, key generation, and
+ *                                             ECDSA signing in two processes at once
+ *        bench MODULE scale N                 N durable token objects: creation rate, find by
+ *                                             CKA_LABEL and by CKA_ID, and in fresh processes
+ *                                             dlopen+C_Initialize, C_Login and resident memory
  */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include "keychain-pkcs11.h"
 
 static double now(void) {
@@ -21,14 +27,34 @@ static double now(void) {
 static CK_FUNCTION_LIST_PTR p11;
 static CK_SESSION_HANDLE session;
 static double budget;
+static CK_UTF8CHAR user_pin[] = "1234";
 
 #define TRY(call) ((call) == CKR_OK)
 
-static int open_token(const char *module) {
+static int load_module(const char *module) {
     void *handle = dlopen(module, RTLD_NOW | RTLD_LOCAL);
     if (!handle) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 0; }
     CK_C_GetFunctionList get = (CK_C_GetFunctionList)dlsym(handle, "C_GetFunctionList");
-    if (!get || !TRY(get(&p11)) || !TRY(p11->C_Initialize(NULL))) return 0;
+    return get && TRY(get(&p11)) && TRY(p11->C_Initialize(NULL));
+}
+
+/* The slot of the token labelled "bench" (SoftHSM moves a new token to a new slot ID). */
+static int bench_slot(CK_SLOT_ID *slot) {
+    CK_SLOT_ID slots[64];
+    CK_ULONG count = 64;
+    CK_UTF8CHAR label[32];
+    memset(label, ' ', sizeof label);
+    memcpy(label, "bench", 5);
+    if (!TRY(p11->C_GetSlotList(CK_TRUE, slots, &count))) return 0;
+    for (CK_ULONG i = 0; i < count; i++) {
+        CK_TOKEN_INFO info;
+        if (TRY(p11->C_GetTokenInfo(slots[i], &info)) && memcmp(info.label, label, 32) == 0) { *slot = slots[i]; return 1; }
+    }
+    return 0;
+}
+
+static int open_token(const char *module) {
+    if (!load_module(module)) return 0;
     CK_SLOT_ID slots[64];
     CK_ULONG count = 64;
     if (!TRY(p11->C_GetSlotList(CK_FALSE, slots, &count)) || count == 0) return 0;
@@ -37,13 +63,7 @@ static int open_token(const char *module) {
     memcpy(label, "bench", 5);
     CK_SLOT_ID slot = slots[count - 1];
     if (!TRY(p11->C_InitToken(slot, so, 8, label))) return 0;
-    /* SoftHSM moves a new token to a new slot ID: find it by its label. */
-    count = 64;
-    if (!TRY(p11->C_GetSlotList(CK_TRUE, slots, &count))) return 0;
-    for (CK_ULONG i = 0; i < count; i++) {
-        CK_TOKEN_INFO info;
-        if (TRY(p11->C_GetTokenInfo(slots[i], &info)) && memcmp(info.label, label, 32) == 0) slot = slots[i];
-    }
+    if (!bench_slot(&slot)) return 0;
     return TRY(p11->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &session)) &&
            TRY(p11->C_Login(session, CKU_SO, so, 8)) && TRY(p11->C_InitPIN(session, pin, 4)) &&
            TRY(p11->C_Logout(session)) && TRY(p11->C_Login(session, CKU_USER, pin, 4));
@@ -153,8 +173,175 @@ static void keygen(const char *name, CK_MECHANISM_TYPE gen, unsigned char *param
     report(name, ok ? n / elapsed : -1, "op/s");
 }
 
+/* ECDSA P-256 signatures per second, in total, with `processes` processes signing at once,
+ * each with its own login and session key (one token, as two programs would share it). */
+static void parallel_signatures(const char *module, int processes) {
+    int pipes[8][2];
+    pid_t children[8];
+    for (int i = 0; i < processes; i++) {
+        if (pipe(pipes[i]) != 0) { report("sign.ecdsa.p256.2proc", -1, "op/s"); return; }
+        children[i] = fork();
+        if (children[i] == 0) {
+            double rate = -1;
+            CK_SLOT_ID slot;
+            CK_SESSION_HANDLE s;
+            if (load_module(module) && bench_slot(&slot) && TRY(p11->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s)) &&
+                TRY(p11->C_Login(s, CKU_USER, user_pin, 4))) {
+                session = s;
+                CK_OBJECT_HANDLE pub, priv;
+                CK_MECHANISM m = {CKM_ECDSA, NULL, 0};
+                if (key_pair(CKM_EC_KEY_PAIR_GEN, p256, sizeof p256, 0, &pub, &priv)) {
+                    unsigned char data[32], sig[256];
+                    memset(data, 0x42, sizeof data);
+                    long n = 0;
+                    double start = now(), elapsed;
+                    int ok;
+                    do {
+                        CK_ULONG siglen = sizeof sig;
+                        ok = TRY(p11->C_SignInit(s, &m, priv)) && TRY(p11->C_Sign(s, data, sizeof data, sig, &siglen));
+                        n++;
+                    } while (ok && (elapsed = now() - start) < budget);
+                    if (ok) rate = n / elapsed;
+                }
+            }
+            if (write(pipes[i][1], &rate, sizeof rate) != sizeof rate) _exit(1);
+            _exit(0);
+        }
+    }
+    double total = 0;
+    int ok = 1;
+    for (int i = 0; i < processes; i++) {
+        double rate = -1;
+        if (read(pipes[i][0], &rate, sizeof rate) != sizeof rate || rate < 0) ok = 0;
+        total += rate;
+        waitpid(children[i], NULL, 0);
+        close(pipes[i][0]);
+        close(pipes[i][1]);
+    }
+    report("sign.ecdsa.p256.2proc", ok ? total : -1, "op/s");
+}
+
+static int compare(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *values, int count) {
+    qsort(values, count, sizeof(double), compare);
+    return values[count / 2];
+}
+
+/* Resident memory of this process in MiB (VmRSS), or -1. */
+static double resident_mib(void) {
+    FILE *status = fopen("/proc/self/status", "r");
+    if (!status) return -1;
+    char line[256];
+    double kib = -1;
+    while (fgets(line, sizeof line, status)) {
+        if (strncmp(line, "VmRSS:", 6) == 0) kib = atof(line + 6);
+    }
+    fclose(status);
+    return kib < 0 ? -1 : kib / 1024.0;
+}
+
+/* `bench MODULE probe LABEL`, run as a fresh process: prints the dlopen+C_Initialize time and
+ * the C_Login time (ms), and the resident memory after finding LABEL (MiB). */
+static int probe(const char *module, const char *label) {
+    double load = -1, login = -1, rss = -1;
+    double start = now();
+    CK_SLOT_ID slot;
+    CK_SESSION_HANDLE s;
+    if (load_module(module)) {
+        load = (now() - start) * 1e3;
+        if (bench_slot(&slot) && TRY(p11->C_OpenSession(slot, CKF_SERIAL_SESSION, NULL, NULL, &s))) {
+            start = now();
+            if (TRY(p11->C_Login(s, CKU_USER, user_pin, 4))) {
+                login = (now() - start) * 1e3;
+                CK_ATTRIBUTE query[] = {{CKA_LABEL, (void *)label, strlen(label)}};
+                CK_OBJECT_HANDLE found[2];
+                CK_ULONG n = 0;
+                if (TRY(p11->C_FindObjectsInit(s, query, 1)) && TRY(p11->C_FindObjects(s, found, 2, &n)) && TRY(p11->C_FindObjectsFinal(s)) && n == 1)
+                    rss = resident_mib();
+            }
+        }
+        p11->C_Finalize(NULL);
+    }
+    printf("%f %f %f\n", load, login, rss);
+    return load < 0 || login < 0 || rss < 0;
+}
+
+/* N durable token objects (generic secret keys with a label and a CKA_ID): the creation rate,
+ * the median find time by CKA_LABEL and by CKA_ID, and in fresh processes the load and login
+ * times and resident memory. Keys because CKA_ID belongs to keys and certificates. */
+static int scale(const char *module, int objects) {
+    if (!open_token(module)) { fprintf(stderr, "cannot set up a token in %s\n", module); return 1; }
+    CK_OBJECT_CLASS klass = CKO_SECRET_KEY;
+    CK_KEY_TYPE type = CKK_GENERIC_SECRET;
+    CK_BBOOL yes = CK_TRUE;
+    unsigned char value[32];
+    memset(value, 0x5a, sizeof value);
+    char label[32], id[32], name[64];
+    double start = now();
+    for (int i = 0; i < objects; i++) {
+        snprintf(label, sizeof label, "object-%d", i);
+        snprintf(id, sizeof id, "id-%08d", i);
+        CK_ATTRIBUTE t[] = {{CKA_CLASS, &klass, sizeof klass}, {CKA_KEY_TYPE, &type, sizeof type}, {CKA_TOKEN, &yes, 1},
+                            {CKA_PRIVATE, &yes, 1}, {CKA_LABEL, label, strlen(label)}, {CKA_ID, id, strlen(id)},
+                            {CKA_VALUE, value, sizeof value}};
+        CK_OBJECT_HANDLE object;
+        if (!TRY(p11->C_CreateObject(session, t, 7, &object))) { fprintf(stderr, "C_CreateObject %d failed\n", i); return 1; }
+    }
+    snprintf(name, sizeof name, "create.N%d", objects);
+    report(name, objects / (now() - start), "op/s");
+    /* Up to 200 searches, fewer when a token takes more than 5 s for them (at least 5). */
+    enum { most = 200 };
+    double times[most];
+    for (int pass = 0; pass < 2; pass++) {
+        int searches = most;
+        double began = now();
+        for (int i = 0; i < searches; i++) {
+            if (i >= 5 && now() - began > 5.0) { searches = i; break; }
+            int which = (int)(((long)i * 7919) % objects);
+            if (pass == 0) snprintf(label, sizeof label, "object-%d", which); else snprintf(label, sizeof label, "id-%08d", which);
+            CK_ATTRIBUTE query[] = {{pass == 0 ? CKA_LABEL : CKA_ID, label, strlen(label)}};
+            CK_OBJECT_HANDLE found[2];
+            CK_ULONG n = 0;
+            double t0 = now();
+            int ok = TRY(p11->C_FindObjectsInit(session, query, 1)) && TRY(p11->C_FindObjects(session, found, 2, &n)) &&
+                     TRY(p11->C_FindObjectsFinal(session));
+            times[i] = now() - t0;
+            if (!ok || n != 1) { fprintf(stderr, "find %s: found %lu\n", label, n); return 1; }
+        }
+        snprintf(name, sizeof name, pass == 0 ? "find.label.N%d" : "find.id.N%d", objects);
+        report(name, median(times, searches) * 1e3, "ms");
+    }
+    p11->C_Finalize(NULL);
+    /* Fresh processes (exec, not fork: the module must not be mapped already). */
+    enum { runs = 5 };
+    double load[runs], login[runs], rss[runs];
+    char self[4096], command[8400];
+    ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (length <= 0) return 1;
+    self[length] = 0;
+    snprintf(command, sizeof command, "'%s' '%s' probe object-0", self, module);
+    for (int i = 0; i < runs; i++) {
+        FILE *child = popen(command, "r");
+        if (!child || fscanf(child, "%lf %lf %lf", &load[i], &login[i], &rss[i]) != 3) { fprintf(stderr, "probe failed\n"); return 1; }
+        pclose(child);
+    }
+    snprintf(name, sizeof name, "load.N%d", objects);
+    report(name, median(load, runs), "ms");
+    snprintf(name, sizeof name, "login.N%d", objects);
+    report(name, median(login, runs), "ms");
+    snprintf(name, sizeof name, "rss.N%d", objects);
+    report(name, median(rss, runs), "MiB");
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: %s MODULE SECONDS\n", argv[0]); return 2; }
+    if (argc == 4 && strcmp(argv[2], "scale") == 0) return scale(argv[1], atoi(argv[3]));
+    if (argc == 4 && strcmp(argv[2], "probe") == 0) return probe(argv[1], argv[3]);
+    if (argc != 3) { fprintf(stderr, "usage: %s MODULE SECONDS | %s MODULE scale N\n", argv[0], argv[0]); return 2; }
     budget = atof(argv[2]);
     if (!open_token(argv[1])) { fprintf(stderr, "cannot set up a token in %s\n", argv[1]); return 1; }
     CK_MECHANISM pkcs = {CKM_SHA256_RSA_PKCS, NULL, 0};
@@ -176,5 +363,6 @@ int main(int argc, char **argv) {
     keygen("keygen.ecdsa.p256", CKM_EC_KEY_PAIR_GEN, p256, sizeof p256, 0);
     keygen("keygen.rsa2048", CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0, 2048);
     p11->C_Finalize(NULL);
+    parallel_signatures(argv[1], 2);
     return 0;
 }

@@ -2,12 +2,19 @@
 # Side-by-side benchmark: this module (release build) and SoftHSMv2 (Debian softhsm2, on its own
 # temporary token), alternating round by round, with `openssl speed` in the same run; prints the
 # median of each measure per module and the ratios.
+#
 # Usage: scripts/bench.sh [rounds, default 3] [seconds per measure, default 1]
-# (Issue 7 extends this with find/create at N objects, load time, memory and two processes.)
+#                         [object counts for the scale runs, default "1000 10000 100000"]
+#                         [PNG file for the plot of find time and memory against N]
+# The scale runs create N durable token objects in each token and measure creation, find by
+# CKA_LABEL and by CKA_ID, and in fresh processes dlopen+C_Initialize, C_Login and resident
+# memory. Logins there use each token's default PIN cost (ours: scrypt N = 2^15).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 seconds=${2:-1}
+counts=${3:-1000 10000 100000}
+plot=${4:-}
 whole=${seconds%.*}
 openssl_seconds=$(( ${whole:-0} > 0 ? ${whole:-0} : 1 ))  # openssl speed takes whole seconds
 [ -f .build/release-path ] || scripts/build-release.sh >/dev/null
@@ -18,16 +25,36 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 gcc -O2 -Wall -Wextra -IInclude Benchmarks/bench.c -o "$work/bench" -ldl
 
-for round in $(seq 1 "$rounds"); do
-    rm -rf "$work/kc" "$work/sh" && mkdir -p "$work/sh"
+# run WHO ARGS...: one bench process against a fresh token of WHO, results appended.
+run() {
+    local who=$1
+    shift
+    rm -rf "$work/kc" "$work/sh" "$work/state" && mkdir -p "$work/sh"
     printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$work/sh" >"$work/softhsm2.conf"
-    KEYCHAIN_PKCS11_DIR="$work/kc" KEYCHAIN_PKCS11_KDF_LOG_N=10 "$work/bench" "$ours" "$seconds" | sed 's/^/keychain /' >>"$work/results"
-    SOFTHSM2_CONF="$work/softhsm2.conf" "$work/bench" "$softhsm" "$seconds" | sed 's/^/softhsm /' >>"$work/results"
+    if [ "$who" = keychain ]; then
+        KEYCHAIN_PKCS11_DIR="$work/kc" KEYCHAIN_PKCS11_DEVICE_KEY="$work/state/device-key" "$work/bench" "$ours" "$@" | sed 's/^/keychain /' >>"$work/results"
+    else
+        SOFTHSM2_CONF="$work/softhsm2.conf" "$work/bench" "$softhsm" "$@" | sed 's/^/softhsm /' >>"$work/results"
+    fi
+}
+
+for round in $(seq 1 "$rounds"); do
+    KEYCHAIN_PKCS11_KDF_LOG_N=10 run keychain "$seconds"
+    run softhsm "$seconds"
     openssl speed -seconds "$openssl_seconds" rsa2048 ecdsap256 ecdsap384 ed25519 2>/dev/null | awk '
         /^rsa 2048 bits/ { print "openssl sign.rsa2048.pkcs1", $6, "op/s"; print "openssl verify.rsa2048.pkcs1", $7, "op/s" }
         /256 bits ecdsa/ { print "openssl sign.ecdsa.p256", $(NF-1), "op/s"; print "openssl verify.ecdsa.p256", $NF, "op/s" }
         /384 bits ecdsa/ { print "openssl sign.ecdsa.p384", $(NF-1), "op/s"; print "openssl verify.ecdsa.p384", $NF, "op/s" }
         /253 bits EdDSA/ { print "openssl sign.ed25519", $(NF-1), "op/s"; print "openssl verify.ed25519", $NF, "op/s" }' >>"$work/results"
+    openssl speed -seconds "$openssl_seconds" -evp aes-256-gcm -bytes 1024 2>/dev/null | awk '/^AES-256-GCM/ { print "openssl aes256.gcm.1KiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
+    openssl speed -seconds "$openssl_seconds" -evp aes-256-gcm -bytes 1048576 2>/dev/null | awk '/^AES-256-GCM/ { print "openssl aes256.gcm.1MiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
+    openssl speed -seconds "$openssl_seconds" -evp aes-256-cbc -bytes 1024 2>/dev/null | awk '/^AES-256-CBC/ { print "openssl aes256.cbc.1KiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
+    openssl speed -seconds "$openssl_seconds" -evp aes-256-cbc -bytes 1048576 2>/dev/null | awk '/^AES-256-CBC/ { print "openssl aes256.cbc.1MiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
+    openssl speed -seconds "$openssl_seconds" -evp sha256 -bytes 1048576 2>/dev/null | awk '/^sha256/ { print "openssl digest.sha256.1MiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
+    for n in $counts; do
+        run keychain scale "$n"
+        run softhsm scale "$n"
+    done
 done
 
 python3 - "$work/results" "$rounds" <<'PY'
@@ -46,7 +73,7 @@ def med(who, measure):
     values = rows.get((who, measure))
     return statistics.median(values) if values else None
 def fmt(x):
-    return "n/a" if x is None else (f"{x:,.0f}" if x >= 100 else f"{x:.2f}")
+    return "n/a" if x is None else (f"{x:,.0f}" if x >= 100 else f"{x:.2f}" if x >= 0.1 else f"{x:.3f}")
 def ratio(a, b):
     return "n/a" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 print(f"medians of {sys.argv[2]} alternating rounds")
@@ -55,3 +82,45 @@ for m in order:
     k, s, o = med("keychain", m), med("softhsm", m), med("openssl", m)
     print(f"{m:24} {units[m]:6} {fmt(k):>10} {fmt(s):>10} {fmt(o):>10} {ratio(k, s):>11} {ratio(k, o):>11}")
 PY
+
+if [ -n "$plot" ]; then
+    # find time and resident memory against N, both tokens, log-log (gnuplot's png terminal).
+    for who in keychain softhsm; do
+        for n in $counts; do
+            python3 - "$work/results" "$who" "$n" <<'PY' >>"$work/plot-$who.dat"
+import statistics, sys
+path, who, n = sys.argv[1], sys.argv[2], sys.argv[3]
+values = {}
+for line in open(path):
+    w, measure, value, _ = line.split()
+    if w == who and value != "n/a":
+        values.setdefault(measure, []).append(float(value))
+get = lambda m: statistics.median(values[m]) if m in values else float("nan")
+print(n, get(f"find.label.N{n}"), get(f"find.id.N{n}"), get(f"rss.N{n}"))
+PY
+        done
+    done
+    gnuplot <<EOF
+set terminal png size 1100,440 font ",10"
+set output "$plot"
+set multiplot layout 1,2 title "Keychain PKCS#11 and SoftHSMv2 against the number of token objects (medians of $rounds rounds)"
+set logscale xy
+set grid
+set key top left
+set xlabel "token objects (N)"
+set ylabel "C_FindObjectsInit+FindObjects+Final (ms)"
+set title "find one object"
+plot "$work/plot-keychain.dat" using 1:2 with linespoints title "keychain, by CKA_LABEL", \
+     "$work/plot-keychain.dat" using 1:3 with linespoints title "keychain, by CKA_ID", \
+     "$work/plot-softhsm.dat" using 1:2 with linespoints title "SoftHSMv2, by CKA_LABEL", \
+     "$work/plot-softhsm.dat" using 1:3 with linespoints title "SoftHSMv2, by CKA_ID"
+unset logscale y
+set logscale x
+set ylabel "resident memory after login and one find (MiB)"
+set title "memory of a fresh process"
+plot "$work/plot-keychain.dat" using 1:4 with linespoints title "keychain", \
+     "$work/plot-softhsm.dat" using 1:4 with linespoints title "SoftHSMv2"
+unset multiplot
+EOF
+    echo "plot: $plot"
+fi

@@ -12,6 +12,8 @@ packages=(
     libengine-pkcs11-openssl openssh-server libnss3-tools
     # the peer the benchmark compares against
     softhsm2
+    # the plot in Docs/performance.md (scripts/bench.sh)
+    gnuplot-nox
 )
 
 missing=()

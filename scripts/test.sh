@@ -50,7 +50,7 @@ else
 fi
 
 echo "== benchmark smoke run (every measure of this module must report a number)"
-if scripts/bench.sh 1 0.05 >/tmp/keychain-pkcs11-bench.log 2>&1 && ! awk 'NR > 2 && $3 == "n/a" { bad = 1 } END { exit !bad }' /tmp/keychain-pkcs11-bench.log; then
+if rm -f /tmp/keychain-pkcs11-bench.png && scripts/bench.sh 1 0.05 200 /tmp/keychain-pkcs11-bench.png >/tmp/keychain-pkcs11-bench.log 2>&1 && [ -s /tmp/keychain-pkcs11-bench.png ] && ! awk 'NR > 2 && $3 == "n/a" { bad = 1 } END { exit !bad }' /tmp/keychain-pkcs11-bench.log; then
     cat /tmp/keychain-pkcs11-bench.log
     count 1 0
 else

@@ -1,4 +1,5 @@
 internal import COpenSSL
+import Glibc
 
 /// One-shot digests and HMAC over OpenSSL's EVP interface.
 public enum Digest {
@@ -73,5 +74,49 @@ public enum Digest {
 
     public static func hmac(_ algorithm: Algorithm, key: SecureBytes, data: [UInt8]) throws -> [UInt8] {
         try key.withUnsafeBytes { k in try data.withUnsafeBytes { d in try hmac(algorithm, key: k, data: d) } }
+    }
+}
+
+/// HMAC with one key for many messages: the key is processed once (and the algorithm fetched
+/// once); each message works on a copy of that state. For the blind index, which digests every
+/// searchable value of every search and every write.
+public final class KeyedMAC: @unchecked Sendable {
+    private let prepared: OpaquePointer
+    public let length: Int
+
+    public init(key: SecureBytes, algorithm: Digest.Algorithm) throws {
+        guard let mac = EVP_MAC_fetch(nil, "HMAC", nil) else { throw CryptoError.library("EVP_MAC_fetch") }
+        defer { EVP_MAC_free(mac) }
+        guard let context = EVP_MAC_CTX_new(mac) else { throw CryptoError.library("EVP_MAC_CTX_new") }
+        let ok = algorithm.name.withCString { name -> Bool in
+            "digest".withCString { parameterName in
+                guard let digestName = strdup(name) else { return false }
+                defer { free(digestName) }
+                var parameters = [OSSL_PARAM_construct_utf8_string(parameterName, digestName, 0), OSSL_PARAM_construct_end()]
+                return key.withUnsafeBytes { k in
+                    EVP_MAC_init(context, k.baseAddress?.assumingMemoryBound(to: UInt8.self), k.count, &parameters) == 1
+                }
+            }
+        }
+        guard ok else {
+            EVP_MAC_CTX_free(context)
+            throw CryptoError.library("EVP_MAC_init")
+        }
+        prepared = context
+        length = EVP_MAC_CTX_get_mac_size(context)
+    }
+
+    deinit { EVP_MAC_CTX_free(prepared) }
+
+    public func mac(_ data: UnsafeRawBufferPointer) throws -> [UInt8] {
+        guard let context = EVP_MAC_CTX_dup(prepared) else { throw CryptoError.library("EVP_MAC_CTX_dup") }
+        defer { EVP_MAC_CTX_free(context) }
+        guard EVP_MAC_update(context, (data.baseAddress ?? UnsafeRawPointer(bitPattern: 1))?.assumingMemoryBound(to: UInt8.self), data.count) == 1 else {
+            throw CryptoError.library("EVP_MAC_update")
+        }
+        var out = [UInt8](repeating: 0, count: max(length, 1))
+        var written = 0
+        guard EVP_MAC_final(context, &out, &written, out.count) == 1 else { throw CryptoError.library("EVP_MAC_final") }
+        return Array(out.prefix(written))
     }
 }

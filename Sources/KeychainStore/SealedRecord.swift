@@ -37,18 +37,19 @@ public enum SealedRecord {
 /// key, truncated to 128 bits. Equal values give equal digests under one key; without the key a
 /// digest says nothing about the value.
 public struct BlindIndex: Sendable {
-    private let key: SecureBytes
+    private let mac: KeyedMAC
 
-    public init(key: SecureBytes) { self.key = key }
+    public init(key: SecureBytes) throws { mac = try KeyedMAC(key: key, algorithm: .sha256) }
 
     /// Derives the index key of a keychain from one of its base keys.
     public init(deriving base: SecureBytes) throws {
-        key = try KeyDerivation.hkdf(key: base, salt: [], info: Array("keychain-pkcs11 index".utf8))
+        try self.init(key: try KeyDerivation.hkdf(key: base, salt: [], info: Array("keychain-pkcs11 index".utf8)))
     }
 
     public func digest(attribute: UInt64, value: [UInt8]) throws -> [UInt8] {
         var message = withUnsafeBytes(of: attribute.bigEndian) { Array($0) }
         message += value
-        return Array(try Digest.hmac(.sha256, key: key, data: message).prefix(16))
+        defer { wipe(&message) }
+        return Array(try message.withUnsafeBytes { try mac.mac($0) }.prefix(16))
     }
 }

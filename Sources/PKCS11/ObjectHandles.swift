@@ -40,6 +40,9 @@ struct ObjectHandleTable {
 
     private var entries: [CK_OBJECT_HANDLE: ObjectEntry] = [:]
     private var tokenHandles: [TokenKey: CK_OBJECT_HANDLE] = [:]
+    /// The session objects' handles, kept apart so that a search does not walk every token
+    /// object's handle (there may be 100,000 of those).
+    private var sessionHandles: Set<CK_OBJECT_HANDLE> = []
     private var nextHandle: CK_OBJECT_HANDLE = 1
 
     subscript(_ handle: CK_OBJECT_HANDLE) -> ObjectEntry? { entries[handle] }
@@ -59,7 +62,9 @@ struct ObjectHandleTable {
     }
 
     mutating func add(_ object: SessionObject, slotID: CK_SLOT_ID) -> CK_OBJECT_HANDLE {
-        allocate(ObjectEntry(slotID: slotID, location: .session(object), isPrivate: object.attributes.isPrivate))
+        let handle = allocate(ObjectEntry(slotID: slotID, location: .session(object), isPrivate: object.attributes.isPrivate))
+        sessionHandles.insert(handle)
+        return handle
     }
 
     private mutating func allocate(_ entry: ObjectEntry) -> CK_OBJECT_HANDLE {
@@ -73,33 +78,37 @@ struct ObjectHandleTable {
         guard let entry = entries.removeValue(forKey: handle) else { return }
         if case .token(let rowID) = entry.location {
             tokenHandles[TokenKey(slotID: entry.slotID, rowID: rowID)] = nil
+        } else {
+            sessionHandles.remove(handle)
         }
     }
 
     /// Session objects of a slot visible with the given login, in handle order.
     func sessionObjects(onSlot slotID: CK_SLOT_ID) -> [(handle: CK_OBJECT_HANDLE, object: SessionObject)] {
-        entries.compactMap { handle, entry in
-            guard entry.slotID == slotID, case .session(let object) = entry.location else { return nil }
+        sessionHandles.sorted().compactMap { handle in
+            guard let entry = entries[handle], entry.slotID == slotID, case .session(let object) = entry.location else { return nil }
             return (handle, object)
-        }.sorted { $0.handle < $1.handle }
+        }
     }
 
     /// Removes a session's objects; returns their handles.
     @discardableResult
     mutating func removeSessionObjects(ownedBy session: CK_SESSION_HANDLE) -> [CK_OBJECT_HANDLE] {
         var removed: [CK_OBJECT_HANDLE] = []
-        for (handle, entry) in entries {
-            if case .session(let object) = entry.location, object.owner == session {
+        for handle in sessionHandles {
+            if case .session(let object)? = entries[handle]?.location, object.owner == session {
                 entries[handle] = nil
                 removed.append(handle)
             }
         }
+        sessionHandles.subtract(removed)
         return removed
     }
 
     mutating func removeSessionObjects(onSlot slotID: CK_SLOT_ID) {
-        for (handle, entry) in entries where entry.slotID == slotID {
-            if case .session = entry.location { entries[handle] = nil }
+        for handle in sessionHandles where entries[handle]?.slotID == slotID {
+            entries[handle] = nil
+            sessionHandles.remove(handle)
         }
     }
 

@@ -79,8 +79,8 @@ final class RealClientTests: XCTestCase {
         var error: Unmanaged<CFError>?
         let signature = try XCTUnwrap(SecKeyCreateSignature(key, kSecKeyAlgorithmECDSASignatureMessageX962SHA256, message as CFData, &error) as Data?)
         XCTAssertNil(SecKeyCopyExternalRepresentation(key, &error), "a key pkcs11-tool made sensitive does not leave")
-        FileManager.default.createFile(atPath: directory + "/message", contents: message)
-        FileManager.default.createFile(atPath: directory + "/signature", contents: signature)
+        _ = FileManager.default.createFile(atPath: directory + "/message", contents: message)
+        _ = FileManager.default.createFile(atPath: directory + "/signature", contents: signature)
         let (exportStatus, exportOutput) = try run("/usr/bin/pkcs11-tool", ["--module", module, "--read-object", "--type", "pubkey", "--id", "4242",
                                                                            "-o", directory + "/public.der"])
         XCTAssertEqual(exportStatus, 0, exportOutput)
