@@ -130,6 +130,50 @@ public final class SymmetricCipher {
         return Array(out.prefix(Int(length)))
     }
 
+    /// The room `oneShot` needs for `count` input bytes.
+    public func oneShotBound(_ count: Int) -> Int { count + Self.blockSize + (tagLength ?? 0) }
+
+    /// The whole single-part operation (update, then finish) written straight into `output`,
+    /// which must hold `oneShotBound(input.count)` bytes: no intermediate buffers, which for
+    /// large inputs cost more than the cipher. Only for an operation that has had no update.
+    /// A GCM tag that does not verify wipes what was written and fails `.authenticationFailed`.
+    public func oneShot(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int {
+        guard heldCiphertext.isEmpty, buffered == 0, output.count >= oneShotBound(input.count), let out = output.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            throw CryptoError(.invalidInput, "one-shot needs a fresh operation and room for its output")
+        }
+        guard input.count <= Int(Int32.max) - Self.blockSize else { throw CryptoError(.invalidInput, "input too large") }
+        let source = input.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        var body = input.count
+        var tag: [UInt8] = []
+        if let tagLength, !encrypting {
+            guard input.count >= tagLength else { throw CryptoError(.invalidInput, "shorter than the GCM tag") }
+            body = input.count - tagLength
+            tag = Array(input[body...])
+        }
+        var written: Int32 = 0
+        if body > 0 {
+            guard EVP_CipherUpdate(ctx, out, &written, source, Int32(body)) == 1 else { throw CryptoError.library("EVP_CipherUpdate") }
+        }
+        if let tagLength, !encrypting {
+            guard EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, Int32(tagLength), &tag) == 1 else { throw CryptoError.library("GCM tag") }
+        }
+        var tail: Int32 = 0
+        guard EVP_CipherFinal_ex(ctx, out + Int(written), &tail) == 1 else {
+            ERR_clear_error()
+            if tagLength != nil, !encrypting {
+                UnsafeMutableRawBufferPointer(output).initializeMemory(as: UInt8.self, repeating: 0)
+                throw CryptoError(.authenticationFailed, "the GCM tag does not verify")
+            }
+            throw CryptoError(.invalidInput, encrypting ? "the data is not a whole number of blocks" : "bad padding or length")
+        }
+        var total = Int(written + tail)
+        if let tagLength, encrypting {
+            guard EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, Int32(tagLength), out + total) == 1 else { throw CryptoError.library("GCM tag") }
+            total += tagLength
+        }
+        return total
+    }
+
     private func finishGCMEncryption(_ tagLength: Int) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: Self.blockSize)
         var length: Int32 = 0

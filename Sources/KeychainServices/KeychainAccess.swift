@@ -146,7 +146,7 @@ final class KeychainAccess: @unchecked Sendable {
         let configuration = Configuration.current()
         let directory = KeychainDirectory(path: configuration.directory)
         let files = directory.keychainFiles()
-        let labelled = files.compactMap { path in (try? Keychain.open(at: path).info().label).map { (path, $0) } }
+        let labelled = files.compactMap { path in (try? Keychain.open(at: path).info(countingObjects: false).label).map { (path, $0) } }
         if let wanted = label ?? configuration.defaultKeychain {
             guard let match = labelled.first(where: { $0.1 == wanted }) else { throw ItemError(errSecNoSuchKeychain, "no keychain labelled \(wanted)") }
             return match.0

@@ -68,7 +68,7 @@ extension ModuleState {
             guard let program = configuration.promptProgram else {
                 throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "NULL PIN, and no prompt program is configured (prompt_program)")
             }
-            let label = try translating { () throws(KeychainError) in try token.keychain.info().label }
+            let label = try translating { () throws(KeychainError) in try token.keychain.info(countingObjects: false).label }
             switch userType {
             case CK_USER_TYPE(CKU_USER):
                 if token.login == .user { throw CKError(CK_RV(CKR_USER_ALREADY_LOGGED_IN), "already logged in") }

@@ -50,7 +50,7 @@ extension ModuleState {
             info.flags = flags
             return info
         }
-        let keychainInfo = try translating { () throws(KeychainError) in try token.keychain.info() }
+        let keychainInfo = try translating { () throws(KeychainError) in try token.keychain.info(countingObjects: false) }
         PaddedString.fill(&info.label, with: keychainInfo.label)
         info.ulMaxPinLen = CK_ULONG(keychainInfo.pinPolicy.maximumLength)
         info.ulMinPinLen = CK_ULONG(keychainInfo.pinPolicy.minimumLength)

@@ -95,7 +95,7 @@ struct SlotTable {
                 logger.warning("skipping \(path): not a usable keychain")
                 continue
             }
-            let stored = (try? keychain.info().slotID).flatMap { $0 }.map { CK_SLOT_ID($0) }
+            let stored = (try? keychain.info(countingObjects: false).slotID).flatMap { $0 }.map { CK_SLOT_ID($0) }
             let id: CK_SLOT_ID?
             if let stored, stored < CK_SLOT_ID(KeychainDirectory.maximumSlotID), refreshed[stored] == nil,
                slots[stored].map({ $0.path == path }) ?? true {

@@ -30,7 +30,7 @@ struct Create: ParsableCommand {
     func run() throws {
         let configuration = Configuration.current()
         let directory = KeychainDirectory(path: configuration.directory)
-        let taken = directory.keychainFiles().contains { (try? Keychain.open(at: $0).info().label) == label }
+        let taken = directory.keychainFiles().contains { (try? Keychain.open(at: $0).info(countingObjects: false).label) == label }
         if taken {
             throw fail("a keychain labelled '\(label)' already exists; choose another label (see 'keychainctl list').", status: ExitStatus.exists)
         }

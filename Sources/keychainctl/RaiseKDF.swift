@@ -29,7 +29,7 @@ struct RaiseKDF: ParsableCommand {
     func run() throws {
         let directory = KeychainDirectory(path: Configuration.current().directory)
         guard let keychain = directory.keychainFiles().lazy.compactMap({ try? Keychain.open(at: $0) })
-            .first(where: { (try? $0.info().label) == label }) else {
+            .first(where: { (try? $0.info(countingObjects: false).label) == label }) else {
             throw fail("no keychain labelled '\(label)' (see 'keychainctl list').", status: ExitStatus.failure)
         }
         let parameters = ScryptParameters(logN: logN, blockSize: blockSize, parallelism: 1)

@@ -149,10 +149,12 @@ public final class Keychain {
 
     // MARK: token state
 
-    public func info() throws(KeychainError) -> KeychainInfo {
+    /// The keychain's state. Counting objects reads the whole objects table: callers on a hot
+    /// path (C_Initialize, C_GetTokenInfo) pass `countingObjects: false` and get zero counts.
+    public func info(countingObjects: Bool = true) throws(KeychainError) -> KeychainInfo {
         try translatingErrors {
             try store.read {
-                let counts = try store.objectCounts()
+                let counts = countingObjects ? try store.objectCounts() : [:]
                 let deviceBound = Protection.allCases.filter(\.isDeviceBound).reduce(0) { $0 + (counts[$1.rawValue] ?? 0) }
                 let slot = try store.metaInteger(Meta.slotID).map { UInt(UInt64(bitPattern: $0)) }
                 return KeychainInfo(

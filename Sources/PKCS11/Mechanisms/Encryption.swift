@@ -42,6 +42,17 @@ extension ModuleState {
             let result: [UInt8]
             switch operation.engine {
             case .symmetric(let cipher):
+                let bound = cipher.oneShotBound(input.count)
+                if let output, length.pointee >= CK_ULONG(bound) {
+                    // Room for any result: straight into the caller's buffer (the operation ends
+                    // here whatever happens, so no trial copy is needed). Only `bound` bytes of
+                    // it are ever touched, whatever length the caller claims.
+                    let written = try Self.run(encrypting: encrypting) {
+                        try cipher.oneShot(input, into: UnsafeMutableRawBufferPointer(start: output, count: bound))
+                    }
+                    length.pointee = CK_ULONG(written)
+                    return ((), true)
+                }
                 result = try Self.run(encrypting: encrypting) {
                     let trial = try cipher.copy()
                     return try trial.update(input) + trial.finish()
@@ -118,7 +129,7 @@ extension ModuleState {
     }
 
     /// Runs a symmetric step, mapping failures to the codes PKCS#11 gives them.
-    private static func run(encrypting: Bool, _ body: () throws -> [UInt8]) throws(CKError) -> [UInt8] {
+    private static func run<R>(encrypting: Bool, _ body: () throws -> R) throws(CKError) -> R {
         do {
             return try body()
         } catch let error as CryptoError where error.code == .authenticationFailed {
