@@ -108,7 +108,7 @@ PY
         done
     done
     gnuplot <<EOF
-set terminal png size 1100,440 font ",10"
+set terminal png size 1100,440 font ",10" noenhanced
 set output "$plot"
 set multiplot layout 1,2 title "Keychain PKCS#11 and SoftHSMv2 against the number of token objects (medians of $rounds rounds)"
 set logscale xy
