@@ -91,11 +91,13 @@ public final class SignatureOperation {
         } else if case .eddsa = scheme {
             signature = try oneShotEdDSA()
         } else {
+            // Sized from the key (EVP_PKEY_get_size is the most any signature takes) rather than
+            // by a length query, which costs a second pass through the provider.
+            let size = Int(EVP_PKEY_get_size(key.pkey))
             signature = try withInitialisedContext { ctx in
-                var length = 0
-                guard EVP_PKEY_sign(ctx, nil, &length, collected, collected.count) == 1 else { throw signError() }
+                var length = max(size, 1)
                 var out = [UInt8](repeating: 0, count: length)
-                guard EVP_PKEY_sign(ctx, &out, &length, collected, collected.count) == 1 else { throw signError() }
+                guard size > 0, EVP_PKEY_sign(ctx, &out, &length, collected, collected.count) == 1 else { throw signError() }
                 return Array(out.prefix(length))
             }
         }
@@ -200,6 +202,7 @@ public final class SignatureOperation {
 
     static func derToRaw(_ der: [UInt8], curve kind: AsymmetricKind) throws -> [UInt8] {
         guard case .ec(let curve) = kind else { return der }
+        if let raw = rawFromDER(der, width: curve.coordinateLength) { return raw }
         var pointer: UnsafePointer<UInt8>?
         let parsed = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
             pointer = buffer.baseAddress
@@ -215,6 +218,37 @@ public final class SignatureOperation {
             throw CryptoError.library("BN_bn2binpad")
         }
         return r + s
+    }
+
+    /// ECDSA-Sig-Value ::= SEQUENCE { r INTEGER, s INTEGER } read by hand (OpenSSL's own output,
+    /// so only DER's short and one-byte long lengths occur); nil sends it to the general parser.
+    static func rawFromDER(_ der: [UInt8], width: Int) -> [UInt8]? {
+        var index = 0
+        func length() -> Int? {
+            guard index < der.count else { return nil }
+            let first = Int(der[index])
+            index += 1
+            if first < 0x80 { return first }
+            guard first == 0x81, index < der.count else { return nil }
+            index += 1
+            return Int(der[index - 1])
+        }
+        guard der.count >= 8, der[0] == 0x30 else { return nil }
+        index = 1
+        guard let total = length(), total == der.count - index else { return nil }
+        var raw = [UInt8](repeating: 0, count: 2 * width)
+        for part in 0..<2 {
+            guard index < der.count, der[index] == 0x02 else { return nil }
+            index += 1
+            guard let count = length(), count > 0, count <= der.count - index else { return nil }
+            var start = index
+            var significant = count
+            while significant > 1, der[start] == 0 { start += 1; significant -= 1 }
+            guard significant <= width, der[start] & 0x80 == 0 || start > index else { return nil }
+            for offset in 0..<significant { raw[part * width + width - significant + offset] = der[start + offset] }
+            index += count
+        }
+        return index == der.count ? raw : nil
     }
 
     static func rawToDER(_ raw: [UInt8], curve kind: AsymmetricKind) -> [UInt8]? {

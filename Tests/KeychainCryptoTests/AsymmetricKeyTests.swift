@@ -68,3 +68,38 @@ final class AsymmetricKeyTests: XCTestCase {
         }
     }
 }
+
+/// The hand-written reader of ECDSA DER signatures agrees with OpenSSL's parser on real
+/// signatures (including short r or s) and refuses what is not DER of that shape.
+final class ECDSASignatureFormatTests: XCTestCase {
+    func test_hand_parsed_der_matches_openssl_on_real_signatures() throws {
+        for curve in [Curve.p256, .p384, .p521] {
+            let key = try AsymmetricKey.generate(.ec(curve), bits: curve.bits)
+            for round in 0..<300 {
+                let operation = try SignatureOperation(key: key, scheme: .ecdsa(digest: nil), signing: true)
+                try [UInt8](repeating: UInt8(round & 0xFF), count: 32).withUnsafeBytes { try operation.update($0) }
+                let raw = try operation.sign()
+                XCTAssertEqual(raw.count, 2 * curve.coordinateLength)
+                let der = try XCTUnwrap(SignatureOperation.rawToDER(raw, curve: .ec(curve)))
+                XCTAssertEqual(SignatureOperation.rawFromDER(der, width: curve.coordinateLength), raw)
+                let verifier = try SignatureOperation(key: key, scheme: .ecdsa(digest: nil), signing: false)
+                try [UInt8](repeating: UInt8(round & 0xFF), count: 32).withUnsafeBytes { try verifier.update($0) }
+                XCTAssertTrue(try verifier.verify(raw))
+            }
+            // Short integers and high bits, made on purpose: leading zero bytes, a top bit set.
+            let width = curve.coordinateLength
+            for (r0, s0) in [(UInt8(0), UInt8(0x80)), (0x80, 0), (0x01, 0x7F)] {
+                var crafted = [UInt8](repeating: 0x5A, count: 2 * width)
+                crafted[0] = r0
+                crafted[1] = 0
+                crafted[width] = s0
+                let der = try XCTUnwrap(SignatureOperation.rawToDER(crafted, curve: .ec(curve)))
+                XCTAssertEqual(SignatureOperation.rawFromDER(der, width: width), crafted)
+            }
+        }
+        for bad: [UInt8] in [[], [0x30, 0x02, 0x02, 0x00], [0x31, 0x06, 0x02, 0x01, 0x01, 0x02, 0x01, 0x01],
+                             [0x30, 0x06, 0x02, 0x01, 0x81, 0x02, 0x01, 0x01], [0x30, 0x07, 0x02, 0x01, 0x01, 0x02, 0x01, 0x01]] {
+            XCTAssertNil(SignatureOperation.rawFromDER(bad, width: 32), "\(bad)")
+        }
+    }
+}
