@@ -9,19 +9,8 @@ import KeychainCrypto
 /// What one door stores, the other finds: SecItem passwords are PKCS#11 data objects.
 final class CrossDoorTests: XCTestCase {
     func test_a_generic_password_is_a_data_object_with_its_service_as_application() throws {
-        let directory = NSTemporaryDirectory() + "kc-crossdoor-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
-        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
-        let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
-        let keychain = try Array("12345678".utf8).withUnsafeBytes { so in
-            try Array("1234".utf8).withUnsafeBytes { user in
-                try KeychainDirectory(path: directory).createKeychain(slotID: nil, label: "login", soPIN: so, userPIN: user, kdf: kdf)
-            }
-        }
-        KeychainServices.lockAll()
-        XCTAssertEqual(KeychainServices.unlock(password: "1234"), errSecSuccess)
+        let (directory, keychain) = try makeTemporaryLoginKeychain("crossdoor")
+        defer { removeTemporaryKeychain(directory) }
         let add: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "mail.example",
                                   kSecAttrAccount as String: "alice", kSecAttrLabel as String: "Mail password",
                                   kSecValueData as String: Data("hunter2".utf8)]
@@ -90,17 +79,8 @@ final class CrossDoorTests: XCTestCase {
 extension CrossDoorTests {
     /// A data object a PKCS#11 client wrote (no item class) is a generic password to SecItem.
     func test_a_plain_pkcs11_data_object_is_found_as_a_generic_password() throws {
-        let directory = NSTemporaryDirectory() + "kc-plain-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
-        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
-        let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
-        let keychain = try Array("12345678".utf8).withUnsafeBytes { so in
-            try Array("1234".utf8).withUnsafeBytes { user in
-                try KeychainDirectory(path: directory).createKeychain(slotID: nil, label: "login", soPIN: so, userPIN: user, kdf: kdf)
-            }
-        }
+        let (directory, keychain) = try makeTemporaryLoginKeychain("plain", unlocked: false)
+        defer { removeTemporaryKeychain(directory) }
         let master = try Array("1234".utf8).withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
         let object = try ObjectTemplate.create([(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, [1]),
                                                 (.application, Array("backup-tool".utf8)), (.label, Array("nightly".utf8)),

@@ -138,26 +138,11 @@ struct GenericPasswordStore {
 final class CryptoKitStorageTests: XCTestCase {
     private var directory = ""
 
-    override func setUp() {
-        directory = NSTemporaryDirectory() + "kc-cryptokit-" + UUID().uuidString
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
-        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
-        unsetenv("KEYCHAIN_PKCS11_DEFAULT")
-        let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
-        XCTAssertNoThrow(try Array("12345678".utf8).withUnsafeBytes { so in
-            try Array("1234".utf8).withUnsafeBytes { user in
-                _ = try KeychainDirectory(path: directory).createKeychain(slotID: nil, label: "login", soPIN: so, userPIN: user, kdf: kdf)
-            }
-        })
-        KeychainServices.lockAll()
-        XCTAssertEqual(KeychainServices.unlock(password: "1234"), errSecSuccess)
+    override func setUpWithError() throws {
+        directory = try makeTemporaryLoginKeychain("cryptokit").root
     }
 
-    override func tearDown() {
-        KeychainServices.lockAll()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    override func tearDown() { removeTemporaryKeychain(directory) }
 
     func test_nist_keys_round_trip_as_keychain_keys() throws {
         let store = GenericPasswordStore()

@@ -13,26 +13,11 @@ final class ItemAuthenticationTests: XCTestCase {
     private var directory = ""
     private let password = "1234"
 
-    override func setUp() {
-        directory = NSTemporaryDirectory() + "kc-itemauth-" + UUID().uuidString
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
-        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
-        unsetenv("KEYCHAIN_PKCS11_DEFAULT")
-        let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
-        XCTAssertNoThrow(try Array("12345678".utf8).withUnsafeBytes { so in
-            try Array(password.utf8).withUnsafeBytes { user in
-                _ = try KeychainDirectory(path: directory).createKeychain(slotID: nil, label: "login", soPIN: so, userPIN: user, kdf: kdf)
-            }
-        })
-        KeychainServices.lockAll()
-        XCTAssertEqual(KeychainServices.unlock(password: password), errSecSuccess)
+    override func setUpWithError() throws {
+        directory = try makeTemporaryLoginKeychain("itemauth").root
     }
 
-    override func tearDown() {
-        KeychainServices.lockAll()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    override func tearDown() { removeTemporaryKeychain(directory) }
 
     private func control(_ flags: SecAccessControlCreateFlags) throws -> SecAccessControl {
         var error: Unmanaged<CFError>?

@@ -23,26 +23,11 @@ final class KeysAndCertificatesTests: XCTestCase {
     static let certificateKeyX963 = hex("04107fcdb8e7fbf82b1566890d0acb4da2ad558f7980c15b64f9cf323ccfda98c10825484e4b72b12aaf5e4f7368367a6a49a6cba7c260b1708c8449aff754ad90"
                                         + "b38c6b7d2dc44d8b6b1f5098c2940d3b4d9071cbf9f5acd96d81275141f25b19")
 
-    override func setUp() {
-        directory = NSTemporaryDirectory() + "kc-keys-" + UUID().uuidString
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
-        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
-        unsetenv("KEYCHAIN_PKCS11_DEFAULT")
-        let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
-        XCTAssertNoThrow(try Array("12345678".utf8).withUnsafeBytes { so in
-            try Array("1234".utf8).withUnsafeBytes { user in
-                _ = try KeychainDirectory(path: directory).createKeychain(slotID: nil, label: "login", soPIN: so, userPIN: user, kdf: kdf)
-            }
-        })
-        KeychainServices.lockAll()
-        XCTAssertEqual(KeychainServices.unlock(password: "1234"), errSecSuccess)
+    override func setUpWithError() throws {
+        directory = try makeTemporaryLoginKeychain("keys").root
     }
 
-    override func tearDown() {
-        KeychainServices.lockAll()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    override func tearDown() { removeTemporaryKeychain(directory) }
 
     /// "Storing keys in the keychain": create a permanent key with a tag, find it by the tag, sign.
     func test_permanent_key_found_by_application_tag_signs() throws {

@@ -12,23 +12,10 @@ final class PerUseAuthenticationTests: XCTestCase {
     private var keychain: Keychain?
 
     override func setUpWithError() throws {
-        directory = NSTemporaryDirectory() + "kc-peruse-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
-        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
-        let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
-        keychain = try Array("12345678".utf8).withUnsafeBytes { so in
-            try Array("1234".utf8).withUnsafeBytes { user in
-                try KeychainDirectory(path: directory).createKeychain(slotID: nil, label: "login", soPIN: so, userPIN: user, kdf: kdf)
-            }
-        }
-        KeychainServices.lockAll()
+        (directory, keychain) = try makeTemporaryLoginKeychain("peruse", unlocked: false)
     }
 
-    override func tearDown() {
-        KeychainServices.lockAll()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    override func tearDown() { removeTemporaryKeychain(directory) }
 
     /// Stores a P-256 private key labelled `label` the way C_GenerateKeyPair would.
     private func storeKey(label: String, alwaysAuthenticate: Bool, isRSA: Bool = false) throws {

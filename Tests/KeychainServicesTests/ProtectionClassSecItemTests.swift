@@ -16,26 +16,12 @@ final class ProtectionClassSecItemTests: XCTestCase {
         (kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly, "afterFirstUnlockThisDevice"), (kSecAttrAccessibleAlwaysThisDeviceOnly, "alwaysThisDevice"),
     ]
 
-    override func setUp() {
-        root = NSTemporaryDirectory() + "kc-protection-" + UUID().uuidString
-        try? FileManager.default.createDirectory(atPath: root + "/keychains", withIntermediateDirectories: true)
-        setenv("KEYCHAIN_PKCS11_DIR", root + "/keychains", 1)
-        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", root + "/state/device-key", 1)
-        unsetenv("KEYCHAIN_PKCS11_DEFAULT")
-        let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
-        XCTAssertNoThrow(try Array("12345678".utf8).withUnsafeBytes { so in
-            try Array(password.utf8).withUnsafeBytes { user in
-                _ = try KeychainDirectory(path: root + "/keychains").createKeychain(slotID: nil, label: "login", soPIN: so, userPIN: user, kdf: kdf)
-            }
-        })
-        KeychainServices.lockAll()
-        XCTAssertEqual(KeychainServices.unlock(password: password), errSecSuccess)
+    override func setUpWithError() throws {
+        // The device key outside the keychain folder, as in real use: copying the folder leaves it.
+        root = try makeTemporaryLoginKeychain("protection", subfolder: "keychains", deviceKey: "/state/device-key").root
     }
 
-    override func tearDown() {
-        KeychainServices.lockAll()
-        try? FileManager.default.removeItem(atPath: root)
-    }
+    override func tearDown() { removeTemporaryKeychain(root) }
 
     private func query(_ account: String) -> [String: Any] {
         [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "svc", kSecAttrAccount as String: account]

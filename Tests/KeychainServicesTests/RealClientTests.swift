@@ -13,26 +13,11 @@ final class RealClientTests: XCTestCase {
     override func setUpWithError() throws {
         module = Self.binaryDirectory() + "/libkeychain-pkcs11.so"
         try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: "/usr/bin/pkcs11-tool"), "pkcs11-tool (opensc) is not installed")
-        directory = NSTemporaryDirectory() + "kc-clients-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        setenv("KEYCHAIN_PKCS11_DIR", directory, 1)
-        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", directory + "/.device-key", 1)
         setenv("KEYCHAIN_PKCS11_KDF_LOG_N", "8", 1)
-        unsetenv("KEYCHAIN_PKCS11_DEFAULT")
-        let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
-        _ = try Array("12345678".utf8).withUnsafeBytes { so in
-            try Array("1234".utf8).withUnsafeBytes { user in
-                try KeychainDirectory(path: directory).createKeychain(slotID: nil, label: "login", soPIN: so, userPIN: user, kdf: kdf)
-            }
-        }
-        KeychainServices.lockAll()
-        XCTAssertEqual(KeychainServices.unlock(password: "1234"), errSecSuccess)
+        directory = try makeTemporaryLoginKeychain("clients").root
     }
 
-    override func tearDown() {
-        KeychainServices.lockAll()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    override func tearDown() { removeTemporaryKeychain(directory) }
 
     static func binaryDirectory() -> String {
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
