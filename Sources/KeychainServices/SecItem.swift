@@ -211,21 +211,20 @@ private func matches(_ query: ItemQuery, keychain: Keychain, master: MasterKey?)
 private func withSecret(_ object: ObjectAttributes, query: ItemQuery, keychain: Keychain) throws -> ObjectAttributes {
     let needsSecret = query.returnData || (query.itemClass == .key && query.returnReference)
     guard needsSecret else { return object }
-    switch object.requiredCredential {
-    case .none:
-        if query.itemClass == .key, query.returnData, object.bool(.alwaysAuthenticate) {
-            // An extractable key that asks for the PIN at each use asks before it leaves.
-            guard let context = query.context, context.password != nil else {
-                throw ItemError(errSecInteractionNotAllowed, "this key asks for the keychain password at each use: pass kSecUseAuthenticationContext")
-            }
-            _ = try KeychainAccess.unlock(keychain, context)
-        }
-        return object
-    case .userPIN:
-        guard let context = query.context, context.password != nil else {
-            throw ItemError(errSecInteractionNotAllowed, "this item asks for the keychain password at each read: pass kSecUseAuthenticationContext")
+    /// The context's keychain password, checked again (and counted) for this read.
+    func presentPIN(_ what: String) throws {
+        guard let context = query.context else {
+            throw ItemError(errSecInteractionNotAllowed, "this \(what) asks for the keychain password at each use: pass kSecUseAuthenticationContext")
         }
         _ = try KeychainAccess.unlock(keychain, context)
+    }
+    switch object.requiredCredential {
+    case .none:
+        // An extractable key that asks for the PIN at each use asks before it leaves.
+        if query.itemClass == .key, query.returnData, object.bool(.alwaysAuthenticate) { try presentPIN("key") }
+        return object
+    case .userPIN:
+        try presentPIN("item")
         return object
     case .applicationPassword:
         guard let password = query.context?.applicationPassword else {

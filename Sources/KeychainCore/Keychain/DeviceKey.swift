@@ -115,13 +115,8 @@ public struct DeviceKeyFile: Sendable, Equatable {
 
     private func ensureParentExists() throws(KeychainError) {
         guard path.hasPrefix("/") else { return }
-        var components: [Substring] = []
-        for part in parent.split(separator: "/") {
-            components.append(part)
-            let prefix = "/" + components.joined(separator: "/")
-            if mkdir(prefix, 0o700) != 0, errno != EEXIST {
-                throw KeychainError(.deviceKeyUnavailable, "cannot create \(prefix): \(String(cString: strerror(errno)))")
-            }
+        do { try KeychainDirectory(path: parent).ensureExists() } catch {
+            throw KeychainError(.deviceKeyUnavailable, error.reason)
         }
     }
 }
