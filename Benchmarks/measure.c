@@ -6,7 +6,9 @@
  *               same by CKA_ID; also the durable creation rate.
  *   sign SECONDS  C_SignInit + C_Sign in a loop on session keys: RSA-2048 PKCS#1 (SHA-256),
  *               ECDSA P-256 (SHA-256), Ed25519; prints signatures per second for each.
- * Usage: measure MODULE load|find|sign N   (KEYCHAIN_PKCS11_DIR chooses the keychain folder)
+ *   gcm N       N × (C_EncryptInit + C_Encrypt) of 1 KiB with AES-256-GCM on a session key
+ *               (a fixed count, for profiling under callgrind); prints messages per second.
+ * Usage: measure MODULE load|find|sign|gcm N   (KEYCHAIN_PKCS11_DIR chooses the keychain folder)
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -177,14 +179,43 @@ static int measure_sign(const char *module, double seconds) {
     return 0;
 }
 
+static int measure_gcm(const char *module, long count) {
+    void *handle;
+    CK_FUNCTION_LIST_PTR p11 = load(module, &handle);
+    CHECK(p11->C_Initialize(NULL));
+    CK_SESSION_HANDLE session = fresh_session(p11);
+    CK_ULONG length = 32;
+    CK_BBOOL yes = CK_TRUE;
+    CK_ATTRIBUTE template[] = {{CKA_VALUE_LEN, &length, sizeof length}, {CKA_ENCRYPT, &yes, sizeof yes}};
+    CK_MECHANISM gen = {CKM_AES_KEY_GEN, NULL, 0};
+    CK_OBJECT_HANDLE key;
+    CHECK(p11->C_GenerateKey(session, &gen, template, 2, &key));
+    unsigned char iv[12] = {0}, data[1024], out[1024 + 32];
+    memset(data, 0x42, sizeof data);
+    CK_GCM_PARAMS params = {iv, sizeof iv, 96, NULL, 0, 128};
+    CK_MECHANISM m = {CKM_AES_GCM, &params, sizeof params};
+    double start = now();
+    for (long i = 0; i < count; i++) {
+        CK_ULONG len = sizeof out;
+        iv[0] = (unsigned char)i;
+        CHECK(p11->C_EncryptInit(session, &m, key));
+        CHECK(p11->C_Encrypt(session, data, sizeof data, out, &len));
+    }
+    double elapsed = now() - start;
+    printf("AES-256-GCM 1 KiB: %.0f messages/s (%.2f us each)\n", count / elapsed, elapsed / count * 1e6);
+    CHECK(p11->C_Finalize(NULL));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: %s MODULE load|find|sign N\n", argv[0]);
+        fprintf(stderr, "usage: %s MODULE load|find|sign|gcm N\n", argv[0]);
         return 2;
     }
     int n = atoi(argv[3]);
     if (strcmp(argv[2], "load") == 0) return measure_load(argv[1], n);
     if (strcmp(argv[2], "find") == 0) return measure_find(argv[1], n);
     if (strcmp(argv[2], "sign") == 0) return measure_sign(argv[1], atof(argv[3]));
+    if (strcmp(argv[2], "gcm") == 0) return measure_gcm(argv[1], atol(argv[3]));
     return 2;
 }

@@ -106,7 +106,7 @@ public final class AsymmetricKey: @unchecked Sendable {
     let pkey: OpaquePointer
     public let kind: AsymmetricKind
     public let isPrivate: Bool
-    /// Initialised signing contexts, reused by copying (see SignatureOperation).
+    /// Initialised signing contexts: templates copied per operation, or idle ones taken whole (see SignatureOperation).
     let contexts = ContextTemplates()
 
     init(pkey: OpaquePointer, kind: AsymmetricKind, isPrivate: Bool) {

@@ -117,10 +117,7 @@ public final class SignatureOperation {
             return EVP_DigestVerifyFinal(mdContext, encoded, encoded.count) == 1
         }
         if case .eddsa = scheme {
-            guard let ctx = EVP_MD_CTX_new() else { throw CryptoError.library("EVP_MD_CTX_new") }
-            defer { EVP_MD_CTX_free(ctx) }
-            guard EVP_DigestVerifyInit(ctx, nil, nil, nil, key.pkey) == 1 else { throw CryptoError.library("EVP_DigestVerifyInit") }
-            return EVP_DigestVerify(ctx, encoded, encoded.count, collected, collected.count) == 1
+            return try withEdDSAContext { ctx in EVP_DigestVerify(ctx, encoded, encoded.count, collected, collected.count) == 1 }
         }
         return try withInitialisedContext { ctx in
             EVP_PKEY_verify(ctx, encoded, encoded.count, collected, collected.count) == 1
@@ -139,14 +136,40 @@ public final class SignatureOperation {
     }
 
     private func oneShotEdDSA() throws -> [UInt8] {
-        guard let ctx = EVP_MD_CTX_new() else { throw CryptoError.library("EVP_MD_CTX_new") }
-        defer { EVP_MD_CTX_free(ctx) }
-        guard EVP_DigestSignInit(ctx, nil, nil, nil, key.pkey) == 1 else { throw CryptoError.library("EVP_DigestSignInit") }
-        var length = 0
-        guard EVP_DigestSign(ctx, nil, &length, collected, collected.count) == 1 else { throw CryptoError.library("EVP_DigestSign") }
-        var out = [UInt8](repeating: 0, count: length)
-        guard EVP_DigestSign(ctx, &out, &length, collected, collected.count) == 1 else { throw CryptoError.library("EVP_DigestSign") }
-        return Array(out.prefix(length))
+        try withEdDSAContext { ctx in
+            var length = 0
+            guard EVP_DigestSign(ctx, nil, &length, collected, collected.count) == 1 else { throw CryptoError.library("EVP_DigestSign") }
+            var out = [UInt8](repeating: 0, count: length)
+            guard EVP_DigestSign(ctx, &out, &length, collected, collected.count) == 1 else { throw CryptoError.library("EVP_DigestSign") }
+            return Array(out.prefix(length))
+        }
+    }
+
+    /// A context initialised for one-shot EdDSA with this key and direction, taken from the key's
+    /// idle ones (EVP_DigestSign and EVP_DigestVerify may be called again on the same context,
+    /// as `openssl speed` does) and given back when `body` succeeds; freed when it fails.
+    private func withEdDSAContext<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
+        let slot = ContextKey(scheme: scheme, signing: signing)
+        let ctx: OpaquePointer
+        if let idle = key.contexts.takeIdleDigestContext(for: slot) {
+            ctx = idle
+        } else {
+            guard let fresh = EVP_MD_CTX_new() else { throw CryptoError.library("EVP_MD_CTX_new") }
+            let ok = signing ? EVP_DigestSignInit(fresh, nil, nil, nil, key.pkey) : EVP_DigestVerifyInit(fresh, nil, nil, nil, key.pkey)
+            guard ok == 1 else {
+                EVP_MD_CTX_free(fresh)
+                throw CryptoError.library(signing ? "EVP_DigestSignInit" : "EVP_DigestVerifyInit")
+            }
+            ctx = fresh
+        }
+        do {
+            let result = try body(ctx)
+            key.contexts.putBack(digestContext: ctx, for: slot)
+            return result
+        } catch {
+            EVP_MD_CTX_free(ctx)
+            throw error
+        }
     }
 
     private func signError() -> CryptoError {
@@ -154,20 +177,36 @@ public final class SignatureOperation {
         return CryptoError(.invalidInput, "the input does not fit this key and mechanism")
     }
 
-    /// A key context initialised for this scheme and direction: a duplicate of the key's kept
-    /// template, or a fresh one that becomes the template.
+    /// A key context initialised for this scheme and direction, taken from the key's idle ones
+    /// (EVP_PKEY_sign and EVP_PKEY_verify may be called again on an initialised context, as
+    /// `openssl speed` does: no duplicate per operation) and given back when `body` succeeds;
+    /// freed when it fails, so no context in an unknown state is reused.
     private func withInitialisedContext<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
         let slot = ContextKey(scheme: scheme, signing: signing)
-        if let ctx = key.contexts.duplicateKeyContext(for: slot) {
-            defer { EVP_PKEY_CTX_free(ctx) }
-            return try body(ctx)
+        let ctx: OpaquePointer
+        if let idle = key.contexts.takeIdleKeyContext(for: slot) {
+            ctx = idle
+        } else {
+            guard let fresh = EVP_PKEY_CTX_new_from_pkey(nil, key.pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
+            do {
+                guard (signing ? EVP_PKEY_sign_init(fresh) : EVP_PKEY_verify_init(fresh)) == 1 else {
+                    throw CryptoError.library("EVP_PKEY_\(signing ? "sign" : "verify")_init")
+                }
+                try configure(fresh)
+            } catch {
+                EVP_PKEY_CTX_free(fresh)
+                throw error
+            }
+            ctx = fresh
         }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, key.pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
-        defer { EVP_PKEY_CTX_free(ctx) }
-        guard (signing ? EVP_PKEY_sign_init(ctx) : EVP_PKEY_verify_init(ctx)) == 1 else { throw CryptoError.library("EVP_PKEY_\(signing ? "sign" : "verify")_init") }
-        try configure(ctx)
-        key.contexts.store(keyContextCopyOf: ctx, for: slot)
-        return try body(ctx)
+        do {
+            let result = try body(ctx)
+            key.contexts.putBack(keyContext: ctx, for: slot)
+            return result
+        } catch {
+            EVP_PKEY_CTX_free(ctx)
+            throw error
+        }
     }
 
     /// Padding and PSS parameters on a key context.
@@ -285,15 +324,19 @@ struct ContextKey: Hashable {
 /// since one key may serve several threads.
 final class ContextTemplates: @unchecked Sendable {
     private var templates: [ContextKey: OpaquePointer] = [:]
-    /// EVP_PKEY_CTX templates for the schemes that sign what they are given (no hashing).
-    private var keyTemplates: [ContextKey: OpaquePointer] = [:]
+    /// Initialised EVP_PKEY_CTX for the schemes that sign what they are given (no hashing), each
+    /// owned by one operation at a time.
+    private var idleKeyContexts: [ContextKey: OpaquePointer] = [:]
+    /// Initialised one-shot EVP_MD_CTX (EdDSA), likewise.
+    private var idleDigestContexts: [ContextKey: OpaquePointer] = [:]
     private var mutex = pthread_mutex_t()
 
     init() { pthread_mutex_init(&mutex, nil) }
 
     deinit {
         for template in templates.values { EVP_MD_CTX_free(template) }
-        for template in keyTemplates.values { EVP_PKEY_CTX_free(template) }
+        for context in idleKeyContexts.values { EVP_PKEY_CTX_free(context) }
+        for context in idleDigestContexts.values { EVP_MD_CTX_free(context) }
         pthread_mutex_destroy(&mutex)
     }
 
@@ -305,22 +348,32 @@ final class ContextTemplates: @unchecked Sendable {
         return body(template)
     }
 
-    /// A duplicate of the key-context template for `key`, or nil.
-    func duplicateKeyContext(for key: ContextKey) -> OpaquePointer? {
+    /// Takes the idle initialised key context for `key`, if there is one: the caller owns it
+    /// until it gives it back.
+    func takeIdleKeyContext(for key: ContextKey) -> OpaquePointer? {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
-        guard let template = keyTemplates[key] else { return nil }
-        return EVP_PKEY_CTX_dup(template)
+        return idleKeyContexts.removeValue(forKey: key)
     }
 
-    func store(keyContextCopyOf context: OpaquePointer, for key: ContextKey) {
-        guard let copy = EVP_PKEY_CTX_dup(context) else {
-            ERR_clear_error()
-            return
-        }
+    /// Keeps a key context that finished an operation cleanly (freed if one is already kept).
+    func putBack(keyContext context: OpaquePointer, for key: ContextKey) {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
-        if let old = keyTemplates.updateValue(copy, forKey: key) { EVP_PKEY_CTX_free(old) }
+        if idleKeyContexts[key] == nil { idleKeyContexts[key] = context } else { EVP_PKEY_CTX_free(context) }
+    }
+
+    /// The same for one-shot digest contexts (EdDSA).
+    func takeIdleDigestContext(for key: ContextKey) -> OpaquePointer? {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return idleDigestContexts.removeValue(forKey: key)
+    }
+
+    func putBack(digestContext context: OpaquePointer, for key: ContextKey) {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        if idleDigestContexts[key] == nil { idleDigestContexts[key] = context } else { EVP_MD_CTX_free(context) }
     }
 
     /// Keeps a copy of a freshly initialised context (before any data went in).

@@ -2,7 +2,7 @@ internal import COpenSSL
 
 /// AES in the modes PKCS#11 offers, streaming through EVP_CIPHER_CTX.
 public final class SymmetricCipher {
-    public enum Mode: Sendable, Equatable {
+    public enum Mode: Sendable, Hashable {
         case ecb, cbc, cbcPad, ctr
         /// GCM with its 12-byte-or-longer IV, additional data and tag length in bytes.
         case gcm(tagLength: Int)
@@ -44,10 +44,42 @@ public final class SymmetricCipher {
         }
         guard ok == 1 else { throw CryptoError.library("EVP_CipherInit_ex(key)") }
         EVP_CIPHER_CTX_set_padding(ctx, mode == .cbcPad ? 1 : 0)
+        ivLength = iv.count
+        try absorbAssociatedData(associatedData)
+    }
+
+    /// The IV length set in the context (GCM accepts any).
+    private var ivLength = 0
+
+    private func absorbAssociatedData(_ associatedData: [UInt8]) throws {
         if case .gcm = mode, !associatedData.isEmpty {
             var length: Int32 = 0
             guard EVP_CipherUpdate(ctx, nil, &length, associatedData, Int32(associatedData.count)) == 1 else { throw CryptoError.library("GCM AAD") }
         }
+    }
+
+    /// Starts a new operation with the same key, mode and direction and a new IV, keeping the
+    /// key schedule: what a host encrypting many small messages under one key pays per message
+    /// drops to the IV set-up. Whatever state the previous operation left is discarded.
+    public func restart(iv: [UInt8], associatedData: [UInt8] = []) throws {
+        if case .gcm = mode {
+            guard iv.count >= 1 else { throw CryptoError(.invalidInput, "GCM IV length") }
+            if iv.count != ivLength {
+                guard EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, Int32(iv.count), nil) == 1 else {
+                    throw CryptoError(.invalidInput, "GCM IV length")
+                }
+                ivLength = iv.count
+            }
+        } else if mode != .ecb, iv.count != Self.blockSize {
+            throw CryptoError(.invalidInput, "the IV must have 16 bytes")
+        }
+        wipe(&heldCiphertext)
+        heldCiphertext = []
+        buffered = 0
+        guard EVP_CipherInit_ex(ctx, nil, nil, nil, iv.isEmpty ? nil : iv, encrypting ? 1 : 0) == 1 else {
+            throw CryptoError.library("EVP_CipherInit_ex(iv)")
+        }
+        try absorbAssociatedData(associatedData)
     }
 
     private init(copying other: SymmetricCipher) throws {
@@ -57,6 +89,7 @@ public final class SymmetricCipher {
         encrypting = other.encrypting
         heldCiphertext = other.heldCiphertext
         buffered = other.buffered
+        ivLength = other.ivLength
         guard EVP_CIPHER_CTX_copy(ctx, other.ctx) == 1 else { throw CryptoError.library("EVP_CIPHER_CTX_copy") }
     }
 
@@ -203,22 +236,35 @@ public final class SymmetricCipher {
         return Array(out.prefix(Int(length + tail)))
     }
 
-    static func cipher(mode: Mode, keyLength: Int) -> OpaquePointer? {
-        switch (mode, keyLength) {
-        case (.ecb, 16): return EVP_aes_128_ecb()
-        case (.ecb, 24): return EVP_aes_192_ecb()
-        case (.ecb, 32): return EVP_aes_256_ecb()
-        case (.cbc, 16), (.cbcPad, 16): return EVP_aes_128_cbc()
-        case (.cbc, 24), (.cbcPad, 24): return EVP_aes_192_cbc()
-        case (.cbc, 32), (.cbcPad, 32): return EVP_aes_256_cbc()
-        case (.ctr, 16): return EVP_aes_128_ctr()
-        case (.ctr, 24): return EVP_aes_192_ctr()
-        case (.ctr, 32): return EVP_aes_256_ctr()
-        case (.gcm, 16): return EVP_aes_128_gcm()
-        case (.gcm, 24): return EVP_aes_192_gcm()
-        case (.gcm, 32): return EVP_aes_256_gcm()
-        default: return nil
+    /// The OpenSSL algorithm name for `mode` with a key of `keyLength` bytes.
+    static func algorithmName(mode: Mode, keyLength: Int) -> String? {
+        guard [16, 24, 32].contains(keyLength) else { return nil }
+        let suffix: String
+        switch mode {
+        case .ecb: suffix = "ECB"
+        case .cbc, .cbcPad: suffix = "CBC"
+        case .ctr: suffix = "CTR"
+        case .gcm: suffix = "GCM"
         }
+        return "AES-\(keyLength * 8)-\(suffix)"
+    }
+
+    /// Every AES cipher fetched once for the process: a legacy `EVP_aes_*()` handle makes each new
+    /// context fetch its implementation again (about 3,000 instructions per C_EncryptInit).
+    nonisolated(unsafe) private static let fetched: [String: OpaquePointer] = {
+        var table: [String: OpaquePointer] = [:]
+        for bits in [128, 192, 256] {
+            for suffix in ["ECB", "CBC", "CTR", "GCM"] {
+                let name = "AES-\(bits)-\(suffix)"
+                if let cipher = EVP_CIPHER_fetch(nil, name, nil) { table[name] = cipher }
+            }
+        }
+        return table
+    }()
+
+    static func cipher(mode: Mode, keyLength: Int) -> OpaquePointer? {
+        guard let name = algorithmName(mode: mode, keyLength: keyLength) else { return nil }
+        return fetched[name] ?? EVP_get_cipherbyname(name)
     }
 
     /// AES-ECB of one zero block under `key`: the source of an AES key's CKA_CHECK_VALUE.

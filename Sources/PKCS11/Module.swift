@@ -126,7 +126,7 @@ final class ModuleState {
     func closeSession(_ session: Session) {
         sessions[session.handle] = nil
         let token = slots[session.slotID]?.token
-        for handle in handles.removeSessionObjects(ownedBy: session.handle) { token?.keyCache[handle] = nil }
+        for handle in handles.removeSessionObjects(ownedBy: session.handle) { token?.forgetKey(handle) }
         if sessions(on: session.slotID).isEmpty {
             slots[session.slotID]?.token?.logout()
             handles.removeSessionObjects(onSlot: session.slotID)

@@ -123,8 +123,7 @@ extension ModuleState {
                 try translating { () throws(KeychainError) in try token.keychain.remove(id: rowID) }
             }
             handles.remove(object)
-            token.keyCache[object] = nil
-            token.policyCache[object] = nil
+            token.forgetKey(object)
             // A destroyed credential locks its item again; a destroyed item drops its unlock.
             for other in sessions(on: session.slotID) {
                 other.unlockedItems[object] = nil

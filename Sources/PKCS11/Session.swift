@@ -8,8 +8,8 @@ final class Session {
     let readWrite: Bool
     /// The active C_FindObjects operation: handles not yet returned.
     var find: FindOperation?
-    /// Active digest, sign and verify operations.
-    var operations: [OperationKind: ActiveOperation] = [:]
+    /// Active operations, one of each kind.
+    var operations = ActiveOperations()
     /// The user PIN was just presented in this session (C_Login(CKU_USER)) and no sign or decrypt
     /// operation has started since: the next one counts as authenticated even for a
     /// CKA_ALWAYS_AUTHENTICATE key. OpenSSH relies on this: it skips the context-specific login
@@ -43,4 +43,14 @@ final class Session {
 /// The results of C_FindObjectsInit, handed out by C_FindObjects.
 struct FindOperation {
     var remaining: ArraySlice<CK_OBJECT_HANDLE>
+}
+
+/// A session's active operations by kind: five slots, no hashing on the per-call path.
+struct ActiveOperations {
+    private var slots: [ActiveOperation?] = Array(repeating: nil, count: OperationKind.allCases.count)
+
+    subscript(kind: OperationKind) -> ActiveOperation? {
+        get { slots[kind.rawValue] }
+        set { slots[kind.rawValue] = newValue }
+    }
 }

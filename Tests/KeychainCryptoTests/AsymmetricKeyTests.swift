@@ -58,6 +58,40 @@ final class AsymmetricKeyTests: XCTestCase {
         }
     }
 
+    /// Keys keep their initialised contexts between operations (taken whole, given back on
+    /// success, freed on failure): many signatures in a row with one key, a failed signature and a
+    /// failed verification in between, each checked by a separate public key object.
+    func test_reused_contexts_give_correct_results_after_failures() throws {
+        let rsa = try AsymmetricKey.generate(.rsa, bits: 2048)
+        let cases: [(AsymmetricKey, SignatureScheme, Int)] = [
+            (try AsymmetricKey.generate(.ec(.p256)), .ecdsa(digest: nil), 32),
+            (try AsymmetricKey.generate(.ed25519), .eddsa, 100),
+            (try AsymmetricKey.generate(.ed448), .eddsa, 7),
+            (rsa, .rsaPSS(digest: .sha256, mgf1: .sha256, saltLength: 32, hashesData: false), 32),
+            (rsa, .rsaPKCS1(digest: nil), 51),
+        ]
+        func run(_ key: AsymmetricKey, _ scheme: SignatureScheme, signing: Bool, _ data: [UInt8], signature: [UInt8] = []) throws -> (signature: [UInt8], valid: Bool) {
+            let operation = try SignatureOperation(key: key, scheme: scheme, signing: signing)
+            try data.withUnsafeBytes { try operation.update($0) }
+            return signing ? (try operation.sign(), true) : ([], try operation.verify(signature))
+        }
+        for (key, scheme, length) in cases {
+            let verifier = try key.publicKey()
+            for round in 0..<20 {
+                let data = [UInt8](repeating: UInt8(round), count: length)
+                let signature = try run(key, scheme, signing: true, data).signature
+                var forged = signature
+                forged[forged.count / 2] ^= 0x01
+                XCTAssertFalse(try run(verifier, scheme, signing: false, data, signature: forged).valid, "\(scheme) round \(round)")
+                XCTAssertTrue(try run(verifier, scheme, signing: false, data, signature: signature).valid, "\(scheme) round \(round)")
+                if round == 5, case .rsaPKCS1 = scheme {
+                    // Longer than PKCS#1 v1.5 padding allows in a 256-byte modulus: refused.
+                    XCTAssertThrowsError(try run(key, scheme, signing: true, [UInt8](repeating: 1, count: 250)))
+                }
+            }
+        }
+    }
+
     func test_subject_public_key_info_round_trips() throws {
         for kind in [AsymmetricKind.rsa, .ec(.p384), .ed25519, .x25519] {
             let key = try AsymmetricKey.generate(kind, bits: 2048)

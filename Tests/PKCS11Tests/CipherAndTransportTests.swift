@@ -107,6 +107,89 @@ final class CipherAndTransportTests: ModuleTestCase {
         XCTAssertRV(gcm(64) { p11.C_EncryptInit!(session, $0, key) }, CKR_MECHANISM_PARAM_INVALID)
     }
 
+    /// One C_Encrypt/C_Decrypt call with room for any result (the path that writes straight into
+    /// the caller's buffer).
+    private func cryptOnce(_ session: CK_SESSION_HANDLE, encrypt: Bool, _ input: [UInt8]) -> (CK_RV, [UInt8]) {
+        var input = input
+        var output = [UInt8](repeating: 0, count: input.count + 64)
+        var length = CK_ULONG(output.count)
+        let rv = (encrypt ? p11.C_Encrypt! : p11.C_Decrypt!)(session, &input, CK_ULONG(input.count), &output, &length)
+        return (rv, Array(output.prefix(Int(length))))
+    }
+
+    /// Operations on one key restart the key's AES context with a new IV (Token.idleCiphers): each
+    /// result must be what a fresh context gives — published vectors, or a second key object with
+    /// the same value — whatever the operation before it left behind.
+    func test_operations_reusing_a_keys_context_start_clean() {
+        let session = session()
+        let zeroKey = [UInt8](repeating: 0, count: 32)
+        let key = secretKey(session, type: UInt(CKK_AES), value: zeroKey)
+        func gcm(_ ivBytes: [UInt8], aad aadBytes: [UInt8] = [], _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
+            var iv = ivBytes, aad = aadBytes
+            return iv.withUnsafeMutableBufferPointer { ivBuffer in
+                aad.withUnsafeMutableBufferPointer { aadBuffer in
+                    let params = CK_GCM_PARAMS(pIv: ivBuffer.baseAddress, ulIvLen: CK_ULONG(ivBuffer.count), ulIvBits: CK_ULONG(ivBuffer.count * 8),
+                                               pAAD: aadBuffer.baseAddress, ulAADLen: CK_ULONG(aadBuffer.count), ulTagBits: 128)
+                    return mechanism(UInt(CKM_AES_GCM), parameter: params, body)
+                }
+            }
+        }
+        // McGrew & Viega, "The Galois/Counter Mode of Operation", test cases 13 and 14 (AES-256,
+        // zero key, zero 96-bit IV): an empty message, and one zero block.
+        let zeroIV = [UInt8](repeating: 0, count: 12), zeroBlock = [UInt8](repeating: 0, count: 16)
+        let case13 = hex("530f8afbc74536b9a963b4f1c4cb738b")
+        let case14 = hex("cea7403d4d606b6e074ec5d3baf39d18") + hex("d0d1c8a799996bf0265b98b5d48ab919")
+        for round in 0..<3 {
+            XCTAssertRV(gcm(zeroIV) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+            let sealed = cryptOnce(session, encrypt: true, zeroBlock)
+            XCTAssertRV(sealed.0, CKR_OK)
+            XCTAssertEqual(sealed.1, case14, "round \(round)")
+            XCTAssertRV(gcm(zeroIV) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+            XCTAssertEqual(cryptOnce(session, encrypt: true, []).1, case13, "round \(round)")
+        }
+        // A tag that fails ends that operation; the next decryption on the key is unaffected.
+        var tampered = case14
+        tampered[20] ^= 1
+        XCTAssertRV(gcm(zeroIV) { p11.C_DecryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertRV(cryptOnce(session, encrypt: false, tampered).0, CKR_ENCRYPTED_DATA_INVALID)
+        XCTAssertRV(gcm(zeroIV) { p11.C_DecryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertEqual(cryptOnce(session, encrypt: false, case14).1, zeroBlock)
+        // Another IV length and additional data, then back: compared with a second key object of the
+        // same value, whose first operation has a fresh context.
+        let twin = secretKey(session, type: UInt(CKK_AES), value: zeroKey)
+        let longIV = [UInt8](repeating: 0xa5, count: 16), aad = Array("header".utf8), message = Array("a longer message, three blocks or so".utf8)
+        XCTAssertRV(gcm(longIV, aad: aad) { p11.C_EncryptInit!(session, $0, twin) }, CKR_OK)
+        let fresh = cryptOnce(session, encrypt: true, message)
+        XCTAssertRV(gcm(longIV, aad: aad) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+        let reused = cryptOnce(session, encrypt: true, message)
+        XCTAssertRV(reused.0, CKR_OK)
+        XCTAssertEqual(reused.1, fresh.1)
+        XCTAssertRV(gcm(zeroIV) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertEqual(cryptOnce(session, encrypt: true, zeroBlock).1, case14)
+
+        // CBC: a multi-part operation that fails half-way (a partial block at the end) does not leave
+        // its state to the next one. NIST SP 800-38A F.2.5, CBC-AES256, first block.
+        let cbcKey = secretKey(session, type: UInt(CKK_AES), value: hex("603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4"))
+        let nistIV = hex("000102030405060708090a0b0c0d0e0f"), block = hex("6bc1bee22e409f96e93d7e117393172a")
+        XCTAssertRV(mechanism(UInt(CKM_AES_CBC), bytes: nistIV) { p11.C_EncryptInit!(session, $0, cbcKey) }, CKR_OK)
+        var partial = [UInt8](repeating: 1, count: 20), out = [UInt8](repeating: 0, count: 64)
+        var length = CK_ULONG(out.count)
+        XCTAssertRV(p11.C_EncryptUpdate!(session, &partial, 20, &out, &length), CKR_OK)
+        XCTAssertEqual(length, 16)
+        length = CK_ULONG(out.count)
+        XCTAssertRV(p11.C_EncryptFinal!(session, &out, &length), CKR_DATA_LEN_RANGE)
+        for _ in 0..<2 {
+            XCTAssertRV(mechanism(UInt(CKM_AES_CBC), bytes: nistIV) { p11.C_EncryptInit!(session, $0, cbcKey) }, CKR_OK)
+            XCTAssertEqual(cryptOnce(session, encrypt: true, block).1, hex("f58c4c04d6e5f1ba779eabfb5f7bfbd6"))
+        }
+
+        // After a logout the contexts are gone with the key cache; the key still works after login.
+        XCTAssertRV(p11.C_Logout!(session), CKR_OK)
+        XCTAssertRV(login(session), CKR_OK)
+        XCTAssertRV(gcm(zeroIV) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertEqual(cryptOnce(session, encrypt: true, zeroBlock).1, case14)
+    }
+
     func test_hmac_and_cmac_match_their_rfc_vectors() {
         let session = session()
         let jefe = secretKey(session, type: UInt(CKK_GENERIC_SECRET), value: Array("Jefe".utf8))

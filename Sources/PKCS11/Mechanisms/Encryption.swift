@@ -17,9 +17,23 @@ extension ModuleState {
             switch try makeSpec(mechanism.parameter) {
             case .symmetric(let mode, let iv, let associatedData):
                 let secret = try secretKey(key, session: session, token: token, usage: usage, mechanism: entry)
+                // Only keys held in the key cache leave their context behind (a key sealed by its
+                // application password is never kept).
+                var reuse: Token.IdleCipher?
+                if case .secret(let cached)? = token.keyCache[key], cached === secret {
+                    reuse = Token.IdleCipher(handle: key, mode: mode, encrypting: encrypting)
+                }
                 do {
-                    let cipher = try SymmetricCipher(mode: mode, key: secret, iv: iv, associatedData: associatedData, encrypting: encrypting)
-                    return ActiveOperation(engine: .symmetric(cipher), outputLength: 0)
+                    let cipher: SymmetricCipher
+                    if let reuse, let idle = token.takeIdleCipher(reuse, key: secret) {
+                        try idle.restart(iv: iv, associatedData: associatedData)
+                        cipher = idle
+                    } else {
+                        cipher = try SymmetricCipher(mode: mode, key: secret, iv: iv, associatedData: associatedData, encrypting: encrypting)
+                    }
+                    let operation = ActiveOperation(engine: .symmetric(cipher), outputLength: 0)
+                    operation.reusable = reuse.map { ($0, secret) }
+                    return operation
                 } catch {
                     throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "\(error)")
                 }

@@ -3,7 +3,7 @@ import KeychainCore
 import KeychainCrypto
 
 /// The kinds of operation a session can have active, one of each at a time.
-enum OperationKind: Hashable {
+enum OperationKind: Int, CaseIterable {
     case digest, sign, verify, encrypt, decrypt
 }
 
@@ -44,6 +44,9 @@ final class ActiveOperation {
     var alwaysAuthenticate = false
     /// ... and no step runs while this is set, until that login presents the user PIN.
     var awaitsContextLogin = false
+    /// A symmetric operation on a cached key: when it finishes, its context is kept for the next
+    /// operation on that key (`Token.idleCiphers`).
+    var reusable: (entry: Token.IdleCipher, key: SecureBytes)?
 
     init(engine: Engine, outputLength: Int) {
         self.engine = engine
@@ -110,7 +113,10 @@ extension ModuleState {
         }
         do {
             let (result, finished) = try body(operation)
-            if finished { session.operations[kind] = nil }
+            if finished {
+                session.operations[kind] = nil
+                keepIdleCipher(of: operation, session: session)
+            }
             return result
         } catch where error.rv == CK_RV(CKR_BUFFER_TOO_SMALL) {
             throw error
@@ -118,6 +124,14 @@ extension ModuleState {
             session.operations[kind] = nil
             throw error
         }
+    }
+
+    /// Leaves the context of a finished symmetric operation for the next one on the same key, if
+    /// the key is still the cached one (not after a logout or the key's destruction).
+    private func keepIdleCipher(of operation: ActiveOperation, session: Session) {
+        guard let (entry, key) = operation.reusable, case .symmetric(let cipher) = operation.engine,
+              let token = slots[session.slotID]?.token, case .secret(let cached)? = token.keyCache[entry.handle], cached === key else { return }
+        token.keepIdle(cipher, as: entry, key: key)
     }
 
     /// Ends the active operation of `kind`, if any.
