@@ -8,8 +8,14 @@
  *        bench MODULE scale N                 N durable token objects: creation rate, find by
  *                                             CKA_LABEL and by CKA_ID, and in fresh processes
  *                                             dlopen+C_Initialize, C_Login and resident memory
+ * With BENCH_OPENSSL_INLINE=1, each signature measure is followed at once by the same measure on
+ * raw OpenSSL in this process (EVP, contexts initialised once, as `openssl speed` does), printed
+ * as "@openssl <measure> <value> <unit>": the two run in the same seconds, which on a shared
+ * machine matters more than anything else about the comparison.
  */
 #include <dlfcn.h>
+#include <openssl/evp.h>
+#include <openssl/rsa.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -338,6 +344,61 @@ static int scale(const char *module, int objects) {
     return 0;
 }
 
+/* Raw OpenSSL signing and verifying with one key type, contexts set up once outside the loop. */
+enum evp_kind { EVP_RSA_PKCS1, EVP_RSA_PSS, EVP_EC_P256, EVP_EC_P384, EVP_ED25519 };
+
+static EVP_PKEY *evp_key(enum evp_kind kind) {
+    switch (kind) {
+    case EVP_RSA_PKCS1: case EVP_RSA_PSS: return EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048);
+    case EVP_EC_P256: return EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+    case EVP_EC_P384: return EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-384");
+    default: return EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+    }
+}
+
+static int evp_setup(EVP_PKEY_CTX *ctx, enum evp_kind kind, int signing) {
+    if ((signing ? EVP_PKEY_sign_init(ctx) : EVP_PKEY_verify_init(ctx)) != 1) return 0;
+    if (kind == EVP_RSA_PKCS1)
+        return EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1 && EVP_PKEY_CTX_set_signature_md(ctx, EVP_sha256()) == 1;
+    if (kind == EVP_RSA_PSS)
+        return EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PSS_PADDING) == 1 && EVP_PKEY_CTX_set_signature_md(ctx, EVP_sha256()) == 1 &&
+               EVP_PKEY_CTX_set_rsa_pss_saltlen(ctx, 32) == 1;
+    return 1;
+}
+
+static void evp_signatures(const char *name, enum evp_kind kind) {
+    char label[64];
+    EVP_PKEY *key = evp_key(kind);
+    unsigned char data[32], sig[1024];
+    memset(data, 0x42, sizeof data);
+    size_t siglen = sizeof sig;
+    long n = 0;
+    int ok = key != NULL;
+    double start, elapsed = 0;
+    if (kind == EVP_ED25519) {
+        EVP_MD_CTX *sign = EVP_MD_CTX_new(), *verify = EVP_MD_CTX_new();
+        ok = ok && EVP_DigestSignInit(sign, NULL, NULL, NULL, key) == 1 && EVP_DigestVerifyInit(verify, NULL, NULL, NULL, key) == 1;
+        start = now();
+        do { siglen = sizeof sig; ok = ok && EVP_DigestSign(sign, sig, &siglen, data, sizeof data) == 1; n++; } while (ok && (elapsed = now() - start) < budget);
+        snprintf(label, sizeof label, "sign.%s", name); printf("@openssl "); report(label, ok ? n / elapsed : -1, "op/s");
+        n = 0; start = now();
+        do { ok = ok && EVP_DigestVerify(verify, sig, siglen, data, sizeof data) == 1; n++; } while (ok && (elapsed = now() - start) < budget);
+        snprintf(label, sizeof label, "verify.%s", name); printf("@openssl "); report(label, ok ? n / elapsed : -1, "op/s");
+        EVP_MD_CTX_free(sign); EVP_MD_CTX_free(verify);
+    } else {
+        EVP_PKEY_CTX *sign = key ? EVP_PKEY_CTX_new_from_pkey(NULL, key, NULL) : NULL, *verify = key ? EVP_PKEY_CTX_new_from_pkey(NULL, key, NULL) : NULL;
+        ok = ok && sign && verify && evp_setup(sign, kind, 1) && evp_setup(verify, kind, 0);
+        start = now();
+        do { siglen = sizeof sig; ok = ok && EVP_PKEY_sign(sign, sig, &siglen, data, sizeof data) == 1; n++; } while (ok && (elapsed = now() - start) < budget);
+        snprintf(label, sizeof label, "sign.%s", name); printf("@openssl "); report(label, ok ? n / elapsed : -1, "op/s");
+        n = 0; start = now();
+        do { ok = ok && EVP_PKEY_verify(verify, sig, siglen, data, sizeof data) == 1; n++; } while (ok && (elapsed = now() - start) < budget);
+        snprintf(label, sizeof label, "verify.%s", name); printf("@openssl "); report(label, ok ? n / elapsed : -1, "op/s");
+        EVP_PKEY_CTX_free(sign); EVP_PKEY_CTX_free(verify);
+    }
+    EVP_PKEY_free(key);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[2], "scale") == 0) return scale(argv[1], atoi(argv[3]));
     if (argc == 4 && strcmp(argv[2], "probe") == 0) return probe(argv[1], argv[3]);
@@ -350,11 +411,17 @@ int main(int argc, char **argv) {
     /* Raw ECDSA over a 32-byte hash: SoftHSM 2.6 offers no hashing ECDSA mechanisms. */
     CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
     CK_MECHANISM eddsa = {0x1057 /* CKM_EDDSA */, NULL, 0};
+    int inline_openssl = getenv("BENCH_OPENSSL_INLINE") && strcmp(getenv("BENCH_OPENSSL_INLINE"), "1") == 0;
     signatures("rsa2048.pkcs1", CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0, 2048, pkcs);
+    if (inline_openssl) evp_signatures("rsa2048.pkcs1", EVP_RSA_PKCS1);
     signatures("rsa2048.pss", CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0, 2048, pss);
+    if (inline_openssl) evp_signatures("rsa2048.pss", EVP_RSA_PSS);
     signatures("ecdsa.p256", CKM_EC_KEY_PAIR_GEN, p256, sizeof p256, 0, ecdsa);
+    if (inline_openssl) evp_signatures("ecdsa.p256", EVP_EC_P256);
     signatures("ecdsa.p384", CKM_EC_KEY_PAIR_GEN, p384, sizeof p384, 0, ecdsa);
+    if (inline_openssl) evp_signatures("ecdsa.p384", EVP_EC_P384);
     signatures("ed25519", 0x1055 /* CKM_EC_EDWARDS_KEY_PAIR_GEN */, ed25519, sizeof ed25519, 0, eddsa);
+    if (inline_openssl) evp_signatures("ed25519", EVP_ED25519);
     aes("aes256.gcm.1KiB", CKM_AES_GCM, 1024);
     aes("aes256.gcm.1MiB", CKM_AES_GCM, 1 << 20);
     aes("aes256.cbc.1KiB", CKM_AES_CBC, 1024);

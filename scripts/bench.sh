@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark: this module (release build) and SoftHSMv2 (Debian softhsm2, on its own
-# temporary token), alternating round by round, with `openssl speed` in the same run; prints the
-# median of each measure per module and the ratios.
+# temporary token), alternating round by round, with raw OpenSSL in the same run — for signatures
+# in the bench process right after each of our measures (EVP, as `openssl speed` does it), for
+# ciphers and digests `openssl speed -evp`; prints the median of each measure and the ratios.
 #
 # Usage: scripts/bench.sh [rounds, default 3] [seconds per measure, default 1]
 #                         [object counts for the scale runs, default "1000 10000 100000"]
@@ -28,7 +29,7 @@ work=$(mktemp -d)
 fast=$( [ -d /dev/shm ] && mktemp -d -p /dev/shm || mktemp -d )
 trap 'rm -rf "$work" "$fast"' EXIT
 softhsm_max=${BENCH_SOFTHSM_MAX_N:-10000}
-gcc -O2 -Wall -Wextra -IInclude Benchmarks/bench.c -o "$work/bench" -ldl
+gcc -O2 -Wall -Wextra -IInclude Benchmarks/bench.c -o "$work/bench" -ldl -lcrypto
 
 # run WHO ARGS...: one bench process against a fresh token of WHO, results appended.
 run() {
@@ -39,7 +40,9 @@ run() {
     [ "${1:-}" = scale ] && tokens="$fast/sh"
     printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$tokens" >"$work/softhsm2.conf"
     if [ "$who" = keychain ]; then
-        KEYCHAIN_PKCS11_DIR="$work/kc" KEYCHAIN_PKCS11_DEVICE_KEY="$work/state/device-key" "$work/bench" "$ours" "$@" | sed 's/^/keychain /' >>"$work/results"
+        # Signatures on raw OpenSSL run inside this process right after ours ("@openssl" lines).
+        BENCH_OPENSSL_INLINE=1 KEYCHAIN_PKCS11_DIR="$work/kc" KEYCHAIN_PKCS11_DEVICE_KEY="$work/state/device-key" "$work/bench" "$ours" "$@" |
+            sed -e 's/^@openssl /openssl /' -e t -e 's/^/keychain /' >>"$work/results"
     else
         SOFTHSM2_CONF="$work/softhsm2.conf" "$work/bench" "$softhsm" "$@" | sed 's/^/softhsm /' >>"$work/results"
     fi
@@ -48,11 +51,6 @@ run() {
 for round in $(seq 1 "$rounds"); do
     KEYCHAIN_PKCS11_KDF_LOG_N=10 run keychain "$seconds"
     run softhsm "$seconds"
-    openssl speed -seconds "$openssl_seconds" rsa2048 ecdsap256 ecdsap384 ed25519 2>/dev/null | awk '
-        /^rsa 2048 bits/ { print "openssl sign.rsa2048.pkcs1", $6, "op/s"; print "openssl verify.rsa2048.pkcs1", $7, "op/s" }
-        /256 bits ecdsa/ { print "openssl sign.ecdsa.p256", $(NF-1), "op/s"; print "openssl verify.ecdsa.p256", $NF, "op/s" }
-        /384 bits ecdsa/ { print "openssl sign.ecdsa.p384", $(NF-1), "op/s"; print "openssl verify.ecdsa.p384", $NF, "op/s" }
-        /253 bits EdDSA/ { print "openssl sign.ed25519", $(NF-1), "op/s"; print "openssl verify.ed25519", $NF, "op/s" }' >>"$work/results"
     # -aead: each 1 KiB message is a whole AEAD operation (new IV, AAD, data, tag), as each of
     # ours is C_EncryptInit + C_Encrypt; without it openssl streams updates through one context.
     openssl speed -seconds "$openssl_seconds" -aead -evp aes-256-gcm -bytes 1024 2>/dev/null | awk '/^AES-256-GCM/ { print "openssl aes256.gcm.1KiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
