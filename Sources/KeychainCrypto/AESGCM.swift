@@ -91,7 +91,7 @@ public enum AESGCM {
                         EVP_DecryptFinal_ex(ctx, outBase.map { $0 + Int(produced) } ?? s.baseAddress, &length)
                     }
                     guard finalOK == 1 else {
-                        ERR_clear_error()
+                        OpenSSLErrorQueue.discardOwn()
                         out.initializeMemory(as: UInt8.self, repeating: 0)
                         throw CryptoError(.authenticationFailed, "AES-GCM tag mismatch")
                     }

@@ -344,7 +344,7 @@ public final class AsymmetricKey: @unchecked Sendable {
             return d2i_PrivateKey(type, nil, &cursor, buffer.count)
         }
         guard let pkey = parsed else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             throw CryptoError(.invalidInput, "\(kind.openSSLName) key parts rejected")
         }
         return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: true)
@@ -358,7 +358,7 @@ public final class AsymmetricKey: @unchecked Sendable {
             return d2i_PublicKey(type, nil, &cursor, buffer.count)
         }
         guard let pkey = parsed else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             throw CryptoError(.invalidInput, "\(kind.openSSLName) public key rejected")
         }
         return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: false)
@@ -414,11 +414,11 @@ public final class AsymmetricKey: @unchecked Sendable {
         defer { EVP_PKEY_CTX_free(ctx) }
         let ok = isPrivate ? EVP_PKEY_pairwise_check(ctx) : EVP_PKEY_public_check(ctx)
         if ok == -2 {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             return
         }
         guard ok == 1 else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             throw CryptoError(.invalidInput, "the key's parts are inconsistent")
         }
     }
@@ -461,7 +461,7 @@ public final class AsymmetricKey: @unchecked Sendable {
         var pkey: OpaquePointer?
         guard EVP_PKEY_fromdata_init(ctx) == 1,
               EVP_PKEY_fromdata(ctx, &pkey, isPrivate ? Selection.keyPair : Selection.publicKey, params) == 1, let pkey else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             throw CryptoError(.invalidInput, "\(kind.openSSLName) key parts rejected")
         }
         return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: isPrivate)

@@ -27,7 +27,7 @@ public struct Certificate: Sendable {
             return (certificate, cursor.map { $0 - base } ?? 0)
         }
         guard let x509 = parsed.0 else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             throw CryptoError(.invalidInput, "not a DER X.509 certificate")
         }
         defer { X509_free(x509) }

@@ -19,10 +19,11 @@ public struct CryptoError: Error, Equatable, CustomStringConvertible {
         self.reason = reason
     }
 
-    /// Captures and clears OpenSSL's error queue so a later call does not report a stale error.
+    /// Captures the latest OpenSSL error and drops the ones this operation queued, so a later
+    /// call does not report a stale error (the host's own queued errors stay).
     static func library(_ operation: String) -> CryptoError {
-        let code = ERR_get_error()
-        ERR_clear_error()
+        let code = ERR_peek_last_error()
+        OpenSSLErrorQueue.discardOwn()
         if code == 0 { return CryptoError(.library, operation) }
         var text = [CChar](repeating: 0, count: 256)
         ERR_error_string_n(code, &text, text.count)
@@ -31,4 +32,24 @@ public struct CryptoError: Error, Equatable, CustomStringConvertible {
 
     public static func == (lhs: CryptoError, rhs: CryptoError) -> Bool { lhs.code == rhs.code }
     public var description: String { "\(code): \(reason)" }
+}
+
+/// OpenSSL's error queue is per thread and shared with the program the module runs in: a call
+/// into the module must leave it as it found it — neither adding errors the host would take for
+/// its own, nor clearing the host's.
+public enum OpenSSLErrorQueue {
+    /// Runs `body`; the errors OpenSSL queued during it are dropped, the caller's stay.
+    @inline(__always)
+    public static func preserving<R>(_ body: () -> R) -> R {
+        ERR_set_mark()
+        defer { ERR_pop_to_mark() }
+        return body()
+    }
+
+    /// Drops the errors queued since the innermost `preserving` began, keeping a mark for the
+    /// rest of it (outside one: every queued error, as ERR_clear_error).
+    static func discardOwn() {
+        ERR_pop_to_mark()
+        ERR_set_mark()
+    }
 }

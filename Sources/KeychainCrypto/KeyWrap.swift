@@ -52,14 +52,14 @@ public enum KeyWrap {
         var out = [UInt8](repeating: 0, count: input.count + 16)
         var length: Int32 = 0
         guard EVP_CipherUpdate(ctx, &out, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count)) == 1 else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             wipe(&out)
             throw CryptoError(encrypting ? .invalidInput : .authenticationFailed, encrypting ? "cannot wrap" : "the wrapped key does not verify")
         }
         var tail: Int32 = 0
         let finalOK = out.withUnsafeMutableBufferPointer { EVP_CipherFinal_ex(ctx, $0.baseAddress.map { $0 + Int(length) }, &tail) }
         guard finalOK == 1 else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             wipe(&out)
             throw CryptoError(.authenticationFailed, "the wrapped key does not verify")
         }
@@ -111,12 +111,12 @@ extension AsymmetricKey {
             return d2i_PKCS8_PRIV_KEY_INFO(nil, &cursor, buffer.count)
         }
         guard let info = parsed else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             throw CryptoError(.invalidInput, "not a PKCS#8 private key")
         }
         defer { PKCS8_PRIV_KEY_INFO_free(info) }
         guard let pkey = EVP_PKCS82PKEY(info) else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             throw CryptoError(.invalidInput, "unsupported PKCS#8 key")
         }
         guard let kind = kindOf(pkey) else {
@@ -131,7 +131,7 @@ extension AsymmetricKey {
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_derive_init(ctx) == 1, EVP_PKEY_derive_set_peer(ctx, peer.pkey) == 1 else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             throw CryptoError(.invalidInput, "the peer key does not fit")
         }
         var length = 0

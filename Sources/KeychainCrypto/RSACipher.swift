@@ -53,13 +53,13 @@ public enum RSACipher {
         var length = 0
         let sizeOK = encrypting ? EVP_PKEY_encrypt(ctx, nil, &length, input, input.count) : EVP_PKEY_decrypt(ctx, nil, &length, input, input.count)
         guard sizeOK == 1 else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             throw CryptoError(.invalidInput, "input does not fit")
         }
         var out = [UInt8](repeating: 0, count: length)
         let ok = encrypting ? EVP_PKEY_encrypt(ctx, &out, &length, input, input.count) : EVP_PKEY_decrypt(ctx, &out, &length, input, input.count)
         guard ok == 1 else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             wipe(&out)
             throw CryptoError(.invalidInput, encrypting ? "input does not fit" : "decryption failed")
         }

@@ -112,7 +112,7 @@ public final class SignatureOperation {
             guard let der = Self.rawToDER(signature, curve: key.kind) else { return false }
             encoded = der
         }
-        defer { ERR_clear_error() }
+        defer { OpenSSLErrorQueue.discardOwn() }
         if let mdContext {
             return EVP_DigestVerifyFinal(mdContext, encoded, encoded.count) == 1
         }
@@ -173,7 +173,7 @@ public final class SignatureOperation {
     }
 
     private func signError() -> CryptoError {
-        ERR_clear_error()
+        OpenSSLErrorQueue.discardOwn()
         return CryptoError(.invalidInput, "the input does not fit this key and mechanism")
     }
 
@@ -225,7 +225,7 @@ public final class SignatureOperation {
                   hashesData || EVP_PKEY_CTX_set_signature_md(ctx, digest.md) == 1,
                   EVP_PKEY_CTX_set_rsa_mgf1_md(ctx, mgf1.md) == 1,
                   EVP_PKEY_CTX_set_rsa_pss_saltlen(ctx, Int32(saltLength)) == 1 else {
-                ERR_clear_error()
+                OpenSSLErrorQueue.discardOwn()
                 throw CryptoError(.invalidInput, "PSS parameters rejected")
             }
         case .ecdsa, .eddsa:
@@ -261,7 +261,7 @@ public final class SignatureOperation {
 
     /// ECDSA-Sig-Value ::= SEQUENCE { r INTEGER, s INTEGER } read by hand (OpenSSL's own output,
     /// so only DER's short and one-byte long lengths occur); nil sends it to the general parser.
-    static func rawFromDER(_ der: [UInt8], width: Int) -> [UInt8]? {
+    public static func rawFromDER(_ der: [UInt8], width: Int) -> [UInt8]? {
         var index = 0
         func length() -> Int? {
             guard index < der.count else { return nil }
@@ -381,7 +381,7 @@ final class ContextTemplates: @unchecked Sendable {
         guard let copy = EVP_MD_CTX_new() else { return }
         guard EVP_MD_CTX_copy_ex(copy, context) == 1 else {
             EVP_MD_CTX_free(copy)
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             return
         }
         pthread_mutex_lock(&mutex)

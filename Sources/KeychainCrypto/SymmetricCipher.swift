@@ -157,7 +157,7 @@ public final class SymmetricCipher {
         var out = [UInt8](repeating: 0, count: Self.blockSize)
         var length: Int32 = 0
         guard EVP_CipherFinal_ex(ctx, &out, &length) == 1 else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             throw CryptoError(.invalidInput, encrypting ? "the data is not a whole number of blocks" : "bad padding or length")
         }
         return Array(out.prefix(Int(length)))
@@ -192,7 +192,7 @@ public final class SymmetricCipher {
         }
         var tail: Int32 = 0
         guard EVP_CipherFinal_ex(ctx, out + Int(written), &tail) == 1 else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             if tagLength != nil, !encrypting {
                 UnsafeMutableRawBufferPointer(output).initializeMemory(as: UInt8.self, repeating: 0)
                 throw CryptoError(.authenticationFailed, "the GCM tag does not verify")
@@ -229,7 +229,7 @@ public final class SymmetricCipher {
         var tail: Int32 = 0
         let ok = out.withUnsafeMutableBufferPointer { EVP_CipherFinal_ex(ctx, $0.baseAddress.map { $0 + Int(length) }, &tail) }
         guard ok == 1 else {
-            ERR_clear_error()
+            OpenSSLErrorQueue.discardOwn()
             wipe(&out)
             throw CryptoError(.authenticationFailed, "the GCM tag does not verify")
         }

@@ -9,10 +9,12 @@
  *   interfaces   C_GetInterfaceList / C_GetInterface / C_GetFunctionList / C_GetInfo versions
  *   initargs     CK_C_INITIALIZE_ARGS handling, double initialise, C_Finalize arguments
  *   threads      8 threads x 200 session-object round trips
+ *   errqueue     OpenSSL's per-thread error queue, shared with the host, is left as the host had
+ *                it by calls that fail inside OpenSSL (an off-curve EC point, a bad GCM tag)
  *
  * Every check prints "ok: ..." or "FAIL: ... rv=0x..."; the exit status is 0 only if all passed.
  *
- * Build: gcc -Wall -Wextra -Werror -O1 -pthread -I Include host.c -o host -ldl
+ * Build: gcc -Wall -Wextra -Werror -O1 -pthread -I Include host.c -o host -ldl -lcrypto
  */
 #define _XOPEN_SOURCE 700
 
@@ -31,6 +33,7 @@
 #include <unistd.h>
 
 #include "keychain-pkcs11.h"
+#include <openssl/err.h>
 
 static const char *module_path;
 static int failures;
@@ -967,12 +970,76 @@ static int cmd_threads(void)
     return failures ? 1 : 0;
 }
 
+/* ---- OpenSSL's error queue ------------------------------------------------------------------ */
+
+/* Runs the two failing calls; the queue must hold exactly `expected` afterwards (0: empty). */
+static void failing_calls(CK_FUNCTION_LIST_PTR fl, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE aes, unsigned long expected,
+                          const char *when)
+{
+    char what[200];
+    CK_OBJECT_CLASS klass = CKO_PUBLIC_KEY;
+    CK_KEY_TYPE type = CKK_EC;
+    CK_BYTE p256[] = {0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07};
+    CK_BYTE point[67] = {0x04, 65, 0x04};
+    memset(point + 3, 0x01, 64); /* not on the curve: OpenSSL refuses it */
+    CK_ATTRIBUTE t[] = {{CKA_CLASS, &klass, sizeof klass}, {CKA_KEY_TYPE, &type, sizeof type},
+                        {CKA_EC_PARAMS, p256, sizeof p256}, {CKA_EC_POINT, point, sizeof point}};
+    CK_OBJECT_HANDLE object;
+    CK_RV rv = fl->C_CreateObject(s, t, 4, &object);
+    snprintf(what, sizeof what, "%s: C_CreateObject with an off-curve EC point is refused", when);
+    check(rv != CKR_OK, what);
+    snprintf(what, sizeof what, "%s: after it the host's error queue is as it was (0x%lx)", when, expected);
+    check(ERR_peek_error() == expected && ERR_peek_last_error() == expected, what);
+
+    CK_BYTE iv[12] = {0}, sealed[32] = {0}, out[64];
+    CK_GCM_PARAMS gcm = {iv, sizeof iv, 96, NULL, 0, 128};
+    CK_MECHANISM m = {CKM_AES_GCM, &gcm, sizeof gcm};
+    CK_ULONG out_len = sizeof out;
+    expect_rv(fl->C_DecryptInit(s, &m, aes), CKR_OK, "C_DecryptInit (AES-GCM)");
+    snprintf(what, sizeof what, "%s: C_Decrypt with a wrong tag", when);
+    expect_rv(fl->C_Decrypt(s, sealed, sizeof sealed, out, &out_len), CKR_ENCRYPTED_DATA_INVALID, what);
+    snprintf(what, sizeof what, "%s: after it the host's error queue is as it was (0x%lx)", when, expected);
+    check(ERR_peek_error() == expected && ERR_peek_last_error() == expected, what);
+}
+
+static int cmd_errqueue(void)
+{
+    CK_FUNCTION_LIST_PTR fl;
+    void *h = load_module(&fl);
+    if (!h) return 1;
+    if (!expect_rv(fl->C_Initialize(NULL), CKR_OK, "C_Initialize")) return 1;
+    CK_SLOT_ID slot;
+    if (!ensure_token(fl, "errqueue", &slot)) return 1;
+    CK_SESSION_HANDLE s;
+    expect_rv(fl->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s), CKR_OK, "C_OpenSession");
+    expect_rv(fl->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)USER_PIN, 4), CKR_OK, "C_Login");
+    CK_MECHANISM gen = {CKM_AES_KEY_GEN, NULL, 0};
+    CK_ULONG len = 32;
+    CK_BBOOL yes = CK_TRUE;
+    CK_ATTRIBUTE kt[] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_DECRYPT, &yes, 1}};
+    CK_OBJECT_HANDLE aes;
+    expect_rv(fl->C_GenerateKey(s, &gen, kt, 2, &aes), CKR_OK, "C_GenerateKey (AES-256)");
+
+    ERR_clear_error();
+    failing_calls(fl, s, aes, 0, "empty queue");
+    /* The host's own pending error must survive the module's calls, including those where the
+     * module drops the errors OpenSSL queued for it. */
+    ERR_raise(ERR_LIB_USER, 42);
+    unsigned long mine = ERR_peek_last_error();
+    check(mine != 0, "the host queued an error of its own");
+    failing_calls(fl, s, aes, mine, "host error pending");
+    ERR_clear_error();
+    expect_rv(fl->C_Finalize(NULL), CKR_OK, "C_Finalize");
+    dlclose(h);
+    return failures ? 1 : 0;
+}
+
 /* ---- main ----------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s MODULE cycles N | fork | interfaces | initargs | threads\n", argv[0]);
+        fprintf(stderr, "usage: %s MODULE cycles N | fork | interfaces | initargs | threads | errqueue\n", argv[0]);
         return 2;
     }
     module_path = argv[1];
@@ -989,6 +1056,8 @@ int main(int argc, char **argv)
         rc = cmd_initargs();
     else if (strcmp(cmd, "threads") == 0)
         rc = cmd_threads();
+    else if (strcmp(cmd, "errqueue") == 0)
+        rc = cmd_errqueue();
     else {
         fprintf(stderr, "unknown subcommand %s\n", cmd);
         return 2;

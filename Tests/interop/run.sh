@@ -20,6 +20,8 @@ for test in "$here"/test_*.sh; do
         timeout 600 bash "$test" >"$scratch/log" 2>&1; then
         passed=$((passed + 1))
         printf 'ok    %-40s %6d ms\n' "$name" $((($(date +%s%N) - start) / 1000000))
+        # Measured figures a test reports ("figure: ...") are shown even when it passes.
+        sed -n 's/^figure: /      /p' "$scratch/log"
         rm -rf "$scratch"
     else
         failed=$((failed + 1))

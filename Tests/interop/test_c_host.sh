@@ -1,11 +1,11 @@
 # A C host program (Tests/c-host/host.c) loads the module with dlopen and checks load/unload
-# cycles, fork, the interface lists, C_Initialize arguments and threads; the module's exported
+# cycles, fork, the interface lists, C_Initialize arguments, threads and OpenSSL's error queue; the module's exported
 # symbols and dynamic flags are checked with readelf.
 . "$HERE/lib.sh"
 
 src="$HERE/../c-host/host.c"
 host="$WORK/host"
-gcc -Wall -Wextra -Werror -O1 -pthread -I"$HERE/../../Include" "$src" -o "$host" -ldl || fail "compile host.c"
+gcc -Wall -Wextra -Werror -O1 -pthread -I"$HERE/../../Include" "$src" -o "$host" -ldl -lcrypto || fail "compile host.c"
 
 # --- exported symbols: exactly the 68 PKCS#11 2.40 functions and 4 of 3.0 ----------------------
 expected="C_CancelFunction C_CloseAllSessions C_CloseSession C_CopyObject C_CreateObject C_Decrypt
@@ -48,6 +48,7 @@ run_host initargs
 run_host cycles 50
 run_host fork
 run_host threads
+run_host errqueue
 # Again with tokens present: the cycles leave sessions open for C_Finalize to close.
 run_host cycles 50
 echo "c_host: all subcommands passed"

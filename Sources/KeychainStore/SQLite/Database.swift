@@ -34,6 +34,12 @@ public final class Database {
             try execute("PRAGMA secure_delete = ON")
             try execute("PRAGMA journal_mode = WAL")
             try execute("PRAGMA synchronous = FULL")
+            // Keep the -wal (emptied) and -shm files when the last connection closes, so that the
+            // next open needs to create nothing: on a full disk the keychain still opens and reads
+            // (writes fail with SQLITE_FULL), and on a read-only file system it opens read-only.
+            var persist: Int32 = 1
+            sqlite3_file_control(connection, "main", SQLITE_FCNTL_PERSIST_WAL, &persist)
+            try execute("PRAGMA journal_size_limit = 0")
         } catch {
             statements.removeAll()
             sqlite3_close_v2(connection)

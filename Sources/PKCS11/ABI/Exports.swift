@@ -12,14 +12,18 @@ public typealias HandlePointer = UnsafeMutablePointer<CK_OBJECT_HANDLE>?
 /// throwing function, and maps the error to CK_RV. PKCS11Module exports them by name; the
 /// function lists point at them too.
 enum Exports {
+    /// Runs one entry point: its error as CK_RV, and the thread's OpenSSL error queue (shared
+    /// with the host) left as the host had it.
     @inline(__always)
     static func run(_ function: StaticString, _ body: () throws(CKError) -> Void) -> CK_RV {
-        do {
-            try body()
-            return CK_RV(CKR_OK)
-        } catch {
-            logger.debug("\(function): \(error.description)")
-            return error.rv
+        OpenSSLErrorQueue.preserving { () -> CK_RV in
+            do throws(CKError) {
+                try body()
+                return CK_RV(CKR_OK)
+            } catch {
+                logger.debug("\(function): \(error.description)")
+                return error.rv
+            }
         }
     }
 
