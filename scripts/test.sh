@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: Swift unit and in-process PKCS#11 tests, then the real clients
-# (pkcs11-tool, p11tool, a C host) against the debug module and against the release module.
+# (pkcs11-tool, p11tool, C hosts, crash and concurrency stress) against the debug module and
+# against the release module, the fuzz corpora and a bounded fuzzing run, the XCTest suites
+# under AddressSanitizer and ThreadSanitizer, and a benchmark smoke run.
 # Prints "N passed, N failed" as its last line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,17 +22,27 @@ if ! swift build; then
     exit 1
 fi
 
+# swift_test LOG [swift test options...]: runs the XCTest suites, counts their results.
+swift_test() {
+    local log=$1
+    shift
+    swift test "$@" 2>&1 | tee "$log" | grep -E "error:|failed|Executed .* tests|ERROR: .*Sanitizer|WARNING: ThreadSanitizer" | tail -n 20
+    local status=${PIPESTATUS[0]}
+    local summary executed failures
+    # "Executed 142 tests, with 0 failures" or "…, with 2 tests skipped and 0 failures"
+    summary=$(grep -E "^\s*Executed [0-9]+ tests?, with ([0-9]+ tests? skipped and )?[0-9]+ failures?" "$log" | tail -n 1)
+    executed=$(sed -E 's/.*Executed ([0-9]+) tests?.*/\1/' <<<"$summary")
+    failures=$(sed -E 's/.* ([0-9]+) failures?.*/\1/' <<<"$summary")
+    if [ -z "$summary" ] || [ "$status" -ne 0 ] || grep -q "Fatal error\|Crash:\|ERROR: AddressSanitizer\|WARNING: ThreadSanitizer" "$log"; then
+        echo "swift test $* did not finish cleanly (exit $status)"
+        executed=${executed:-0}
+        failures=$((${failures:-0} + 1))
+    fi
+    count $((executed - failures)) "$failures"
+}
+
 echo "== swift test"
-swift test 2>&1 | tee /tmp/keychain-pkcs11-swift-test.log | grep -E "error:|failed|Executed .* tests" | tail -n 20
-summary=$(grep -E "^\s*Executed [0-9]+ tests?, with [0-9]+ failures?" /tmp/keychain-pkcs11-swift-test.log | tail -n 1)
-executed=$(sed -E 's/.*Executed ([0-9]+) tests?.*/\1/' <<<"$summary")
-failures=$(sed -E 's/.*with ([0-9]+) failures?.*/\1/' <<<"$summary")
-if [ -z "$summary" ] || grep -q "Fatal error\|Crash:" /tmp/keychain-pkcs11-swift-test.log; then
-    echo "swift test did not finish cleanly"
-    executed=${executed:-0}
-    failures=$((${failures:-0} + 1))
-fi
-count $((executed - failures)) "$failures"
+swift_test /tmp/keychain-pkcs11-swift-test.log
 
 bin=$(swift build --show-bin-path)
 echo "== interop tests against the debug module"
@@ -48,6 +60,36 @@ else
     tail -n 30 /tmp/keychain-pkcs11-release.log
     count 0 1
 fi
+
+echo "== fuzz corpora and crashers replayed (plain debug build)"
+if "$bin/FuzzDecoders" Tests/fuzz/decoders/corpus Tests/fuzz/decoders/crashers &&
+    "$bin/FuzzModule" Tests/fuzz/module/corpus Tests/fuzz/module/crashers; then
+    count 1 0
+else
+    count 0 1
+fi
+
+echo "== bounded fuzzing: libFuzzer + AddressSanitizer (leaks included), ${FUZZ_SECONDS:-60} s per target"
+for target in decoders module; do
+    if scripts/fuzz.sh "$target" "${FUZZ_SECONDS:-60}" >"/tmp/keychain-pkcs11-fuzz-$target.log" 2>&1; then
+        echo "fuzz $target: $(grep -E '^stat::number_of_executed_units' "/tmp/keychain-pkcs11-fuzz-$target.log" | awk '{print $2}') executions, no crash, leak or hang"
+        count 1 0
+    else
+        grep -v "Cannot export\|Compiling\|Emitting" "/tmp/keychain-pkcs11-fuzz-$target.log" | tail -n 40
+        count 0 1
+    fi
+done
+
+# The XCTest suites again, instrumented. Leaks are left to the fuzzers' LeakSanitizer (above):
+# under XCTest, Swift values kept in tagged pointers and XCTest's own objects read as leaks.
+echo "== swift test under AddressSanitizer"
+export KEYCHAIN_TEST_SANITIZER=address ASAN_OPTIONS=detect_leaks=0
+swift_test /tmp/keychain-pkcs11-asan.log --sanitize=address --scratch-path .build-asan
+unset ASAN_OPTIONS
+echo "== swift test under ThreadSanitizer"
+export KEYCHAIN_TEST_SANITIZER=thread
+swift_test /tmp/keychain-pkcs11-tsan.log --sanitize=thread --scratch-path .build-tsan
+unset KEYCHAIN_TEST_SANITIZER
 
 echo "== benchmark smoke run (every measure of this module must report a number)"
 if rm -f /tmp/keychain-pkcs11-bench.png && scripts/bench.sh 1 0.05 200 /tmp/keychain-pkcs11-bench.png >/tmp/keychain-pkcs11-bench.log 2>&1 && [ -s /tmp/keychain-pkcs11-bench.png ] && ! awk 'NR > 2 && $3 == "n/a" { bad = 1 } END { exit !bad }' /tmp/keychain-pkcs11-bench.log; then

@@ -444,12 +444,13 @@ enum ModuleFuzz {
         // its token objects destroyed, the base session logged in as the user.
         for session in opened { _ = PKCS11.C_CloseSession(session) }
         var user = userPIN
-        for object in created { _ = PKCS11.C_DestroyObject(state.session, object) }
         var info = CK_SESSION_INFO()
         if PKCS11.C_GetSessionInfo(state.session, &info) == CKR_OK, info.state != CK_STATE(CKS_RW_USER_FUNCTIONS) {
             _ = PKCS11.C_Logout(state.session)
             _ = PKCS11.C_Login(state.session, CK_USER_TYPE(CKU_USER), &user, CK_ULONG(user.count))
         }
+        // Logged in again first: private token objects can only be destroyed by the user.
+        for object in created { _ = PKCS11.C_DestroyObject(state.session, object) }
     }
 }
 

@@ -5,6 +5,9 @@ import XCTest
 /// Loads the built libkeychain-pkcs11.so as a host does and calls through its function list.
 final class LoadedModuleTests: XCTestCase {
     func test_the_built_shared_library_loads_and_answers() throws {
+        // Under ThreadSanitizer the instrumented library needs the runtime's symbols, which the
+        // test executable does not export to libraries it opens; the other runs cover this test.
+        try XCTSkipIf(getenv("KEYCHAIN_TEST_SANITIZER").map { String(cString: $0) } == "thread", "ThreadSanitizer run")
         let directory = testBinaryDirectory()
         let path = directory + "/libkeychain-pkcs11.so"
         guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
