@@ -69,3 +69,12 @@ slot_of() {
     h=$(_slot_hex "$1")
     [ -n "$h" ] && printf '%d\n' "$h"
 }
+
+# build_stress: compiles Tests/c-host/stress.c into $WORK/stress and makes the "stress" keychain
+# with its token key pair (the crash-safety and concurrency tests).
+build_stress() {
+    stress="$WORK/stress"
+    gcc -Wall -Wextra -Werror -O1 -pthread -I"$HERE/../../Include" "$HERE/../c-host/stress.c" -o "$stress" -ldl -lsqlite3 ||
+        fail "compile stress.c"
+    "$stress" "$MODULE" setup || fail "stress setup"
+}

@@ -5,10 +5,7 @@
 # worker; a worker still running two minutes after its time counts as a deadlock.
 . "$HERE/lib.sh"
 
-stress="$WORK/stress"
-gcc -Wall -Wextra -Werror -O1 -pthread -I"$HERE/../../Include" "$HERE/../c-host/stress.c" -o "$stress" -ldl -lsqlite3 ||
-    fail "compile stress.c"
-"$stress" "$MODULE" setup || fail "stress setup"
+build_stress
 out=$("$stress" "$MODULE" concurrency 4 4 "${STRESS_SECONDS:-15}" 2>&1)
 status=$?
 echo "$out"

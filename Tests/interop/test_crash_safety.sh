@@ -5,10 +5,7 @@
 # PIN (or the one being set) must open the keychain.
 . "$HERE/lib.sh"
 
-stress="$WORK/stress"
-gcc -Wall -Wextra -Werror -O1 -pthread -I"$HERE/../../Include" "$HERE/../c-host/stress.c" -o "$stress" -ldl -lsqlite3 ||
-    fail "compile stress.c"
-"$stress" "$MODULE" setup || fail "stress setup"
+build_stress
 out=$("$stress" "$MODULE" crash "${STRESS_KILLS:-200}" 2>&1)
 status=$?
 echo "$out"
