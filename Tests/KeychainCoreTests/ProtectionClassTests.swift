@@ -173,6 +173,26 @@ final class ProtectionClassTests: XCTestCase {
         let damaged = try Keychain.open(at: keychain.path, deviceKey: deviceKey)
         XCTAssertTrue(try XCTUnwrap(try damaged.info().deviceKeyProblem).contains("damaged"))
     }
+
+    /// The Always key made for a keychain's first Always item inside a transaction that rolls
+    /// back must not stay cached: Always items added afterwards would be sealed under a key that
+    /// was never stored, and lost when the process ends.
+    func test_a_rolled_back_first_always_item_leaves_no_cached_key() throws {
+        let keychain = try makeKeychain()
+        let master = try unlock(keychain)
+        let rolledBack = try item("rolled back", .always)
+        let uid = try Random.bytes(16)
+        XCTAssertEqual(code {
+            try keychain.transaction { () throws(KeychainError) in
+                _ = try keychain.add(rolledBack, uid: uid, master: master)
+                throw KeychainError(.argumentsBad, "abort")
+            }
+        }, .argumentsBad)
+        _ = try keychain.add(try item("kept", .always), uid: try Random.bytes(16), master: master)
+        let reopened = try Keychain.open(at: keychain.path, deviceKey: deviceKey)
+        XCTAssertEqual(try labels(reopened, master: nil), ["kept"])
+        XCTAssertEqual(try labels(reopened, master: try unlock(reopened)), ["kept"])
+    }
 }
 
 private extension Array where Element == UInt8 {

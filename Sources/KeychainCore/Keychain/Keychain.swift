@@ -661,6 +661,12 @@ public final class Keychain {
         do {
             return try store.write { () throws -> R in try body() }
         } catch {
+            // Keys first made inside the transaction (the Always key of a keychain's first Always
+            // item) were rolled back with it: forget the cached copies so none outlives its row.
+            alwaysKeys = nil
+            deviceAlwaysKeys = nil
+            availability = nil
+            deviceFailure = nil
             throw KeychainError(error)
         }
     }
