@@ -1,0 +1,113 @@
+# make install / make uninstall into a throwaway prefix, with the release build (the one that is
+# shipped): every file in its place with its mode; the installed module self-contained (no Swift
+# libraries needed, no RUNPATH into the toolchain) and exporting only C_* symbols; the installed
+# keychainctl finding the installed module; pkcs11-tool and p11-kit loading it; the p11-kit module
+# file pointing at it; the shell completions; and uninstall leaving no file behind.
+. "$HERE/lib.sh"
+
+case "$MODULE" in
+    */release/*) ;;
+    *) echo "skip: install is tested with the release build"; exit 0 ;;
+esac
+
+root=$(cd "$HERE/../.." && pwd)
+prefix="$WORK/prefix"
+# make runs scripts/build-release.sh (an incremental build: nothing to do when $MODULE is current).
+make -C "$root" install PREFIX="$prefix" >"$WORK/install.log" 2>&1 || fail "make install: $(tail -n 30 "$WORK/install.log")"
+
+so="$prefix/lib/pkcs11/libkeychain-pkcs11.so"
+ctl="$prefix/bin/keychainctl"
+docs="$prefix/share/doc/keychain-pkcs11"
+
+# Each installed file with its mode.
+for entry in \
+    "$so 644" \
+    "$ctl 755" \
+    "$prefix/include/keychain-pkcs11.h 644" \
+    "$prefix/share/p11-kit/modules/keychain-pkcs11.module 644" \
+    "$docs/README.md 644" \
+    "$prefix/share/bash-completion/completions/keychainctl 644" \
+    "$prefix/share/zsh/site-functions/_keychainctl 644" \
+    "$prefix/share/fish/vendor_completions.d/keychainctl.fish 644"; do
+    file=${entry% *}
+    [ -f "$file" ] || fail "not installed: $file"
+    expect_eq "$(stat -c %a "$file")" "${entry##* }" "mode of $file"
+done
+for doc in "$root"/Docs/*.md; do
+    installed="$docs/Docs/$(basename "$doc")"
+    cmp -s "$doc" "$installed" || fail "documentation not installed (or different): $installed"
+    expect_eq "$(stat -c %a "$installed")" 644 "mode of $installed"
+done
+cmp -s "$MODULE" "$so" || fail "the installed module is not the release module under test"
+cmp -s "$root/Include/keychain-pkcs11.h" "$prefix/include/keychain-pkcs11.h" || fail "installed header differs"
+echo "ok: files installed with modes 0644 (0755 for keychainctl)"
+
+# Self-contained: no libswift* needed, no RUNPATH/RPATH other than $ORIGIN-relative ones (the
+# toolchain's library folder would be a dangling path on a machine without Swift).
+for binary in "$so" "$ctl"; do
+    dyn=$(readelf -d "$binary") || fail "readelf -d $binary"
+    expect_not_contains "$(grep NEEDED <<<"$dyn")" "libswift" "NEEDED entries of $binary"
+    paths=$(sed -n 's/.*(\(RUNPATH\|RPATH\)).*\[\(.*\)\]/\2/p' <<<"$dyn" | tr ':' '\n' | grep -v '^\$ORIGIN' || true)
+    expect_eq "$paths" "" "RUNPATH/RPATH entries of $binary that are not \$ORIGIN-relative"
+    missing=$(ldd "$binary" | grep "not found" || true)
+    expect_eq "$missing" "" "libraries ldd cannot find for $binary"
+done
+echo "ok: module and keychainctl need no Swift library and no toolchain RUNPATH"
+
+# Exports: only C_* among the global dynamic symbols. (The .dynsym table also holds LOCAL Swift
+# type metadata that plain `nm -D --defined-only` shows in lower case; those are not exported,
+# hence --extern-only. test_c_host.sh checks the exact list of 72.)
+exported=$(nm -D --defined-only --extern-only "$so" | awk '{ print $3 }') || fail "nm -D $so"
+[ -n "$exported" ] || fail "no exported symbols in $so"
+expect_eq "$(grep -v '^C_' <<<"$exported" || true)" "" "exported symbols that do not start with C_"
+expect_contains "$exported" "C_GetFunctionList" "exported symbols"
+echo "ok: the installed module exports only C_* ($(wc -l <<<"$exported") symbols)"
+
+# The installed CLI finds the installed module (../lib/pkcs11 from its bin folder).
+out=$("$ctl" module-path) || fail "installed keychainctl module-path: exit $?"
+expect_eq "$out" "$so" "installed keychainctl module-path"
+
+# The installed module works with a real client, and sees a keychain the installed CLI made.
+out=$(pkcs11-tool --module "$so" -L 2>&1) || fail "pkcs11-tool -L on the installed module: $out"
+expect_contains "$out" "Slot 0 (0x" "pkcs11-tool -L on the installed module"
+expect_contains "$out" "token state:   uninitialized" "pkcs11-tool -L on the installed module (the empty slot)"
+KEYCHAIN_PKCS11_SO_PIN=so-pin-0001 KEYCHAIN_PKCS11_PIN=user-pin-01 "$ctl" create --label installed >"$WORK/create.log" 2>&1 ||
+    fail "installed keychainctl create: $(cat "$WORK/create.log")"
+out=$(pkcs11-tool --module "$so" -L 2>&1) || fail "pkcs11-tool -L after create: $out"
+expect_contains "$out" "token label        : installed" "pkcs11-tool -L after keychainctl create"
+echo "ok: installed keychainctl module-path, create, and pkcs11-tool -L on the installed module"
+
+# The p11-kit module file names the installed module by its absolute path.
+modfile="$prefix/share/p11-kit/modules/keychain-pkcs11.module"
+expect_eq "$(grep '^module:' "$modfile")" "module: $so" "module: line of the installed p11-kit file"
+expect_eq "$(grep '^trust-policy:' "$modfile")" "trust-policy: no" "trust-policy: line of the installed p11-kit file"
+# p11-kit itself loads it: as root, in a private mount namespace with the installed modules folder
+# over the system one (p11-kit ignores per-user configuration for root; /usr is left untouched).
+if [ "$(id -u)" = 0 ]; then
+    out=$(unshare -m sh -c 'mount --bind "$1" /usr/share/p11-kit/modules && p11-kit list-modules' sh "$prefix/share/p11-kit/modules" 2>&1) ||
+        fail "p11-kit list-modules with the installed module file: $out"
+    expect_contains "$out" "keychain-pkcs11: $so" "p11-kit list-modules"
+    expect_contains "$out" "token: installed" "p11-kit list-modules"
+    echo "ok: p11-kit list-modules loads the installed module file"
+else
+    echo "note: not root, p11-kit list-modules with the installed module file not checked"
+fi
+
+# Shell completions: non-empty, the bash one valid bash (zsh and fish checked when installed).
+for file in "$prefix/share/bash-completion/completions/keychainctl" "$prefix/share/zsh/site-functions/_keychainctl" \
+    "$prefix/share/fish/vendor_completions.d/keychainctl.fish"; do
+    [ -s "$file" ] || fail "empty completion script $file"
+done
+bash -n "$prefix/share/bash-completion/completions/keychainctl" || fail "bash -n rejects the bash completion script"
+expect_contains "$(cat "$prefix/share/bash-completion/completions/keychainctl")" "module-path" "bash completion script"
+if command -v zsh >/dev/null; then zsh -n "$prefix/share/zsh/site-functions/_keychainctl" || fail "zsh -n rejects the zsh completion script"; fi
+if command -v fish >/dev/null; then fish -n "$prefix/share/fish/vendor_completions.d/keychainctl.fish" || fail "fish -n rejects the fish completion script"; fi
+echo "ok: completion scripts for bash (bash -n clean), zsh and fish"
+
+# Uninstall: no file left under the prefix, and the directories install created are gone.
+make -C "$root" uninstall PREFIX="$prefix" >"$WORK/uninstall.log" 2>&1 || fail "make uninstall: $(cat "$WORK/uninstall.log")"
+left=$(find "$prefix" ! -type d)
+expect_eq "$left" "" "files left under the prefix after make uninstall"
+expect_eq "$(find "$prefix" -mindepth 1)" "" "directories left under the prefix after make uninstall"
+[ -d "$prefix" ] || fail "make uninstall removed the prefix itself"
+echo "ok: make uninstall leaves nothing under the prefix (the prefix itself stays)"
