@@ -22,7 +22,7 @@ enum DecoderFuzz {
         guard input.count >= 2 else { return }
         let flags = input[1]
         let data = Array(input.dropFirst(2))
-        switch input[0] % 9 {
+        switch input[0] % 11 {
         case 0:
             _ = try? data.withUnsafeBytes { try AttributeRecord.decode($0) }
         case 1:
@@ -46,6 +46,11 @@ enum DecoderFuzz {
             _ = try? KeyFactory.publicKey(of: object)
         case 7:
             _ = NestedTemplate.decode(data)
+        case 9:
+            _ = try? Keychain.backupLabel(data)
+        case 10:
+            // Key and certificate files (PEM, DER, PKCS#12, OpenSSH), with a fixed passphrase for the encrypted ones.
+            _ = try? KeyFile.decode(data, passphrase: { SecureBytes([0x61, 0x62]) })
         default:
             _ = DER.content(of: data, tag: 0x04)
             _ = DER.content(of: data, tag: 0x06)

@@ -1,0 +1,114 @@
+internal import COpenSSL
+
+extension KeyFile {
+    /// Encrypted PKCS#8 PEM ("ENCRYPTED PRIVATE KEY"): PBES2 with PBKDF2-HMAC-SHA256 and AES-256-CBC.
+    public static func encryptedPKCS8PEM(_ key: AsymmetricKey, passphrase: UnsafeRawBufferPointer) throws -> String {
+        try OpenSSLErrorQueue.preserving { Result { try pem("ENCRYPTED PRIVATE KEY", EncryptedPKCS8.encrypt(key, passphrase: passphrase)) } }.get()
+    }
+}
+
+/// PKCS#8 EncryptedPrivateKeyInfo (RFC 5958 §3) with PBES2 (RFC 8018 §6.2):
+///     EncryptedPrivateKeyInfo ::= SEQUENCE { encryptionAlgorithm AlgorithmIdentifier, encryptedData OCTET STRING }
+enum EncryptedPKCS8 {
+    /// PBKDF2-HMAC-SHA256 rounds for keys we write (OWASP's 2023 figure).
+    static let iterations: Int32 = 600_000
+    /// Work factors above these are refused before any key derivation runs: a file cannot hold a
+    /// reader for hours. PBKDF2 rounds, and scrypt's N·r·p (OpenSSL's default is 2^17).
+    static let maximumIterations = 10_000_000
+    static let maximumScryptCost = 1 << 24
+
+    static func encrypt(_ key: AsymmetricKey, passphrase: UnsafeRawBufferPointer) throws -> [UInt8] {
+        guard key.isPrivate else { throw CryptoError(.invalidInput, "not a private key") }
+        guard passphrase.count <= Int(Int32.max) else { throw CryptoError(.invalidInput, "passphrase too long") }
+        guard let info = EVP_PKEY2PKCS8(key.pkey) else { throw CryptoError.library("EVP_PKEY2PKCS8") }
+        defer { PKCS8_PRIV_KEY_INFO_free(info) }
+        let length = i2d_PKCS8_PRIV_KEY_INFO(info, nil)
+        guard length > 0 else { throw CryptoError.library("i2d_PKCS8_PRIV_KEY_INFO") }
+        let plaintext = SecureBytes(count: Int(length))
+        let written = plaintext.withUnsafeMutableBytes { bytes -> Int32 in
+            var cursor = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
+            return i2d_PKCS8_PRIV_KEY_INFO(info, &cursor)
+        }
+        guard written == length else { throw CryptoError.library("i2d_PKCS8_PRIV_KEY_INFO") }
+
+        // A random 16-byte salt and IV are chosen by OpenSSL.
+        guard let algorithm = PKCS5_pbe2_set_iv(EVP_aes_256_cbc(), iterations, nil, 16, nil, NID_hmacWithSHA256) else {
+            throw CryptoError.library("PKCS5_pbe2_set_iv")
+        }
+        defer { X509_ALGOR_free(algorithm) }
+        guard let ctx = EVP_CIPHER_CTX_new() else { throw CryptoError.library("EVP_CIPHER_CTX_new") }
+        defer { EVP_CIPHER_CTX_free(ctx) }
+        let ready = EVP_PBE_CipherInit(algorithm.pointee.algorithm, passphrase.baseAddress?.assumingMemoryBound(to: CChar.self),
+                                       Int32(passphrase.count), algorithm.pointee.parameter, ctx, 1)
+        guard ready == 1 else { throw CryptoError.library("EVP_PBE_CipherInit") }
+        guard let ciphertext = plaintext.withUnsafeBytes({ CipherRun.run(ctx, $0) }) else { throw CryptoError.library("AES-256-CBC") }
+
+        var out: UnsafeMutablePointer<UInt8>?
+        let algorithmLength = i2d_X509_ALGOR(algorithm, &out)
+        guard algorithmLength > 0, let out else { throw CryptoError.library("i2d_X509_ALGOR") }
+        defer { CRYPTO_free(out, #fileID, #line) }
+        let algorithmDER = Array(UnsafeBufferPointer(start: out, count: Int(algorithmLength)))
+        return AsymmetricKey.derSequence(algorithmDER + DER.octetString(ciphertext.bytes))
+    }
+
+    /// The key of an EncryptedPrivateKeyInfo. A wrong passphrase fails the padding check or, one
+    /// time in 256, leaves bytes that are not a PrivateKeyInfo: both are `.passphraseIncorrect`.
+    static func decrypt(_ der: [UInt8], _ passphrase: PassphraseSource) throws(KeyFile.Failure) -> AsymmetricKey {
+        guard let info = DERParser.whole(der, { d2i_X509_SIG(nil, $0, $1) }, free: X509_SIG_free) else {
+            throw .malformed("not a PKCS#8 EncryptedPrivateKeyInfo")
+        }
+        defer { X509_SIG_free(info) }
+        var algorithm: UnsafePointer<X509_ALGOR>?
+        var encrypted: UnsafePointer<ASN1_OCTET_STRING>?
+        X509_SIG_get0(info, &algorithm, &encrypted)
+        guard let algorithm, let encrypted, let object = algorithm.pointee.algorithm else { throw .malformed("EncryptedPrivateKeyInfo") }
+        try checkWorkFactor(algorithm)
+        let (pass, passLength) = try passphrase.obtain()
+        guard let ctx = EVP_CIPHER_CTX_new() else { throw .malformed("OpenSSL could not allocate a cipher context") }
+        defer { EVP_CIPHER_CTX_free(ctx) }
+        let ready = pass.withUnsafeBytes {
+            EVP_PBE_CipherInit(object, $0.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(passLength), algorithm.pointee.parameter, ctx, 0)
+        }
+        guard ready == 1 else { throw .unsupported("PKCS#8 encryption \(DERParser.objectName(object)) or its parameters") }
+        let input = UnsafeRawBufferPointer(start: ASN1_STRING_get0_data(encrypted), count: Int(max(0, ASN1_STRING_length(encrypted))))
+        guard let plaintext = CipherRun.run(ctx, input),
+              let key = try plaintext.withUnsafeBytes({ bytes throws(KeyFile.Failure) in try DERParser.pkcs8(bytes) }) else {
+            throw .passphraseIncorrect
+        }
+        return key
+    }
+
+    /// Refuses PBKDF2 and scrypt parameters that would run for minutes (a damaged or hostile file).
+    static func checkWorkFactor(_ algorithm: UnsafePointer<X509_ALGOR>) throws(KeyFile.Failure) {
+        guard OBJ_obj2nid(algorithm.pointee.algorithm) == NID_pbes2, let parameters = sequence(algorithm.pointee.parameter),
+              let scheme = DERParser.whole(parameters, { d2i_PBE2PARAM(nil, $0, $1) }, free: PBE2PARAM_free) else { return }
+        defer { PBE2PARAM_free(scheme) }
+        guard let function = scheme.pointee.keyfunc, let functionParameters = sequence(function.pointee.parameter) else { return }
+        switch OBJ_obj2nid(function.pointee.algorithm) {
+        case NID_id_pbkdf2:
+            guard let pbkdf2 = DERParser.whole(functionParameters, { d2i_PBKDF2PARAM(nil, $0, $1) }, free: PBKDF2PARAM_free) else { return }
+            defer { PBKDF2PARAM_free(pbkdf2) }
+            let rounds = ASN1_INTEGER_get(pbkdf2.pointee.iter)
+            guard rounds >= 1, rounds <= maximumIterations else { throw .unsupported("PBKDF2 with \(rounds) iterations") }
+        case NID_id_scrypt:
+            guard let scrypt = DERParser.whole(functionParameters, { d2i_SCRYPT_PARAMS(nil, $0, $1) }, free: SCRYPT_PARAMS_free) else { return }
+            defer { SCRYPT_PARAMS_free(scrypt) }
+            var cost = 1
+            for factor in [scrypt.pointee.costParameter, scrypt.pointee.blockSize, scrypt.pointee.parallelizationParameter] {
+                let value = ASN1_INTEGER_get(factor)
+                guard value >= 1, value <= maximumScryptCost else { throw .unsupported("scrypt parameter \(value)") }
+                cost *= value
+                guard cost <= maximumScryptCost else { throw .unsupported("scrypt with N·r·p above \(maximumScryptCost)") }
+            }
+        default:
+            return
+        }
+    }
+
+    /// The DER content of an ASN1_TYPE holding a SEQUENCE (as algorithm parameters are kept).
+    private static func sequence(_ type: UnsafeMutablePointer<ASN1_TYPE>?) -> UnsafeRawBufferPointer? {
+        guard let type, type.pointee.type == V_ASN1_SEQUENCE, let string = type.pointee.value.sequence,
+              let data = ASN1_STRING_get0_data(string) else { return nil }
+        return UnsafeRawBufferPointer(start: data, count: Int(max(0, ASN1_STRING_length(string))))
+    }
+}
