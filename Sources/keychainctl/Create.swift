@@ -5,6 +5,9 @@ struct Create: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create a keychain in the keychain directory.",
         discussion: """
+        Asks for the SO PIN (administers the keychain, resets a forgotten user PIN) and the user PIN \
+        (the keychain password), each twice.
+
         Examples:
           keychainctl create --label login
           keychainctl create --label ci --so-pin-file so.pin --pin-file user.pin
@@ -15,11 +18,14 @@ struct Create: ParsableCommand {
     @Option(help: "The keychain's label (its PKCS#11 token label, at most 32 bytes).")
     var label: String
 
-    @Option(help: "Read the SO PIN from this file (first line).")
+    @Option(help: ArgumentHelp("Read the SO PIN from this file ('-' = standard input).", valueName: "file"))
     var soPinFile: String?
 
-    @Option(help: "Read the user PIN from this file (first line).")
+    @Option(help: ArgumentHelp("Read the user PIN from this file ('-' = standard input).", valueName: "file"))
     var pinFile: String?
+
+    @Flag(help: "Also make it the default keychain.")
+    var setDefault = false
 
     func validate() throws {
         guard !label.isEmpty, label.utf8.count <= 32 else {
@@ -28,20 +34,24 @@ struct Create: ParsableCommand {
     }
 
     func run() throws {
+        try Self.make(label: label, soPinFile: soPinFile, pinFile: pinFile)
+        if setDefault {
+            do { try KeychainDirectory(path: Configuration.current().directory).setDefaultKeychain(label) } catch { throw failure(for: error) }
+            print("Default keychain: \(label)")
+        }
+    }
+
+    /// Creates the keychain `label`, asking for its PINs.
+    static func make(label: String, soPinFile: String?, pinFile: String?) throws {
+        guard !label.isEmpty, label.utf8.count <= 32 else { throw fail("the label must have 1 to 32 bytes.", status: ExitStatus.usage) }
         let configuration = Configuration.current()
         let directory = KeychainDirectory(path: configuration.directory)
         let taken = directory.keychainFiles().contains { (try? Keychain.open(at: $0).info(countingObjects: false).label) == label }
         if taken {
             throw fail("a keychain labelled '\(label)' already exists; choose another label (see 'keychainctl list').", status: ExitStatus.exists)
         }
-        let soPIN: SecretInput
-        let userPIN: SecretInput
-        do {
-            soPIN = try SecretInput.read(file: soPinFile, environment: "KEYCHAIN_PKCS11_SO_PIN", prompt: "SO PIN for '\(label)'", confirm: true)
-            userPIN = try SecretInput.read(file: pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN for '\(label)'", confirm: true)
-        } catch let error as SecretInput.Failure {
-            throw fail(error.message, status: ExitStatus.pin)
-        }
+        let soPIN = try readSecret(file: soPinFile, environment: "KEYCHAIN_PKCS11_SO_PIN", prompt: "SO PIN for '\(label)'", confirm: true)
+        let userPIN = try readSecret(file: pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN for '\(label)'", confirm: true)
         do {
             let keychain = try soPIN.withBytes { so in
                 try userPIN.withBytes { user in

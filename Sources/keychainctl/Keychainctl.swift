@@ -6,14 +6,29 @@ import KeychainCore
 struct Keychainctl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keychainctl",
-        abstract: "Manage Keychain PKCS#11 keychains.",
+        abstract: "Manage Keychain PKCS#11 keychains, passwords, keys and certificates.",
         discussion: """
         Keychains live in $KEYCHAIN_PKCS11_DIR, or the 'directory' of the file named by
         $KEYCHAIN_PKCS11_CONF, or $XDG_DATA_HOME/keychain-pkcs11 (~/.local/share/keychain-pkcs11).
-        PINs are read from a no-echo prompt, a file (--pin-file, --so-pin-file) or the environment
-        (KEYCHAIN_PKCS11_PIN, KEYCHAIN_PKCS11_SO_PIN); never from the command line.
+        PINs, passwords and passphrases are read from a no-echo prompt, a file ('-' for standard
+        input), or the environment (KEYCHAIN_PKCS11_PIN, KEYCHAIN_PKCS11_SO_PIN); never from the
+        command line.
+
+        Exit codes: 0 ok, 1 failure, 3 PIN wrong, locked or missing, 4 already exists, 5 storage
+        problem, 6 not found, 7 unreadable input file or wrong file passphrase, 8 not permitted
+        (for example exporting a key that never leaves), 64 usage.
+
+        Shell completions: keychainctl --generate-completion-script bash|zsh|fish
         """,
-        subcommands: [Create.self, List.self, RaiseKDF.self, ModulePath.self]
+        subcommands: [
+            Create.self, List.self, Info.self, SetDefault.self, DeleteKeychain.self, ChangePIN.self, ResetPIN.self, RaiseKDF.self,
+            AddGenericPassword.self, FindGenericPassword.self, UpdateGenericPassword.self, DeleteGenericPassword.self,
+            AddInternetPassword.self, FindInternetPassword.self, UpdateInternetPassword.self, DeleteInternetPassword.self,
+            GenerateKey.self, Import.self, Export.self,
+            Items.self, Show.self, Delete.self,
+            Backup.self, Restore.self,
+            P11Kit.self, ModulePath.self,
+        ]
     )
 }
 
@@ -23,6 +38,10 @@ enum ExitStatus {
     static let pin: Int32 = 3
     static let exists: Int32 = 4
     static let storage: Int32 = 5
+    static let notFound: Int32 = 6
+    static let badInput: Int32 = 7
+    static let notPermitted: Int32 = 8
+    static let usage: Int32 = 64
 }
 
 /// Prints a one-line error with what to do, and exits with its status.
@@ -36,14 +55,26 @@ func failure(for error: KeychainError) -> ExitCode {
     switch error.code {
     case .pinLengthRange:
         return fail("\(error.reason).", status: ExitStatus.pin)
-    case .pinIncorrect, .pinLocked:
-        return fail("\(error.reason).", status: ExitStatus.pin)
+    case .pinIncorrect:
+        return fail("\(error.reason); nothing was changed. After too many tries the PIN locks (see 'keychainctl info').", status: ExitStatus.pin)
+    case .pinLocked:
+        return fail("\(error.reason): the SO can set a new user PIN with 'keychainctl reset-pin'.", status: ExitStatus.pin)
+    case .userPINNotInitialized:
+        return fail("\(error.reason): set one with 'keychainctl reset-pin' (SO PIN).", status: ExitStatus.pin)
+    case .duplicateItem:
+        return fail("an item with the same identity already exists (\(error.reason)); update it or delete it first.", status: ExitStatus.exists)
+    case .objectNotFound:
+        return fail("\(error.reason).", status: ExitStatus.notFound)
     case .argumentsBad:
-        return fail("\(error.reason).", status: ExitStatus.exists)
+        return fail("\(error.reason).", status: ExitStatus.usage)
     case .readOnly:
-        return fail("the keychain directory is read-only: \(error.reason).", status: ExitStatus.storage)
+        return fail("the keychain is read-only: \(error.reason).", status: ExitStatus.storage)
     case .storageFull:
         return fail("the disk is full: \(error.reason). Free some space and try again.", status: ExitStatus.storage)
+    case .keyUnextractable, .attributeSensitive, .actionProhibited:
+        return fail("\(error.reason).", status: ExitStatus.notPermitted)
+    case .attributeValueInvalid, .templateInconsistent, .templateIncomplete, .attributeTypeInvalid, .keySizeRange:
+        return fail("\(error.reason).", status: ExitStatus.badInput)
     default:
         return fail("\(error.reason).", status: ExitStatus.storage)
     }

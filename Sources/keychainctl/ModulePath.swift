@@ -29,7 +29,8 @@ struct ModulePath: ParsableCommand {
         let directory = String(executable[..<(executable.lastIndex(of: "/") ?? executable.startIndex)])
         let parent = String(directory[..<(directory.lastIndex(of: "/") ?? directory.startIndex)])
         let candidates = [directory + "/libkeychain-pkcs11.so", parent + "/lib/libkeychain-pkcs11.so",
-                          parent + "/lib/x86_64-linux-gnu/libkeychain-pkcs11.so", parent + "/lib/pkcs11/libkeychain-pkcs11.so"]
+                          parent + "/lib/x86_64-linux-gnu/libkeychain-pkcs11.so", parent + "/lib/pkcs11/libkeychain-pkcs11.so",
+                          parent + "/lib/x86_64-linux-gnu/pkcs11/libkeychain-pkcs11.so"]
         return candidates.first { access($0, R_OK) == 0 }
     }
 }

@@ -9,12 +9,21 @@ struct SecretInput {
 
     private let secret: SecureBytes
 
-    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try secret.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws -> R in try body(bytes) }
+    func withBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try secret.withUnsafeBytes(body)
     }
 
-    /// File first, then the environment variable, then the terminal (asking twice when `confirm`).
-    static func read(file: String?, environment: String, prompt: String, confirm: Bool) throws -> SecretInput {
+    /// File first ('-' is standard input), then the environment variable, then the terminal
+    /// (asking twice when `confirm`).
+    static func read(file: String?, environment: String?, prompt: String, confirm: Bool) throws -> SecretInput {
+        if file == "-" {
+            guard let input = fdopen(dup(STDIN_FILENO), "r") else { throw Failure(message: "cannot read standard input") }
+            defer { fclose(input) }
+            setvbuf(input, nil, _IONBF, 0)
+            var line = readLine(input)
+            defer { wipe(&line) }
+            return SecretInput(secret: SecureBytes(line))
+        }
         if let file {
             guard let handle = fopen(file, "r") else {
                 throw Failure(message: "cannot read \(file): \(String(cString: strerror(errno)))")
@@ -24,11 +33,11 @@ struct SecretInput {
             defer { wipe(&line) }
             return SecretInput(secret: SecureBytes(line))
         }
-        if let value = getenv(environment) {
+        if let environment, let value = getenv(environment) {
             return SecretInput(secret: SecureBytes(Array(String(cString: value).utf8)))
         }
         guard isatty(STDIN_FILENO) == 1 || access("/dev/tty", R_OK | W_OK) == 0 else {
-            throw Failure(message: "no terminal to ask for the \(prompt); use a PIN file or \(environment)")
+            throw Failure(message: "no terminal to ask for the \(prompt); give a file (or '-' for standard input)\(environment.map { " or set \($0)" } ?? "")")
         }
         var first = try promptWithoutEcho(prompt + ": ")
         defer { wipe(&first) }

@@ -10,8 +10,9 @@ import KeychainCrypto
 public struct Configuration: Sendable {
     public var directory: String
     public var kdf: ScryptParameters
-    /// The label of the keychain the SecItem functions use when a query names none
-    /// (`KEYCHAIN_PKCS11_DEFAULT`, or `default_keychain` in the configuration file).
+    /// The label of the keychain the SecItem functions and keychainctl use when none is named
+    /// (`KEYCHAIN_PKCS11_DEFAULT`, `default_keychain` in the configuration file, or the label
+    /// `keychainctl set-default` wrote into the keychain folder).
     public var defaultKeychain: String?
     /// PIN lengths and tries for keychains created from now on (`pin_min_length`,
     /// `pin_max_length`, `pin_max_failures`; environment KEYCHAIN_PKCS11_PIN_MIN_LENGTH…).
@@ -39,7 +40,8 @@ public struct Configuration: Sendable {
             if candidate.isWithinLimits { kdf = candidate }
         }
         let directory = environment("KEYCHAIN_PKCS11_DIR") ?? file["directory"].map(expandHome) ?? defaultDirectory()
-        var configuration = Configuration(directory: directory, kdf: kdf, defaultKeychain: environment("KEYCHAIN_PKCS11_DEFAULT") ?? file["default_keychain"])
+        let defaultKeychain = environment("KEYCHAIN_PKCS11_DEFAULT") ?? file["default_keychain"] ?? KeychainDirectory(path: directory).defaultKeychain()
+        var configuration = Configuration(directory: directory, kdf: kdf, defaultKeychain: defaultKeychain)
         func number(_ variable: String, _ key: String) -> Int? { (environment(variable) ?? file[key]).flatMap { Int($0) } }
         configuration.pinPolicy = PINPolicy(minimumLength: number("KEYCHAIN_PKCS11_PIN_MIN_LENGTH", "pin_min_length") ?? PINPolicy.minimumLength,
                                             maximumLength: number("KEYCHAIN_PKCS11_PIN_MAX_LENGTH", "pin_max_length") ?? PINPolicy.maximumLength,

@@ -38,6 +38,38 @@ public struct KeychainDirectory: Sendable {
         return names.sorted().map { path + "/" + $0 }
     }
 
+    /// The label `keychainctl set-default` chose, kept in the folder's `default-keychain` file.
+    public func defaultKeychain() -> String? {
+        guard let file = fopen(path + "/default-keychain", "r") else { return nil }
+        defer { fclose(file) }
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return nil }
+        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let label = Substring(text).trimmed
+        return label.isEmpty ? nil : label
+    }
+
+    /// Records `label` (or, with nil, no keychain) as the default; written whole, then renamed.
+    public func setDefaultKeychain(_ label: String?) throws(KeychainError) {
+        let target = path + "/default-keychain"
+        guard let label else {
+            if unlink(target) != 0, errno != ENOENT { throw KeychainError(.storageFailure, "cannot remove \(target): \(String(cString: strerror(errno)))") }
+            return
+        }
+        try ensureExists()
+        let temporary = target + ".new"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw KeychainError(.storageFailure, "cannot write \(temporary): \(String(cString: strerror(errno)))") }
+        let line = Array((label + "\n").utf8)
+        let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let synced = fsync(fd) == 0
+        close(fd)
+        guard written == line.count, synced, rename(temporary, target) == 0 else {
+            unlink(temporary)
+            throw KeychainError(.storageFailure, "cannot write \(target): \(String(cString: strerror(errno)))")
+        }
+    }
+
     /// The file name for a new keychain labelled `label`: letters, digits, '-', '_' of the
     /// label, or `keychain-<slot>` when nothing usable is left or the name is taken.
     public func newKeychainPath(label: String, slotID: UInt) -> String {

@@ -201,6 +201,19 @@ public enum KeyFactory {
         object[.neverExtractable] = AttributeValue.bool(generated && !object.bool(.extractable))
     }
 
+    /// The CKA_KEY_TYPE of keys of `kind`.
+    public static func keyType(of kind: AsymmetricKind) -> KeyType {
+        switch kind {
+        case .rsa: return .rsa
+        case .ec: return .ec
+        case .ed25519, .ed448: return .ecEdwards
+        case .x25519, .x448: return .ecMontgomery
+        }
+    }
+
+    /// The CKA_EC_PARAMS (DER OID) of an elliptic-curve kind; empty for RSA.
+    public static func curveParameters(of kind: AsymmetricKind) -> [UInt8] { CurveParameters.der(for: kind) }
+
     /// A public-key object for a private key stored alone (OpenSSH lists only public keys).
     public static func publicObject(for privateObject: ObjectAttributes, uniqueID: [UInt8]) throws(KeychainError) -> ObjectAttributes {
         let key = try key(of: privateObject)

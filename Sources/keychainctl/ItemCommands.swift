@@ -1,0 +1,225 @@
+import ArgumentParser
+import KeychainCore
+
+/// The kinds of item a selection can name.
+enum ItemKind: String, ExpressibleByArgument, CaseIterable {
+    case genericPassword = "generic-password", internetPassword = "internet-password", data, certificate
+    case publicKey = "public-key", privateKey = "private-key", secretKey = "secret-key"
+
+    var objectClass: ObjectClass {
+        switch self {
+        case .genericPassword, .internetPassword, .data: return .data
+        case .certificate: return .certificate
+        case .publicKey: return .publicKey
+        case .privateKey: return .privateKey
+        case .secretKey: return .secretKey
+        }
+    }
+}
+
+/// Which items a command acts on: a PKCS#11 URI, or attributes.
+struct ItemSelector: ParsableArguments {
+    @Argument(help: ArgumentHelp("A PKCS#11 URI as 'keychainctl items' prints it (pkcs11:token=…;id=…;object=…;type=…).", valueName: "uri"))
+    var uri: String?
+
+    @Option(help: "Items with this label (CKA_LABEL).")
+    var label: String?
+
+    @Option(help: ArgumentHelp("Items with this CKA_ID, in hex.", valueName: "hex"))
+    var id: String?
+
+    @Option(help: ArgumentHelp("Items of this kind: \(ItemKind.allCases.map(\.rawValue).joined(separator: ", ")).", valueName: "kind"))
+    var type: ItemKind?
+
+    var isEmpty: Bool { uri == nil && label == nil && id == nil && type == nil }
+
+    /// The parsed URI, checked.
+    func parsedURI() throws -> PKCS11URI? {
+        guard let uri else { return nil }
+        guard let parsed = PKCS11URI(parsing: uri) else {
+            throw fail("'\(uri)' is not a PKCS#11 URI (RFC 7512), e.g. pkcs11:token=login;object=github;type=private", status: ExitStatus.usage)
+        }
+        if let manufacturer = parsed.string("manufacturer"), manufacturer != PKCS11URI.manufacturer {
+            throw fail("the URI names another manufacturer's token (\(manufacturer)).", status: ExitStatus.notFound)
+        }
+        return parsed
+    }
+
+    /// The keychain the selection names (the URI's token), unless --keychain does.
+    func keychain(_ options: KeychainOptions) throws -> OpenKeychain {
+        var options = options
+        if options.keychain == nil, let token = try parsedURI()?.string("token") { options.keychain = token }
+        let open = try options.open()
+        if let serial = try parsedURI()?.string("serial") {
+            let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
+            guard info.serial == serial else { throw fail("no keychain with serial \(serial) labelled '\(open.label)'.", status: ExitStatus.notFound) }
+        }
+        return open
+    }
+
+    /// The search template and a kind to check after reading.
+    func template() throws -> (Template, ItemKind?) {
+        var template: Template = []
+        var kind = type
+        if let uri = try parsedURI() {
+            if let object = uri["object"] { template.append((.label, object)) }
+            if let id = uri["id"] { template.append((.id, id)) }
+            if let typeName = uri.string("type") {
+                guard let objectClass = PKCS11URI.objectClass(typeName: typeName) else {
+                    throw fail("unknown object type '\(typeName)' in the URI (cert, data, private, public, secret-key).", status: ExitStatus.usage)
+                }
+                if kind == nil, let match = ItemKind.allCases.first(where: { $0.objectClass == objectClass && $0 != .genericPassword && $0 != .internetPassword }) {
+                    kind = objectClass == .data ? nil : match
+                    template.append((.objectClass, AttributeValue.ulong(objectClass.rawValue)))
+                }
+            }
+        }
+        if let label { template.append((.label, Array(label.utf8))) }
+        if let id {
+            guard let bytes = Hex.bytes(id) else { throw fail("--id takes hex digits, e.g. --id 01ab.", status: ExitStatus.usage) }
+            template.append((.id, bytes))
+        }
+        if let type { template.append((.objectClass, AttributeValue.ulong(type.objectClass.rawValue))) }
+        return (template, kind)
+    }
+
+    /// The matching items of `open` (private ones only when it is unlocked).
+    func items(in open: OpenKeychain) throws -> [ItemDescription] {
+        let (template, kind) = try template()
+        let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
+        let rows = try open.run { () throws(KeychainError) in try open.keychain.find(template, master: open.master) }
+        var found: [ItemDescription] = []
+        for row in rows {
+            guard let object = try? open.keychain.object(id: row.id, master: open.master), object.objectClass != .credential else { continue }
+            let item = ItemDescription(rowID: row.id, object: object, token: info.label, serial: info.serial)
+            if let kind, kind.rawValue != item.kind, !(kind == .data && object.objectClass == .data) { continue }
+            found.append(item)
+        }
+        return found
+    }
+
+    /// Exactly one item, or a message saying how many matched.
+    func single(in open: OpenKeychain) throws -> ItemDescription {
+        let found = try items(in: open)
+        guard let first = found.first else {
+            throw fail("no item matches in keychain '\(open.label)'" + (open.master == nil ? " (private items need the PIN)" : "") + ".", status: ExitStatus.notFound)
+        }
+        guard found.count == 1 else {
+            let names = found.prefix(5).map { "  " + $0.uri.text }.joined(separator: "\n")
+            throw fail("\(found.count) items match; name one by its URI or add --type/--id:\n\(names)", status: ExitStatus.usage)
+        }
+        return first
+    }
+}
+
+struct Items: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the items of a keychain with their PKCS#11 URIs.",
+        discussion: """
+        Private items are listed after the user PIN is given; --public-only lists without it.
+
+        Examples:
+          keychainctl items
+          keychainctl items --type private-key --json
+          keychainctl items 'pkcs11:token=login;type=cert' --public-only
+        """
+    )
+
+    @OptionGroup var selection: KeychainOptions
+    @OptionGroup var selector: ItemSelector
+
+    @Flag(help: "Print a JSON array instead of a table.")
+    var json = false
+
+    @Flag(help: "Do not ask for the PIN: list only what is visible without login.")
+    var publicOnly = false
+
+    func run() throws {
+        let open = try selector.keychain(selection)
+        if !publicOnly { try open.unlock() }
+        let found = try selector.items(in: open)
+        if json {
+            print("[" + found.map(\.json).joined(separator: ",\n ") + "]")
+            return
+        }
+        guard !found.isEmpty else {
+            print("No items in '\(open.label)'" + (publicOnly ? " visible without login." : "."))
+            return
+        }
+        let rows = [["KIND", "LABEL", "DETAILS", "PROTECTION", "URI"]] + found.map { [$0.kind, $0.label, $0.summary, $0.protection, $0.uri.text] }
+        printTable(rows)
+    }
+}
+
+struct Show: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show one item's attributes (never its secret).",
+        discussion: """
+        Examples:
+          keychainctl show 'pkcs11:token=login;object=github;type=private'
+          keychainctl show --label github --type private-key
+        """
+    )
+
+    @OptionGroup var selection: KeychainOptions
+    @OptionGroup var selector: ItemSelector
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    @Flag(help: "Do not ask for the PIN: only items visible without login.")
+    var publicOnly = false
+
+    func validate() throws {
+        guard !selector.isEmpty else { throw ValidationError("name the item by URI, --label, --id or --type") }
+    }
+
+    func run() throws {
+        let open = try selector.keychain(selection)
+        if !publicOnly { try open.unlock() }
+        let item = try selector.single(in: open)
+        if json {
+            print(item.json)
+            return
+        }
+        let rows = item.details
+        let width = rows.map(\.0.count).max() ?? 0
+        for (name, value) in rows { print(name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + value) }
+    }
+}
+
+struct Delete: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Delete items named by a PKCS#11 URI or by attributes.",
+        discussion: """
+        Deletes one item; when several match, --all deletes every one of them.
+
+        Examples:
+          keychainctl delete 'pkcs11:token=login;id=%01;type=private'
+          keychainctl delete --label old-key --all
+        """
+    )
+
+    @OptionGroup var selection: KeychainOptions
+    @OptionGroup var selector: ItemSelector
+
+    @Flag(help: "Delete every matching item.")
+    var all = false
+
+    func validate() throws {
+        guard !selector.isEmpty else { throw ValidationError("name the item by URI, --label, --id or --type") }
+    }
+
+    func run() throws {
+        let open = try selector.keychain(selection)
+        try open.unlock()
+        let found = all ? try selector.items(in: open) : [try selector.single(in: open)]
+        guard !found.isEmpty else { throw fail("no item matches in keychain '\(open.label)'.", status: ExitStatus.notFound) }
+        try open.run { () throws(KeychainError) in
+            try open.keychain.transaction { () throws(KeychainError) in
+                for item in found { try open.keychain.remove(id: item.rowID) }
+            }
+        }
+        for item in found { print("Deleted \(item.kind) \(item.uri.text)") }
+    }
+}

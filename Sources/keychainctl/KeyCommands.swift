@@ -1,0 +1,363 @@
+import ArgumentParser
+import Glibc
+import KeychainCore
+import KeychainCrypto
+
+/// Key algorithms `generate-key` makes.
+enum KeyAlgorithm: String, ExpressibleByArgument, CaseIterable {
+    case rsa, ec, ed25519
+}
+
+enum CurveChoice: String, ExpressibleByArgument, CaseIterable {
+    case p256, p384, p521
+
+    var curve: Curve {
+        switch self {
+        case .p256: return .p256
+        case .p384: return .p384
+        case .p521: return .p521
+        }
+    }
+}
+
+/// Storing keys and certificates: the templates `generate-key` and `import` share.
+enum KeyStorage {
+    /// PKCS#11 key-pair generation mechanisms (CKM_RSA_PKCS_KEY_PAIR_GEN, CKM_EC_KEY_PAIR_GEN, CKM_EC_EDWARDS_KEY_PAIR_GEN).
+    static func mechanism(_ kind: AsymmetricKind) -> UInt {
+        switch kind {
+        case .rsa: return 0x0
+        case .ec: return 0x1040
+        case .ed25519, .ed448: return 0x1055
+        case .x25519, .x448: return 0x1056
+        }
+    }
+
+    /// The private-key policy attributes: label, ID, token, never-extractable unless asked, plus access control.
+    static func privateTemplate(label: String, id: [UInt8]?, extractable: Bool, access: AccessOptions) throws -> Template {
+        // A keychain key item (as SecItemAdd makes): Apple's primary key refuses the same key twice.
+        var template: Template = [(.token, AttributeValue.bool(true)), (.label, Array(label.utf8)), (.itemClass, AttributeValue.ulong(ItemClass.key.rawValue))]
+        if let id { template.append((.id, id)) }
+        let controlled = try access.template(defaultClass: .whenUnlocked, isPrivateKey: true, isPassword: false)
+        if !controlled.contains(where: { $0.type == .sensitive }) {
+            template += [(.sensitive, AttributeValue.bool(!extractable)), (.extractable, AttributeValue.bool(extractable))]
+        } else if extractable {
+            throw fail("--extractable cannot be combined with access-control constraints (such keys never leave).", status: ExitStatus.usage)
+        }
+        return template + controlled
+    }
+
+    static func parseID(_ text: String?) throws -> [UInt8]? {
+        guard let text else { return nil }
+        guard let bytes = Hex.bytes(text), !bytes.isEmpty else { throw fail("--id takes hex digits, e.g. --id 01ab.", status: ExitStatus.usage) }
+        return bytes
+    }
+
+    /// The OpenSSH public key line of a key, when OpenSSH has a format for it.
+    static func sshLine(_ key: AsymmetricKey, comment: String) -> String? {
+        try? KeyFile.openSSHPublicKey(key, comment: comment)
+    }
+}
+
+struct GenerateKey: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "generate-key",
+        abstract: "Generate a key pair in the keychain (RSA, EC P-256/384/521, Ed25519).",
+        discussion: """
+        The private key is never extractable unless --extractable is given. Prints the key's PKCS#11 \
+        URI and, for SSH, its authorized_keys line.
+
+        Examples:
+          keychainctl generate-key --type ec --label ssh-laptop
+          keychainctl generate-key --type rsa --bits 4096 --label tls-client --id 01
+          keychainctl generate-key --type ed25519 --label signing --access-control user-presence
+        """
+    )
+
+    @OptionGroup var selection: KeychainOptions
+
+    @Option(help: "Key type: rsa, ec or ed25519.")
+    var type: KeyAlgorithm
+
+    @Option(help: "RSA modulus size (2048 to 8192).")
+    var bits: Int = 3072
+
+    @Option(help: "EC curve: p256, p384 or p521.")
+    var curve: CurveChoice = .p256
+
+    @Option(help: "The key's label.")
+    var label: String
+
+    @Option(help: ArgumentHelp("CKA_ID in hex (default: SHA-1 of the public key, as Apple's application label).", valueName: "hex"))
+    var id: String?
+
+    @Flag(help: "Allow exporting the private key later (encrypted PKCS#8 or PKCS#12).")
+    var extractable = false
+
+    @OptionGroup var access: AccessOptions
+
+    func run() throws {
+        let open = try selection.open()
+        let master = try open.unlock()
+        let kind: AsymmetricKind
+        switch type {
+        case .rsa: kind = .rsa
+        case .ec: kind = .ec(curve.curve)
+        case .ed25519: kind = .ed25519
+        }
+        let keyType = KeyFactory.keyType(of: kind)
+        let id = try KeyStorage.parseID(self.id)
+        var publicTemplate: Template = [(.token, AttributeValue.bool(true)), (.label, Array(label.utf8)), (.isPrivate, AttributeValue.bool(false))]
+        if let id { publicTemplate.append((.id, id)) }
+        if kind == .rsa { publicTemplate.append((.modulusBits, AttributeValue.ulong(UInt(max(bits, 0))))) } else {
+            publicTemplate.append((.ecParams, KeyFactory.curveParameters(of: kind)))
+        }
+        let privateTemplate = try KeyStorage.privateTemplate(label: label, id: id, extractable: extractable, access: access)
+        let request = try open.run { () throws(KeychainError) in
+            try KeyGeneration.request(keyType: keyType, publicTemplate: publicTemplate, privateTemplate: privateTemplate)
+        }
+        let key: AsymmetricKey
+        do { key = try AsymmetricKey.generate(request.kind, bits: request.bits) } catch {
+            throw fail("key generation failed: \(error).", status: ExitStatus.failure)
+        }
+        let publicUID = try PasswordItems.newUniqueID()
+        let privateUID = try PasswordItems.newUniqueID()
+        let objects = try open.run { () throws(KeychainError) in
+            try KeyGeneration.objects(for: key, request: request, mechanism: KeyStorage.mechanism(request.kind), publicTemplate: publicTemplate,
+                                      privateTemplate: privateTemplate, uniqueIDs: (publicUID.text, privateUID.text), bySecurityOfficer: false)
+        }
+        try open.run { () throws(KeychainError) in
+            try open.keychain.transaction { () throws(KeychainError) in
+                _ = try open.keychain.add(objects.privateKey, uid: privateUID.bytes, master: master)
+                _ = try open.keychain.add(objects.publicKey, uid: publicUID.bytes, master: master)
+            }
+        }
+        let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
+        print("Generated \(ItemDescription(rowID: 0, object: objects.privateKey, token: info.label, serial: info.serial).algorithm ?? "key") '\(label)'")
+        print("Private key: \(PKCS11URI.object(objects.privateKey, token: info.label, serial: info.serial).text)")
+        print("Public key:  \(PKCS11URI.object(objects.publicKey, token: info.label, serial: info.serial).text)")
+        if let line = KeyStorage.sshLine(key, comment: label) { print("SSH:         \(line)") }
+    }
+}
+
+struct Import: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Import certificates, private keys and PKCS#12 bundles.",
+        discussion: """
+        Reads PEM or DER certificates (and chains), PKCS#8 private keys (encrypted or not), PKCS#1 \
+        RSA and SEC1 EC private keys, unencrypted OpenSSH private keys, public keys (PEM, DER, \
+        OpenSSH), and password-protected PKCS#12 bundles, which become identities (the private key \
+        and its certificate share one CKA_ID). Passphrases come from a no-echo prompt or \
+        --passphrase-file. Everything in the file is stored, or nothing.
+
+        Examples:
+          keychainctl import ~/.ssh/id_ecdsa --label laptop
+          keychainctl import client.p12 --passphrase-file p12.pass
+          keychainctl import ca.pem --label "Corporate CA"
+        """
+    )
+
+    @OptionGroup var selection: KeychainOptions
+
+    @Argument(help: ArgumentHelp("The file ('-' reads standard input).", valueName: "file"))
+    var file: String
+
+    @Option(help: "Label of the imported key and certificate (default: the PKCS#12 name, OpenSSH comment, certificate subject, or file name).")
+    var label: String?
+
+    @Option(help: ArgumentHelp("CKA_ID in hex (default: SHA-1 of the public key).", valueName: "hex"))
+    var id: String?
+
+    @Option(help: ArgumentHelp("Read the file's passphrase from this file ('-' = standard input).", valueName: "file"))
+    var passphraseFile: String?
+
+    @Flag(help: "Allow exporting the private key again later.")
+    var extractable = false
+
+    @OptionGroup var access: AccessOptions
+
+    func run() throws {
+        var data = try readInput(file)
+        defer { wipe(&data) }
+        let contents: KeyFileContents
+        do {
+            contents = try KeyFile.decode(data) {
+                // A missing passphrase source reads as passphraseRequired below: one message, not two.
+                try SecretInput.read(file: passphraseFile, environment: "KEYCHAIN_PKCS11_PASSPHRASE", prompt: "Passphrase of \(file)", confirm: false)
+                    .withBytes { SecureBytes($0) }
+            }
+        } catch {
+            switch error {
+            case .passphraseRequired:
+                throw fail("\(file) is encrypted: give its passphrase with --passphrase-file, KEYCHAIN_PKCS11_PASSPHRASE or on a terminal.", status: ExitStatus.badInput)
+            case .passphraseIncorrect: throw fail("wrong passphrase for \(file); nothing was imported.", status: ExitStatus.badInput)
+            case .unsupported(let why): throw fail("cannot import \(file): \(why).", status: ExitStatus.badInput)
+            case .malformed(let why): throw fail("\(file) is not a certificate, key or PKCS#12 file this tool reads (\(why)).", status: ExitStatus.badInput)
+            }
+        }
+        let open = try selection.open()
+        let master = try open.unlock()
+        let id = try KeyStorage.parseID(self.id)
+        let baseName = String(file.split(separator: "/").last ?? "imported")
+        let certificateNames = contents.certificates.map { (try? Certificate(der: $0))?.subjectSummary }
+        let keyLabel = label ?? contents.name ?? certificateNames.first.flatMap { $0 } ?? baseName
+        var objects: [(ObjectAttributes, [UInt8])] = []
+        if let privateKey = contents.privateKey {
+            let material = try open.run { () throws(KeychainError) in try KeyFactory.generatedMaterial(privateKey) }
+            var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.privateKey.rawValue)),
+                                      (.keyType, AttributeValue.ulong(KeyFactory.keyType(of: privateKey.kind).rawValue))]
+            template += material.privateKey.map { ($0.key, $0.value) }
+            template += try KeyStorage.privateTemplate(label: keyLabel, id: id, extractable: extractable, access: access)
+            let uid = try PasswordItems.newUniqueID()
+            let object = try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text) }
+            objects.append((object, uid.bytes))
+            let publicUID = try PasswordItems.newUniqueID()
+            objects.append((try open.run { () throws(KeychainError) in try KeyFactory.publicObject(for: object, uniqueID: publicUID.text) }, publicUID.bytes))
+        } else if let publicKey = contents.publicKey {
+            let material = try open.run { () throws(KeychainError) in try KeyFactory.generatedMaterial(publicKey) }
+            var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.publicKey.rawValue)),
+                                      (.keyType, AttributeValue.ulong(KeyFactory.keyType(of: publicKey.kind).rawValue)),
+                                      (.token, AttributeValue.bool(true)), (.isPrivate, AttributeValue.bool(false)), (.label, Array(keyLabel.utf8))]
+            if let id { template.append((.id, id)) }
+            template += material.publicKey.map { ($0.key, $0.value) }
+            let uid = try PasswordItems.newUniqueID()
+            objects.append((try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text) }, uid.bytes))
+        }
+        for (index, der) in contents.certificates.enumerated() {
+            // The first certificate is the key's (same CKA_ID); the rest of a chain keep their own.
+            let isLeaf = index == 0
+            let name = isLeaf && (contents.privateKey != nil || label != nil) ? keyLabel : (certificateNames[index] ?? keyLabel)
+            var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.certificate.rawValue)),
+                                      (.certificateType, AttributeValue.ulong(CertificateType.x509.rawValue)), (.value, der),
+                                      (.token, AttributeValue.bool(true)), (.isPrivate, AttributeValue.bool(false)), (.label, Array(name.utf8)),
+                                      (.itemClass, AttributeValue.ulong(ItemClass.certificate.rawValue))]
+            if isLeaf, let id { template.append((.id, id)) }
+            let uid = try PasswordItems.newUniqueID()
+            objects.append((try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text) }, uid.bytes))
+        }
+        guard !objects.isEmpty else { throw fail("\(file) holds nothing to import.", status: ExitStatus.badInput) }
+        try open.run { () throws(KeychainError) in
+            try open.keychain.transaction { () throws(KeychainError) in
+                for (object, uid) in objects { _ = try open.keychain.add(object, uid: uid, master: master) }
+            }
+        }
+        let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
+        print("Imported from \(file) (\(contents.format.rawValue)):")
+        for (object, _) in objects {
+            let item = ItemDescription(rowID: 0, object: object, token: info.label, serial: info.serial)
+            print("  \(item.kind.padding(toLength: 12, withPad: " ", startingAt: 0)) \(item.uri.text)")
+        }
+    }
+}
+
+/// Export formats.
+enum ExportFormat: String, ExpressibleByArgument, CaseIterable {
+    case pem, der, ssh, pkcs8, pkcs12
+}
+
+struct Export: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Export a certificate, a public key, or an extractable private key (encrypted).",
+        discussion: """
+        Certificates: pem (default) or der. Public keys (or a private key's public half): pem \
+        (SubjectPublicKeyInfo), der, or ssh (an authorized_keys line). Private keys leave only \
+        when they were stored extractable, and only encrypted: pkcs8 (default; encrypted PKCS#8 PEM) \
+        or pkcs12 (with the key's certificate when there is one); the passphrase is asked twice.
+
+        Examples:
+          keychainctl export 'pkcs11:token=login;object=laptop;type=public' --format ssh >> ~/.ssh/authorized_keys
+          keychainctl export --label "Corporate CA" --type certificate -o ca.pem
+          keychainctl export --label tls-client --type private-key --format pkcs12 -o client.p12
+        """
+    )
+
+    @OptionGroup var selection: KeychainOptions
+    @OptionGroup var selector: ItemSelector
+
+    @Option(help: "pem, der, ssh, pkcs8 or pkcs12.")
+    var format: ExportFormat?
+
+    @Option(name: [.customShort("o"), .long], help: "Write to this file (default: standard output; DER and PKCS#12 need a file).")
+    var output: String?
+
+    @Option(help: ArgumentHelp("Read the new file's passphrase from this file ('-' = standard input).", valueName: "file"))
+    var passphraseFile: String?
+
+    @Flag(help: "Do not ask for the PIN: only items visible without login (certificates, public keys).")
+    var publicOnly = false
+
+    func validate() throws {
+        guard !selector.isEmpty else { throw ValidationError("name the item by URI, --label, --id or --type") }
+    }
+
+    func run() throws {
+        let open = try selector.keychain(selection)
+        if !publicOnly { try open.unlock() }
+        let item = try selector.single(in: open)
+        let object = item.object
+        let bytes: [UInt8]
+        var secretOutput = false
+        switch object.objectClass {
+        case .certificate?:
+            let der = object[.value] ?? []
+            switch format ?? .pem {
+            case .pem: bytes = Array(KeyFile.pem("CERTIFICATE", der).utf8)
+            case .der: bytes = der
+            default: throw fail("a certificate exports as pem or der.", status: ExitStatus.usage)
+            }
+        case .publicKey?, .privateKey?:
+            let wantsPrivate = object.objectClass == .privateKey && (format == nil || format == .pkcs8 || format == .pkcs12)
+            if wantsPrivate {
+                bytes = try privateExport(item, in: open)
+                secretOutput = true
+            } else {
+                let key = try open.run { () throws(KeychainError) in try KeyFactory.publicKey(of: object) }
+                let spki: [UInt8]
+                do { spki = try key.subjectPublicKeyInfo() } catch { throw fail("cannot encode the public key: \(error).", status: ExitStatus.failure) }
+                switch format ?? .pem {
+                case .pem: bytes = Array(KeyFile.pem("PUBLIC KEY", spki).utf8)
+                case .der: bytes = spki
+                case .ssh:
+                    guard let line = KeyStorage.sshLine(key, comment: item.label) else {
+                        throw fail("OpenSSH has no format for this key type.", status: ExitStatus.usage)
+                    }
+                    bytes = Array((line + "\n").utf8)
+                default: throw fail("a public key exports as pem, der or ssh.", status: ExitStatus.usage)
+                }
+            }
+        default:
+            throw fail("a \(item.kind) is not exported; passwords are read with find-generic-password -w.", status: ExitStatus.usage)
+        }
+        if (format == .der || format == .pkcs12), output == nil, isatty(1) == 1 {
+            throw fail("binary output: give -o FILE.", status: ExitStatus.usage)
+        }
+        try writeOutput(bytes, to: output, secret: secretOutput)
+        if let output, output != "-" { print("Wrote \(item.kind) \(item.uri.text) to \(output)") }
+    }
+
+    /// An extractable private key, encrypted under a passphrase asked twice.
+    private func privateExport(_ item: ItemDescription, in open: OpenKeychain) throws -> [UInt8] {
+        let object = item.object
+        guard object.bool(.extractable), !object.hasSealedSecrets, !object.bool(.alwaysAuthenticate) else {
+            throw fail("the private key '\(item.label)' is not extractable: it never leaves the keychain (export its public key with --format ssh or pem).",
+                       status: ExitStatus.notPermitted)
+        }
+        let key = try open.run { () throws(KeychainError) in try KeyFactory.key(of: object) }
+        let passphrase = try readSecret(file: passphraseFile, environment: "KEYCHAIN_PKCS11_EXPORT_PASSPHRASE",
+                                        prompt: "Passphrase for the exported key", confirm: true)
+        do {
+            if format == .pkcs12 {
+                var certificates: [[UInt8]] = []
+                if let id = object[.id], !id.isEmpty,
+                   let rows = try? open.keychain.find([(.objectClass, AttributeValue.ulong(ObjectClass.certificate.rawValue)), (.id, id)], master: open.master) {
+                    certificates = rows.compactMap { try? open.keychain.object(id: $0.id, master: open.master)[.value] }
+                }
+                return try passphrase.withBytes { try KeyFile.pkcs12(key: key, certificates: certificates, name: item.label, passphrase: $0) }
+            }
+            return Array(try passphrase.withBytes { try KeyFile.encryptedPKCS8PEM(key, passphrase: $0) }.utf8)
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            throw fail("cannot encode the key: \(error).", status: ExitStatus.failure)
+        }
+    }
+}

@@ -1,0 +1,199 @@
+import ArgumentParser
+import Glibc
+import KeychainCore
+import KeychainCrypto
+
+struct Info: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show one keychain: slot, serial, file, flags, item counts, PIN policy and tries, KDF parameters.",
+        discussion: """
+        Examples:
+          keychainctl info
+          keychainctl info --keychain work
+        """
+    )
+
+    @OptionGroup var selection: KeychainOptions
+
+    func run() throws {
+        let open = try selection.open()
+        let info = try open.run { () throws(KeychainError) in try open.keychain.info() }
+        let configuration = Configuration.current()
+        func pinLine(_ status: PINStatus) -> String {
+            let state = status.locked ? "LOCKED" : status.finalTry ? "final try" : status.countLow ? "count low" : "ok"
+            return "\(state), \(status.failures) of \(status.maximumFailures) failed tries"
+        }
+        let kdf = info.userKDF.map { "scrypt N = 2^\($0.logN), r = \($0.blockSize), p = \($0.parallelism)" } ?? "-"
+        var rows: [(String, String)] = [
+            ("Label", info.label),
+            ("Default", (configuration.defaultKeychain ?? "login") == info.label ? "yes" : "no"),
+            ("Slot", info.slotID.map(String.init) ?? "-"),
+            ("Serial", info.serial),
+            ("File", open.keychain.path),
+            ("Items", "\(info.publicObjects) public, \(info.privateObjects) private (\(info.deviceBoundObjects) bound to this device)"),
+            ("User PIN", info.userPINInitialized ? pinLine(info.userPIN) : "not set"),
+            ("SO PIN", pinLine(info.soPIN)),
+            ("PIN length", "\(info.pinPolicy.minimumLength) to \(info.pinPolicy.maximumLength) bytes"),
+            ("PIN KDF", kdf),
+        ]
+        if let target = info.targetKDF, let current = info.userKDF, current.isWeaker(than: target) {
+            rows.append(("Pending KDF", "scrypt N = 2^\(target.logN), r = \(target.blockSize) (at each PIN's next login)"))
+        }
+        rows.append(("Device key", info.deviceKeyProblem ?? open.keychain.deviceKeyFile.path))
+        rows.append(("PKCS#11 URI", PKCS11URI.token(label: info.label, serial: info.serial).text))
+        let width = rows.map(\.0.count).max() ?? 0
+        for (name, value) in rows { print(name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + value) }
+    }
+}
+
+struct SetDefault: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set-default",
+        abstract: "Choose the keychain that commands and the Swift API use when none is named.",
+        discussion: """
+        The choice is kept in the keychain folder (file 'default-keychain'); KEYCHAIN_PKCS11_DEFAULT \
+        and 'default_keychain' in the configuration file take precedence.
+
+        Examples:
+          keychainctl set-default work
+          keychainctl set-default --clear
+        """
+    )
+
+    @Argument(help: "The label of the keychain.")
+    var label: String?
+
+    @Flag(help: "Forget the choice (then 'login', or the only keychain, is used).")
+    var clear = false
+
+    func validate() throws {
+        guard (label != nil) != clear else { throw ValidationError("give a label or --clear") }
+    }
+
+    func run() throws {
+        let directory = KeychainDirectory(path: Configuration.current().directory)
+        if let label {
+            _ = try KeychainOptions.parse(["--keychain", label]).open()
+        }
+        do { try directory.setDefaultKeychain(label) } catch { throw failure(for: error) }
+        print(label.map { "Default keychain: \($0)" } ?? "No default keychain chosen.")
+    }
+}
+
+struct DeleteKeychain: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete-keychain",
+        abstract: "Delete a keychain file and everything in it.",
+        discussion: """
+        Asks for the SO PIN, so that a mistyped label cannot destroy a keychain; --force skips the \
+        check (for a keychain whose SO PIN is lost). Make a backup first: 'keychainctl backup'.
+
+        Examples:
+          keychainctl delete-keychain --keychain old
+          keychainctl delete-keychain --keychain old --so-pin-file so.pin
+        """
+    )
+
+    @OptionGroup var selection: KeychainOptions
+
+    @Option(help: ArgumentHelp("Read the SO PIN from this file ('-' reads standard input).", valueName: "file"))
+    var soPinFile: String?
+
+    @Flag(help: "Delete without checking the SO PIN.")
+    var force = false
+
+    func run() throws {
+        guard selection.keychain != nil else { throw fail("name the keychain to delete with --keychain.", status: ExitStatus.usage) }
+        let open = try selection.open()
+        if !force {
+            let pin = try readSecret(file: soPinFile, environment: "KEYCHAIN_PKCS11_SO_PIN", prompt: "SO PIN of keychain '\(open.label)'", confirm: false)
+            _ = try open.run { () throws(KeychainError) in try pin.withBytes { bytes throws(KeychainError) in try open.keychain.unlock(.securityOfficer, pin: bytes) } }
+        }
+        let path = open.keychain.path
+        for file in [path, path + "-wal", path + "-shm"] where unlink(file) != 0 && errno != ENOENT {
+            throw fail("cannot delete \(file): \(String(cString: strerror(errno))).", status: ExitStatus.storage)
+        }
+        let directory = KeychainDirectory(path: Configuration.current().directory)
+        if directory.defaultKeychain() == open.label { try? directory.setDefaultKeychain(nil) }
+        print("Deleted keychain '\(open.label)' (\(path)).")
+    }
+}
+
+struct ChangePIN: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "change-pin",
+        abstract: "Change the user PIN (the keychain password), or with --so the SO PIN.",
+        discussion: """
+        Only the wrapping of the master key changes: items are not re-encrypted.
+
+        Examples:
+          keychainctl change-pin
+          keychainctl change-pin --so --keychain work
+          keychainctl change-pin --old-pin-file old.pin --new-pin-file new.pin
+        """
+    )
+
+    @OptionGroup var selection: KeychainOptions
+
+    @Flag(help: "Change the SO PIN instead of the user PIN.")
+    var so = false
+
+    @Option(help: ArgumentHelp("Read the current PIN from this file ('-' = standard input).", valueName: "file"))
+    var oldPinFile: String?
+
+    @Option(help: ArgumentHelp("Read the new PIN from this file ('-' = standard input).", valueName: "file"))
+    var newPinFile: String?
+
+    func run() throws {
+        let open = try selection.open()
+        let owner: PINOwner = so ? .securityOfficer : .user
+        let name = so ? "SO PIN" : "user PIN"
+        let old = try readSecret(file: oldPinFile ?? selection.pinFile, environment: so ? "KEYCHAIN_PKCS11_SO_PIN" : "KEYCHAIN_PKCS11_PIN",
+                                 prompt: "Current \(name) of '\(open.label)'", confirm: false)
+        let new = try readSecret(file: newPinFile, environment: so ? "KEYCHAIN_PKCS11_NEW_SO_PIN" : "KEYCHAIN_PKCS11_NEW_PIN",
+                                 prompt: "New \(name)", confirm: true)
+        let kdf = Configuration.current().kdf
+        try open.run { () throws(KeychainError) in
+            try old.withBytes { oldBytes throws(KeychainError) in
+                try new.withBytes { newBytes throws(KeychainError) in
+                    try open.keychain.changePIN(owner, old: oldBytes, new: newBytes, kdf: kdf)
+                }
+            }
+        }
+        print("Changed the \(name) of '\(open.label)'.")
+    }
+}
+
+struct ResetPIN: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reset-pin",
+        abstract: "As the SO, set a new user PIN (also unlocks a locked user PIN); the items stay.",
+        discussion: """
+        Examples:
+          keychainctl reset-pin --keychain login
+          keychainctl reset-pin --so-pin-file so.pin --new-pin-file user.pin
+        """
+    )
+
+    @OptionGroup var selection: KeychainOptions
+
+    @Option(help: ArgumentHelp("Read the SO PIN from this file ('-' = standard input).", valueName: "file"))
+    var soPinFile: String?
+
+    @Option(help: ArgumentHelp("Read the new user PIN from this file ('-' = standard input).", valueName: "file"))
+    var newPinFile: String?
+
+    func run() throws {
+        let open = try selection.open()
+        let soPIN = try readSecret(file: soPinFile, environment: "KEYCHAIN_PKCS11_SO_PIN", prompt: "SO PIN of '\(open.label)'", confirm: false)
+        let master = try open.run { () throws(KeychainError) in
+            try soPIN.withBytes { bytes throws(KeychainError) in try open.keychain.unlock(.securityOfficer, pin: bytes) }
+        }
+        let new = try readSecret(file: newPinFile, environment: "KEYCHAIN_PKCS11_NEW_PIN", prompt: "New user PIN", confirm: true)
+        let kdf = Configuration.current().kdf
+        try open.run { () throws(KeychainError) in
+            try new.withBytes { bytes throws(KeychainError) in try open.keychain.setUserPIN(bytes, master: master, kdf: kdf) }
+        }
+        print("Set a new user PIN for '\(open.label)'.")
+    }
+}

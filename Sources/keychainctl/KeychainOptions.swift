@@ -1,0 +1,225 @@
+import ArgumentParser
+import Glibc
+import KeychainCore
+import KeychainCrypto
+
+/// `--keychain LABEL` and how a command finds and unlocks that keychain.
+struct KeychainOptions: ParsableArguments {
+    @Option(name: [.customShort("k"), .long], help: "The keychain's label (default: set-default's choice, else 'login', else the only one).")
+    var keychain: String?
+
+    @Option(help: ArgumentHelp("Read the user PIN from this file ('-' reads standard input).", valueName: "file"))
+    var pinFile: String?
+
+    /// The chosen keychain, opened.
+    func open() throws -> OpenKeychain {
+        let configuration = Configuration.current()
+        let directory = KeychainDirectory(path: configuration.directory)
+        var labelled: [(path: String, label: String)] = []
+        for path in directory.keychainFiles() {
+            if let label = try? Keychain.open(at: path).info(countingObjects: false).label { labelled.append((path, label)) }
+        }
+        let wanted = keychain ?? configuration.defaultKeychain
+        let match: (path: String, label: String)?
+        if let wanted {
+            match = labelled.first { $0.label == wanted }
+            guard match != nil else {
+                throw fail("no keychain labelled '\(wanted)' in \(directory.path) (see 'keychainctl list').", status: ExitStatus.notFound)
+            }
+        } else if let login = labelled.first(where: { $0.label == "login" }) {
+            match = login
+        } else if labelled.count == 1 {
+            match = labelled.first
+        } else {
+            let reason = labelled.isEmpty ? "there is no keychain yet: create one with 'keychainctl create --label login'"
+                : "there are several keychains: name one with --keychain or choose a default with 'keychainctl set-default LABEL'"
+            throw fail(reason + ".", status: ExitStatus.notFound)
+        }
+        guard let match else { throw fail("no keychain found.", status: ExitStatus.notFound) }
+        do {
+            return OpenKeychain(keychain: try Keychain.open(at: match.path), label: match.label, pinFile: pinFile)
+        } catch {
+            throw failure(for: error)
+        }
+    }
+}
+
+/// An opened keychain and, once the user PIN was given, its master key.
+final class OpenKeychain {
+    let keychain: Keychain
+    let label: String
+    private let pinFile: String?
+    private(set) var master: MasterKey?
+
+    init(keychain: Keychain, label: String, pinFile: String?) {
+        self.keychain = keychain
+        self.label = label
+        self.pinFile = pinFile
+    }
+
+    /// Asks for the user PIN (file, KEYCHAIN_PKCS11_PIN, or the terminal) and unlocks.
+    @discardableResult
+    func unlock() throws -> MasterKey {
+        if let master { return master }
+        let pin = try readSecret(file: pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN of keychain '\(label)'", confirm: false)
+        do {
+            let unlocked = try pin.withBytes { bytes throws(KeychainError) in try keychain.unlock(.user, pin: bytes) }
+            master = unlocked
+            return unlocked
+        } catch {
+            throw failure(for: error)
+        }
+    }
+
+    /// Runs a keychain operation, turning its error into a message and exit status.
+    func run<R>(_ body: () throws(KeychainError) -> R) throws -> R {
+        do { return try body() } catch { throw failure(for: error) }
+    }
+}
+
+/// Reads a secret (PIN, password, passphrase) from a file ('-' = stdin), an environment
+/// variable, or a no-echo prompt; a failure exits with the PIN status.
+func readSecret(file: String?, environment: String?, prompt: String, confirm: Bool) throws -> SecretInput {
+    do {
+        return try SecretInput.read(file: file, environment: environment, prompt: prompt, confirm: confirm)
+    } catch let error as SecretInput.Failure {
+        throw fail(error.message, status: ExitStatus.pin)
+    }
+}
+
+/// `--accessible` and `--access-control`: an item's protection class and constraint flags.
+struct AccessOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("When the item may be used (default: when-unlocked).", valueName: "class"))
+    var accessible: ProtectionChoice?
+
+    @Option(help: ArgumentHelp("""
+        Comma-separated constraints: user-presence (the PIN at each use), application-password (a second secret \
+        for this item), private-key-usage (the key never leaves).
+        """, valueName: "flags"))
+    var accessControl: String?
+
+    @Option(help: ArgumentHelp("With application-password: read it from this file ('-' = stdin).", valueName: "file"))
+    var applicationPasswordFile: String?
+
+    /// The flags asked for, checked.
+    func flags() throws -> AccessControlFlags {
+        guard let accessControl else { return [] }
+        var flags: AccessControlFlags = []
+        for name in accessControl.split(separator: ",").map({ $0.trimmingSpaces }) where !name.isEmpty {
+            switch name {
+            case "user-presence": flags.insert(.userPresence)
+            case "device-passcode": flags.insert(.devicePasscode)
+            case "application-password": flags.insert(.applicationPassword)
+            case "private-key-usage": flags.insert(.privateKeyUsage)
+            default:
+                throw fail("unknown access-control flag '\(name)'; use user-presence, device-passcode, application-password or private-key-usage.",
+                           status: ExitStatus.usage)
+            }
+        }
+        if flags.contains(.applicationPassword), !flags.isDisjoint(with: .presence) {
+            throw fail("application-password cannot be combined with user-presence on one item (one per-use secret per item).", status: ExitStatus.usage)
+        }
+        return flags
+    }
+
+    /// The PKCS#11 attributes of these choices for an item (DESIGN §5): CKA_KC_ACCESSIBLE,
+    /// CKA_KC_ACCESS_CONTROL, CKA_PRIVATE; for private keys CKA_ALWAYS_AUTHENTICATE and, when the
+    /// key must stay in, sensitive and unextractable; the application password when asked.
+    func template(defaultClass: ProtectionClass, isPrivateKey: Bool, isPassword: Bool) throws -> Template {
+        let protection = accessible?.protectionClass ?? defaultClass
+        let flags = try flags()
+        if flags.contains(.privateKeyUsage), !isPrivateKey {
+            throw fail("private-key-usage applies to private keys.", status: ExitStatus.usage)
+        }
+        if !isPrivateKey, !isPassword, !flags.isEmpty {
+            throw fail("access-control constraints apply to private keys and passwords.", status: ExitStatus.usage)
+        }
+        var template: Template = [(.accessible, AttributeValue.ulong(protection.rawValue)), (.isPrivate, AttributeValue.bool(protection.needsLogin))]
+        if !flags.isEmpty { template.append((.accessControl, AttributeValue.ulong(flags.rawValue))) }
+        if isPrivateKey, !flags.isDisjoint(with: AccessControlFlags.presence.union(.applicationPassword)) {
+            template.append((.alwaysAuthenticate, AttributeValue.bool(true)))
+        }
+        if isPrivateKey, !flags.isEmpty {
+            template += [(.sensitive, AttributeValue.bool(true)), (.extractable, AttributeValue.bool(false))]
+        }
+        if flags.contains(.applicationPassword) {
+            let password = try readSecret(file: applicationPasswordFile, environment: "KEYCHAIN_PKCS11_APPLICATION_PASSWORD",
+                                          prompt: "Application password for this item", confirm: true)
+            template.append((.applicationPassword, try password.withBytes { Array($0) }))
+        }
+        return template
+    }
+}
+
+/// The protection classes by their command-line names.
+enum ProtectionChoice: String, ExpressibleByArgument, CaseIterable {
+    case whenUnlocked = "when-unlocked"
+    case afterFirstUnlock = "after-first-unlock"
+    case always
+    case whenPasscodeSetThisDeviceOnly = "when-passcode-set-this-device-only"
+    case whenUnlockedThisDeviceOnly = "when-unlocked-this-device-only"
+    case afterFirstUnlockThisDeviceOnly = "after-first-unlock-this-device-only"
+    case alwaysThisDeviceOnly = "always-this-device-only"
+
+    var protectionClass: ProtectionClass {
+        switch self {
+        case .whenUnlocked: return .whenUnlocked
+        case .afterFirstUnlock: return .afterFirstUnlock
+        case .always: return .always
+        case .whenPasscodeSetThisDeviceOnly: return .whenPasscodeSetThisDeviceOnly
+        case .whenUnlockedThisDeviceOnly: return .whenUnlockedThisDeviceOnly
+        case .afterFirstUnlockThisDeviceOnly: return .afterFirstUnlockThisDeviceOnly
+        case .alwaysThisDeviceOnly: return .alwaysThisDeviceOnly
+        }
+    }
+
+    static func name(of protection: ProtectionClass) -> String {
+        allCases.first { $0.protectionClass == protection }?.rawValue ?? "unknown"
+    }
+}
+
+extension Substring {
+    var trimmingSpaces: String { String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed()) }
+}
+
+/// Writes bytes to a file (0600 for secrets) or standard output when `path` is nil or "-".
+func writeOutput(_ bytes: [UInt8], to path: String?, secret: Bool) throws {
+    guard let path, path != "-" else {
+        var written = 0
+        while written < bytes.count {
+            let n = bytes[written...].withUnsafeBytes { Glibc.write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+            guard n > 0 else { throw fail("cannot write to standard output: \(String(cString: strerror(errno))).", status: ExitStatus.failure) }
+            written += n
+        }
+        return
+    }
+    let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, secret ? 0o600 : 0o644)
+    guard fd >= 0 else { throw fail("cannot write \(path): \(String(cString: strerror(errno))).", status: ExitStatus.failure) }
+    defer { close(fd) }
+    var written = 0
+    while written < bytes.count {
+        let n = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { throw fail("cannot write \(path): \(String(cString: strerror(errno))).", status: ExitStatus.failure) }
+        written += n
+    }
+    guard fsync(fd) == 0 else { throw fail("cannot write \(path): \(String(cString: strerror(errno))).", status: ExitStatus.failure) }
+}
+
+/// Reads a whole file ('-' = standard input), bounded at 16 MiB.
+func readInput(_ path: String) throws -> [UInt8] {
+    let limit = 16 << 20
+    let fd = path == "-" ? STDIN_FILENO : Glibc.open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw fail("cannot read \(path): \(String(cString: strerror(errno))).", status: ExitStatus.badInput) }
+    defer { if fd != STDIN_FILENO { close(fd) } }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        if n < 0 { throw fail("cannot read \(path): \(String(cString: strerror(errno))).", status: ExitStatus.badInput) }
+        if n == 0 { break }
+        bytes += chunk[0..<n]
+        if bytes.count > limit { throw fail("\(path) is larger than 16 MiB.", status: ExitStatus.badInput) }
+    }
+    wipe(&chunk)
+    return bytes
+}

@@ -1,0 +1,106 @@
+import ArgumentParser
+import Glibc
+
+struct P11Kit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "p11-kit",
+        abstract: "Register the module with p11-kit so that every p11-kit aware program sees the keychains.",
+        subcommands: [Register.self, Unregister.self]
+    )
+
+    /// Where p11-kit reads module files: the user's ~/.config/pkcs11/modules (ignored by p11-kit
+    /// for root and setuid programs), or the system's /etc/pkcs11/modules.
+    struct Location: ParsableArguments {
+        @Flag(help: "The system configuration (/etc/pkcs11/modules) instead of the user's (~/.config/pkcs11/modules).")
+        var system = false
+
+        @Option(help: ArgumentHelp("Another module-configuration folder (for tests or a private p11-kit setup).", valueName: "dir"))
+        var directory: String?
+
+        var folder: String {
+            if let directory { return directory }
+            if system { return "/etc/pkcs11/modules" }
+            let home = getenv("HOME").map { String(cString: $0) } ?? "/"
+            return home + "/.config/pkcs11/modules"
+        }
+
+        var file: String { folder + "/keychain-pkcs11.module" }
+    }
+
+    struct Register: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write keychain-pkcs11.module into p11-kit's configuration.",
+            discussion: """
+            Afterwards 'p11-kit list-modules' shows the module, and programs that load p11-kit-proxy.so \
+            (GnuTLS tools, Firefox/NSS with p11-kit-proxy, GNOME) see the keychains. p11-kit ignores the \
+            user's configuration when run as root: use --system there.
+
+            Examples:
+              keychainctl p11-kit register
+              sudo keychainctl p11-kit register --system
+            """
+        )
+
+        @OptionGroup var location: Location
+
+        @Option(help: ArgumentHelp("The module to register (default: 'keychainctl module-path').", valueName: "path"))
+        var module: String?
+
+        func run() throws {
+            guard let path = module ?? ModulePath.locate() else {
+                throw fail("libkeychain-pkcs11.so not found next to keychainctl; give it with --module.", status: ExitStatus.notFound)
+            }
+            guard path.hasPrefix("/"), access(path, R_OK) == 0 else {
+                throw fail("the module must be an absolute path to a readable file: \(path).", status: ExitStatus.usage)
+            }
+            if getuid() == 0, !location.system, location.directory == nil {
+                print("Note: p11-kit ignores per-user configuration for root; use --system to register for everyone.")
+            }
+            var prefix = ""
+            for part in location.folder.split(separator: "/") {
+                prefix += "/" + part
+                var status = stat()
+                if stat(prefix, &status) == 0 { continue }
+                if mkdir(prefix, 0o755) != 0, errno != EEXIST {
+                    throw fail("cannot create \(prefix): \(String(cString: strerror(errno))).", status: ExitStatus.storage)
+                }
+            }
+            let text = """
+                # Keychain PKCS#11, registered by keychainctl p11-kit register.
+                module: \(path)
+                # Keychain items are the user's own: not a source of trust anchors.
+                trust-policy: no
+
+                """
+            let temporary = location.file + ".new"
+            try writeOutput(Array(text.utf8), to: temporary, secret: false)
+            guard chmod(temporary, 0o644) == 0, rename(temporary, location.file) == 0 else {
+                unlink(temporary)
+                throw fail("cannot write \(location.file): \(String(cString: strerror(errno))).", status: ExitStatus.storage)
+            }
+            print("Registered \(path) in \(location.file)")
+            print("Check with: p11-kit list-modules")
+        }
+    }
+
+    struct Unregister: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove keychain-pkcs11.module from p11-kit's configuration.",
+            discussion: """
+            Examples:
+              keychainctl p11-kit unregister
+              sudo keychainctl p11-kit unregister --system
+            """
+        )
+
+        @OptionGroup var location: Location
+
+        func run() throws {
+            guard unlink(location.file) == 0 else {
+                if errno == ENOENT { throw fail("the module is not registered in \(location.folder).", status: ExitStatus.notFound) }
+                throw fail("cannot remove \(location.file): \(String(cString: strerror(errno))).", status: ExitStatus.storage)
+            }
+            print("Removed \(location.file)")
+        }
+    }
+}

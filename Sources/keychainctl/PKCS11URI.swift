@@ -1,0 +1,122 @@
+import KeychainCore
+
+/// A PKCS#11 URI (RFC 7512) naming a token or an object, as p11tool and p11-kit print them.
+struct PKCS11URI: Equatable {
+    /// Path attributes in the order printed: model, manufacturer, serial, token, id, object, type.
+    var attributes: [(name: String, value: [UInt8])] = []
+
+    static let manufacturer = "Keychain PKCS#11"
+    static let model = "Keychain"
+
+    static func == (lhs: PKCS11URI, rhs: PKCS11URI) -> Bool { lhs.text == rhs.text }
+
+    subscript(_ name: String) -> [UInt8]? { attributes.first { $0.name == name }?.value }
+
+    func string(_ name: String) -> String? { self[name].map { String(decoding: $0, as: UTF8.self) } }
+
+    /// The URI of a keychain's token.
+    static func token(label: String, serial: String) -> PKCS11URI {
+        PKCS11URI(attributes: [("model", Array(model.utf8)), ("manufacturer", Array(manufacturer.utf8)), ("serial", Array(serial.utf8)),
+                               ("token", Array(label.utf8))])
+    }
+
+    /// The URI of an object: its token, CKA_ID, CKA_LABEL and class.
+    static func object(_ object: ObjectAttributes, token label: String, serial: String) -> PKCS11URI {
+        var uri = token(label: label, serial: serial)
+        if let id = object[.id], !id.isEmpty { uri.attributes.append(("id", id)) }
+        if let name = object[.label], !name.isEmpty { uri.attributes.append(("object", name)) }
+        if let type = typeName(object.objectClass) { uri.attributes.append(("type", Array(type.utf8))) }
+        return uri
+    }
+
+    /// RFC 7512 §2.3 object types.
+    static func typeName(_ objectClass: ObjectClass?) -> String? {
+        switch objectClass {
+        case .data?: return "data"
+        case .certificate?: return "cert"
+        case .publicKey?: return "public"
+        case .privateKey?: return "private"
+        case .secretKey?: return "secret-key"
+        default: return nil
+        }
+    }
+
+    static func objectClass(typeName: String) -> ObjectClass? {
+        [ObjectClass.data, .certificate, .publicKey, .privateKey, .secretKey].first { Self.typeName($0) == typeName }
+    }
+
+    var text: String {
+        "pkcs11:" + attributes.map { "\($0.name)=\(Self.encode($0.value, everything: $0.name == "id"))" }.joined(separator: ";")
+    }
+
+    /// Characters a path attribute value may hold unencoded (RFC 7512 pk11-pchar without ';').
+    private static func isPlain(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
+        default: return Array("-._~:[]@!$'()*+,=&".utf8).contains(byte)
+        }
+    }
+
+    private static func encode(_ bytes: [UInt8], everything: Bool) -> String {
+        let hex = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for byte in bytes {
+            if !everything, isPlain(byte) { out.append(byte) } else { out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]] }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Parses "pkcs11:name=value;…[?query]"; the query part (pin-source, module-path…) is ignored.
+    init?(parsing text: String) {
+        guard text.hasPrefix("pkcs11:") else { return nil }
+        let path = text.dropFirst("pkcs11:".count).split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        for part in path.split(separator: ";") where !part.isEmpty {
+            let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard pair.count == 2, let value = Self.decode(pair[1]) else { return nil }
+            attributes.append((String(pair[0]), value))
+        }
+    }
+
+    init(attributes: [(name: String, value: [UInt8])]) { self.attributes = attributes }
+
+    private static func decode(_ text: Substring) -> [UInt8]? {
+        var out: [UInt8] = []
+        var bytes = Array(text.utf8)[...]
+        while let byte = bytes.popFirst() {
+            guard byte == UInt8(ascii: "%") else { out.append(byte); continue }
+            guard bytes.count >= 2, let high = hexValue(bytes.removeFirst()), let low = hexValue(bytes.removeFirst()) else { return nil }
+            out.append(high << 4 | low)
+        }
+        return out
+    }
+
+    static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
+
+/// Hex text of bytes, and bytes of hex text ("01ab", "01:ab").
+enum Hex {
+    static func string(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        return String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
+    }
+
+    static func bytes(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8.filter { $0 != UInt8(ascii: ":") })
+        guard digits.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        var index = 0
+        while index < digits.count {
+            guard let high = PKCS11URI.hexValue(digits[index]), let low = PKCS11URI.hexValue(digits[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+}

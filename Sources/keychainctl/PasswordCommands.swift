@@ -1,0 +1,402 @@
+import ArgumentParser
+import KeychainCore
+import KeychainCrypto
+
+/// The attributes of a password item, named as `security add-generic-password` names them.
+struct PasswordAttributes: ParsableArguments {
+    @Option(name: .customShort("a"), help: ArgumentHelp("Account name.", valueName: "account"))
+    var account: String?
+
+    @Option(name: .customShort("s"), help: ArgumentHelp("Service (generic passwords) or server (internet passwords).", valueName: "service"))
+    var service: String?
+
+    @Option(name: .customShort("l"), help: ArgumentHelp("Label (default: the service or server).", valueName: "label"))
+    var label: String?
+
+    @Option(name: .customShort("j"), help: ArgumentHelp("Comment.", valueName: "comment"))
+    var comment: String?
+
+    @Option(name: .customShort("D"), help: ArgumentHelp("Kind (kSecAttrDescription).", valueName: "kind"))
+    var kind: String?
+
+    /// The identifying attributes (for searching) of an item of `itemClass`.
+    func identity(_ itemClass: ItemClass, internet: InternetAttributes? = nil) throws -> Template {
+        var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.itemClass, AttributeValue.ulong(itemClass.rawValue))]
+        if let account { template.append((.account, Array(account.utf8))) }
+        if let service { template.append((.application, Array(service.utf8))) }
+        return template + (try internet?.template() ?? [])
+    }
+
+    /// The descriptive attributes given (label, comment, kind).
+    var descriptive: Template {
+        var template: Template = []
+        if let label { template.append((.label, Array(label.utf8))) }
+        if let comment { template.append((.comment, Array(comment.utf8))) }
+        if let kind { template.append((.itemDescription, Array(kind.utf8))) }
+        return template
+    }
+
+    /// A four-character code as Apple stores it: the characters big-endian in a CK_ULONG
+    /// (space-padded, so "ftp" is "ftp ").
+    static func fourCharacterCode(_ text: String, option: String) throws -> [UInt8] {
+        var bytes = Array(text.utf8)
+        while bytes.count < 4 { bytes.append(0x20) }
+        guard bytes.count == 4 else { throw fail("\(option) takes four characters, e.g. htps.", status: ExitStatus.usage) }
+        return AttributeValue.ulong(UInt(bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }))
+    }
+}
+
+/// What only internet passwords have: protocol, port, path, security domain, authentication type.
+struct InternetAttributes: ParsableArguments {
+    @Option(name: .customShort("r"), help: ArgumentHelp("Protocol, four characters: htps, http, ftp, ssh, smtp, imap…", valueName: "protocol"))
+    var `protocol`: String?
+
+    @Option(name: .customShort("P"), help: ArgumentHelp("Port.", valueName: "port"))
+    var port: UInt16?
+
+    @Option(name: .customShort("p"), help: ArgumentHelp("Path.", valueName: "path"))
+    var path: String?
+
+    @Option(name: .customShort("d"), help: ArgumentHelp("Security domain.", valueName: "domain"))
+    var securityDomain: String?
+
+    @Option(name: .customShort("t"), help: ArgumentHelp("Authentication type, four characters: dflt, http, form…", valueName: "type"))
+    var authenticationType: String?
+
+    func template() throws -> Template {
+        var template: Template = []
+        if let code = `protocol` { template.append((.itemProtocol, try PasswordAttributes.fourCharacterCode(code, option: "-r"))) }
+        if let port { template.append((.port, AttributeValue.ulong(UInt(port)))) }
+        if let path { template.append((.path, Array(path.utf8))) }
+        if let securityDomain { template.append((.securityDomain, Array(securityDomain.utf8))) }
+        if let code = authenticationType { template.append((.authenticationType, try PasswordAttributes.fourCharacterCode(code, option: "-t"))) }
+        return template
+    }
+}
+
+/// The steps the add/find/update/delete commands share for both password classes.
+enum PasswordItems {
+    static func newUniqueID() throws -> (bytes: [UInt8], text: [UInt8]) {
+        let bytes: [UInt8]
+        do { bytes = try Random.bytes(16) } catch { throw fail("the random generator failed.", status: ExitStatus.failure) }
+        return (bytes, Array(Hex.string(bytes).utf8))
+    }
+
+    static func readPassword(file: String?, confirm: Bool) throws -> [UInt8] {
+        let secret = try readSecret(file: file, environment: nil, prompt: "Password to store", confirm: confirm)
+        return try secret.withBytes { Array($0) }
+    }
+
+    static func add(_ itemClass: ItemClass, attributes: PasswordAttributes, internet: InternetAttributes? = nil, access: AccessOptions,
+                    selection: KeychainOptions, passwordFile: String?, updateExisting: Bool) throws {
+        guard attributes.service != nil || itemClass == .genericPassword else { throw fail("give the server with -s.", status: ExitStatus.usage) }
+        guard attributes.account != nil || attributes.service != nil else { throw fail("give at least -a ACCOUNT or -s SERVICE.", status: ExitStatus.usage) }
+        let open = try selection.open()
+        let master = try open.unlock()
+        var secret = try readPassword(file: passwordFile, confirm: true)
+        defer { wipe(&secret) }
+        let identity = try attributes.identity(itemClass, internet: internet)
+        if updateExisting, let existing = try find(identity, in: open).first {
+            try update(existing, in: open, with: attributes.descriptive + [(.value, secret)])
+            print("Updated \(existing.kind) \(existing.uri.text)")
+            return
+        }
+        var template: Template = identity + [(.token, AttributeValue.bool(true)), (.value, secret)]
+        template += try access.template(defaultClass: .whenUnlocked, isPrivateKey: false, isPassword: true)
+        template += attributes.descriptive
+        if attributes.label == nil, let service = attributes.service { template.append((.label, Array(service.utf8))) }
+        let uid = try newUniqueID()
+        let object = try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text) }
+        _ = try open.run { () throws(KeychainError) in try open.keychain.add(object, uid: uid.bytes, master: master) }
+        let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
+        print("Added \(ItemDescription(rowID: 0, object: object, token: info.label, serial: info.serial).uri.text)")
+    }
+
+    static func find(_ identity: Template, in open: OpenKeychain) throws -> [ItemDescription] {
+        let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
+        let rows = try open.run { () throws(KeychainError) in try open.keychain.find(identity, master: open.master) }
+        return rows.compactMap { row in
+            (try? open.keychain.object(id: row.id, master: open.master)).map { ItemDescription(rowID: row.id, object: $0, token: info.label, serial: info.serial) }
+        }
+    }
+
+    static func single(_ itemClass: ItemClass, attributes: PasswordAttributes, internet: InternetAttributes?, in open: OpenKeychain) throws -> ItemDescription {
+        var identity = try attributes.identity(itemClass, internet: internet)
+        if let label = attributes.label { identity.append((.label, Array(label.utf8))) }
+        let found = try find(identity, in: open)
+        guard let first = found.first else {
+            throw fail("the specified item could not be found in keychain '\(open.label)'.", status: ExitStatus.notFound)
+        }
+        guard found.count == 1 else {
+            throw fail("\(found.count) items match; add -a, -s or -l to name one:\n" + found.prefix(5).map { "  " + $0.uri.text }.joined(separator: "\n"),
+                       status: ExitStatus.usage)
+        }
+        return first
+    }
+
+    static func update(_ item: ItemDescription, in open: OpenKeychain, with changes: Template) throws {
+        guard !changes.isEmpty else { throw fail("nothing to change: give a new password or -l, -j, -D.", status: ExitStatus.usage) }
+        if item.object.hasSealedSecrets, changes.contains(where: { $0.type == .value }) {
+            throw fail("the password of an item with an application password changes only by deleting and adding it again.", status: ExitStatus.notPermitted)
+        }
+        let master = try open.unlock()
+        try open.run { () throws(KeychainError) in
+            let changed = try ObjectTemplate.set(changes, on: item.object)
+            try open.keychain.replace(id: item.rowID, with: changed, master: master)
+        }
+    }
+
+    /// The item's secret, asking for its application password or the PIN again as its access control requires.
+    static func secret(of item: ItemDescription, in open: OpenKeychain, applicationPasswordFile: String?) throws -> [UInt8] {
+        var object = item.object
+        if object.hasSealedSecrets {
+            let password = try readSecret(file: applicationPasswordFile, environment: "KEYCHAIN_PKCS11_APPLICATION_PASSWORD",
+                                          prompt: "Application password of '\(item.label)'", confirm: false)
+            object = try open.run { () throws(KeychainError) in
+                try password.withBytes { bytes throws(KeychainError) in try open.keychain.reveal(object, applicationPassword: bytes) }
+            }
+        }
+        return object[.value] ?? []
+    }
+}
+
+/// One add/find/update/delete command per password class, as in Apple's `security`.
+protocol PasswordCommand: ParsableCommand {
+    static var itemClass: ItemClass { get }
+}
+
+struct AddGenericPassword: PasswordCommand {
+    static let itemClass = ItemClass.genericPassword
+    static let configuration = CommandConfiguration(
+        commandName: "add-generic-password",
+        abstract: "Add a generic password (account + service), as security add-generic-password.",
+        discussion: """
+        The password comes from a no-echo prompt (asked twice) or --password-file ('-' = stdin).
+
+        Examples:
+          keychainctl add-generic-password -a alice -s github.com
+          printf %s "$TOKEN" |
+            keychainctl add-generic-password -a ci -s registry --password-file -
+          keychainctl add-generic-password -a alice -s vpn \\
+            --access-control user-presence
+        """
+    )
+    @OptionGroup var selection: KeychainOptions
+    @OptionGroup var attributes: PasswordAttributes
+    @OptionGroup var access: AccessOptions
+    @Option(help: ArgumentHelp("Read the password from this file ('-' = standard input).", valueName: "file")) var passwordFile: String?
+    @Flag(name: .customShort("U"), help: "Update the item if it already exists.") var updateExisting = false
+
+    func run() throws {
+        try PasswordItems.add(Self.itemClass, attributes: attributes, access: access, selection: selection, passwordFile: passwordFile, updateExisting: updateExisting)
+    }
+}
+
+struct AddInternetPassword: PasswordCommand {
+    static let itemClass = ItemClass.internetPassword
+    static let configuration = CommandConfiguration(
+        commandName: "add-internet-password",
+        abstract: "Add an internet password (account, server, protocol, port, path), as security add-internet-password.",
+        discussion: """
+        Examples:
+          keychainctl add-internet-password -a alice -s example.com -r htps -P 443 -p /login
+          keychainctl add-internet-password -a bob -s ftp.example.org -r ftp --password-file pw.txt
+        """
+    )
+    @OptionGroup var selection: KeychainOptions
+    @OptionGroup var attributes: PasswordAttributes
+    @OptionGroup var internet: InternetAttributes
+    @OptionGroup var access: AccessOptions
+    @Option(help: ArgumentHelp("Read the password from this file ('-' = standard input).", valueName: "file")) var passwordFile: String?
+    @Flag(name: .customShort("U"), help: "Update the item if it already exists.") var updateExisting = false
+
+    func run() throws {
+        try PasswordItems.add(Self.itemClass, attributes: attributes, internet: internet, access: access, selection: selection, passwordFile: passwordFile, updateExisting: updateExisting)
+    }
+}
+
+/// find-…-password: the item's attributes, or with -w only its password.
+struct PasswordFinder {
+    static func run(_ itemClass: ItemClass, selection: KeychainOptions, attributes: PasswordAttributes, internet: InternetAttributes?, onlyPassword: Bool,
+                    json: Bool, applicationPasswordFile: String?) throws {
+        let open = try selection.open()
+        try open.unlock()
+        let item = try PasswordItems.single(itemClass, attributes: attributes, internet: internet, in: open)
+        if onlyPassword {
+            var secret = try PasswordItems.secret(of: item, in: open, applicationPasswordFile: applicationPasswordFile)
+            defer { wipe(&secret) }
+            try writeOutput(secret + [0x0A], to: nil, secret: true)
+            return
+        }
+        if json {
+            print(item.json)
+            return
+        }
+        let rows = item.details
+        let width = rows.map(\.0.count).max() ?? 0
+        for (name, value) in rows { print(name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + value) }
+    }
+}
+
+struct FindGenericPassword: PasswordCommand {
+    static let itemClass = ItemClass.genericPassword
+    static let configuration = CommandConfiguration(
+        commandName: "find-generic-password",
+        abstract: "Find a generic password; -w prints only the password, for scripts.",
+        discussion: """
+        Examples:
+          keychainctl find-generic-password -s github.com
+          export TOKEN=$(keychainctl find-generic-password -a ci -s registry -w)
+        """
+    )
+    @OptionGroup var selection: KeychainOptions
+    @OptionGroup var attributes: PasswordAttributes
+    @Flag(name: .customShort("w"), help: "Print only the password.") var onlyPassword = false
+    @Flag(help: "Print the attributes as JSON.") var json = false
+    @Option(help: ArgumentHelp("For an item with an application password: read it from this file.", valueName: "file")) var applicationPasswordFile: String?
+
+    func run() throws {
+        try PasswordFinder.run(Self.itemClass, selection: selection, attributes: attributes, internet: nil, onlyPassword: onlyPassword, json: json,
+                               applicationPasswordFile: applicationPasswordFile)
+    }
+}
+
+struct FindInternetPassword: PasswordCommand {
+    static let itemClass = ItemClass.internetPassword
+    static let configuration = CommandConfiguration(
+        commandName: "find-internet-password",
+        abstract: "Find an internet password; -w prints only the password, for scripts.",
+        discussion: """
+        Examples:
+          keychainctl find-internet-password -s example.com -a alice
+          pw=$(keychainctl find-internet-password -s example.com -a alice -w)
+        """
+    )
+    @OptionGroup var selection: KeychainOptions
+    @OptionGroup var attributes: PasswordAttributes
+    @OptionGroup var internet: InternetAttributes
+    @Flag(name: .customShort("w"), help: "Print only the password.") var onlyPassword = false
+    @Flag(help: "Print the attributes as JSON.") var json = false
+    @Option(help: ArgumentHelp("For an item with an application password: read it from this file.", valueName: "file")) var applicationPasswordFile: String?
+
+    func run() throws {
+        try PasswordFinder.run(Self.itemClass, selection: selection, attributes: attributes, internet: internet, onlyPassword: onlyPassword, json: json,
+                               applicationPasswordFile: applicationPasswordFile)
+    }
+}
+
+/// update-…-password: a new password and/or label, comment, kind.
+struct PasswordUpdater {
+    static func run(_ itemClass: ItemClass, selection: KeychainOptions, attributes: PasswordAttributes, internet: InternetAttributes?, newPassword: Bool,
+                    passwordFile: String?, newLabel: String?, newComment: String?, newKind: String?) throws {
+        let open = try selection.open()
+        try open.unlock()
+        let item = try PasswordItems.single(itemClass, attributes: attributes, internet: internet, in: open)
+        var changes: Template = []
+        if let newLabel { changes.append((.label, Array(newLabel.utf8))) }
+        if let newComment { changes.append((.comment, Array(newComment.utf8))) }
+        if let newKind { changes.append((.itemDescription, Array(newKind.utf8))) }
+        var secret: [UInt8] = []
+        defer { wipe(&secret) }
+        if newPassword || passwordFile != nil {
+            secret = try PasswordItems.readPassword(file: passwordFile, confirm: true)
+            changes.append((.value, secret))
+        }
+        try PasswordItems.update(item, in: open, with: changes)
+        print("Updated \(item.kind) \(item.uri.text)")
+    }
+}
+
+struct UpdateGenericPassword: PasswordCommand {
+    static let itemClass = ItemClass.genericPassword
+    static let configuration = CommandConfiguration(
+        commandName: "update-generic-password",
+        abstract: "Change a generic password's password, label, comment or kind.",
+        discussion: """
+        Examples:
+          keychainctl update-generic-password -a alice -s github.com --new-password
+          keychainctl update-generic-password -s github.com --new-comment "rotated 2026-11"
+        """
+    )
+    @OptionGroup var selection: KeychainOptions
+    @OptionGroup var attributes: PasswordAttributes
+    @Flag(help: "Ask for a new password.") var newPassword = false
+    @Option(help: ArgumentHelp("Read the new password from this file ('-' = standard input).", valueName: "file")) var passwordFile: String?
+    @Option(help: "New label.") var newLabel: String?
+    @Option(help: "New comment.") var newComment: String?
+    @Option(help: "New kind.") var newKind: String?
+
+    func run() throws {
+        try PasswordUpdater.run(Self.itemClass, selection: selection, attributes: attributes, internet: nil, newPassword: newPassword, passwordFile: passwordFile,
+                                newLabel: newLabel, newComment: newComment, newKind: newKind)
+    }
+}
+
+struct UpdateInternetPassword: PasswordCommand {
+    static let itemClass = ItemClass.internetPassword
+    static let configuration = CommandConfiguration(
+        commandName: "update-internet-password",
+        abstract: "Change an internet password's password, label, comment or kind.",
+        discussion: """
+        Examples:
+          keychainctl update-internet-password -a alice -s example.com --password-file new.txt
+        """
+    )
+    @OptionGroup var selection: KeychainOptions
+    @OptionGroup var attributes: PasswordAttributes
+    @OptionGroup var internet: InternetAttributes
+    @Flag(help: "Ask for a new password.") var newPassword = false
+    @Option(help: ArgumentHelp("Read the new password from this file ('-' = standard input).", valueName: "file")) var passwordFile: String?
+    @Option(help: "New label.") var newLabel: String?
+    @Option(help: "New comment.") var newComment: String?
+    @Option(help: "New kind.") var newKind: String?
+
+    func run() throws {
+        try PasswordUpdater.run(Self.itemClass, selection: selection, attributes: attributes, internet: internet, newPassword: newPassword, passwordFile: passwordFile,
+                                newLabel: newLabel, newComment: newComment, newKind: newKind)
+    }
+}
+
+/// delete-…-password: removes the one matching item.
+struct PasswordDeleter {
+    static func run(_ itemClass: ItemClass, selection: KeychainOptions, attributes: PasswordAttributes, internet: InternetAttributes?) throws {
+        let open = try selection.open()
+        try open.unlock()
+        let item = try PasswordItems.single(itemClass, attributes: attributes, internet: internet, in: open)
+        try open.run { () throws(KeychainError) in try open.keychain.remove(id: item.rowID) }
+        print("Deleted \(item.kind) \(item.uri.text)")
+    }
+}
+
+struct DeleteGenericPassword: PasswordCommand {
+    static let itemClass = ItemClass.genericPassword
+    static let configuration = CommandConfiguration(
+        commandName: "delete-generic-password",
+        abstract: "Delete a generic password.",
+        discussion: """
+        Examples:
+          keychainctl delete-generic-password -a alice -s github.com
+        """
+    )
+    @OptionGroup var selection: KeychainOptions
+    @OptionGroup var attributes: PasswordAttributes
+
+    func run() throws { try PasswordDeleter.run(Self.itemClass, selection: selection, attributes: attributes, internet: nil) }
+}
+
+struct DeleteInternetPassword: PasswordCommand {
+    static let itemClass = ItemClass.internetPassword
+    static let configuration = CommandConfiguration(
+        commandName: "delete-internet-password",
+        abstract: "Delete an internet password.",
+        discussion: """
+        Examples:
+          keychainctl delete-internet-password -a alice -s example.com -r htps
+        """
+    )
+    @OptionGroup var selection: KeychainOptions
+    @OptionGroup var attributes: PasswordAttributes
+    @OptionGroup var internet: InternetAttributes
+
+    func run() throws { try PasswordDeleter.run(Self.itemClass, selection: selection, attributes: attributes, internet: internet) }
+}
