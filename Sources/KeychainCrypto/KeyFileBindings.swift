@@ -42,6 +42,10 @@ struct PKCS12Functions {
     typealias TryLoadProvider = @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, Int32) -> OpaquePointer?
     let tryLoadProvider: TryLoadProvider
 
+    /// int OSSL_PROVIDER_unload(OSSL_PROVIDER *prov)
+    typealias UnloadProvider = @convention(c) (OpaquePointer?) -> Int32
+    let unloadProvider: UnloadProvider
+
     /// The functions, or nil if this libcrypto lacks one of them.
     static let shared: PKCS12Functions? = PKCS12Functions()
 
@@ -57,7 +61,8 @@ struct PKCS12Functions {
               let macParameters = symbol("PKCS12_get0_mac", MacParameters.self),
               let verifyMAC = symbol("PKCS12_verify_mac", VerifyMAC.self), let parse = symbol("PKCS12_parse", Parse.self),
               let create = symbol("PKCS12_create", Create.self), let setMAC = symbol("PKCS12_set_mac", SetMAC.self),
-              let tryLoadProvider = symbol("OSSL_PROVIDER_try_load", TryLoadProvider.self) else { return nil }
+              let tryLoadProvider = symbol("OSSL_PROVIDER_try_load", TryLoadProvider.self),
+              let unloadProvider = symbol("OSSL_PROVIDER_unload", UnloadProvider.self) else { return nil }
         self.decode = decode
         self.encode = encode
         self.free = free
@@ -68,5 +73,6 @@ struct PKCS12Functions {
         self.create = create
         self.setMAC = setMAC
         self.tryLoadProvider = tryLoadProvider
+        self.unloadProvider = unloadProvider
     }
 }

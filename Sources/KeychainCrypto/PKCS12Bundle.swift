@@ -1,4 +1,5 @@
 internal import COpenSSL
+import Glibc
 
 extension KeyFile {
     /// A PKCS#12 bundle of the key and certificates (the one matching the key becomes the key's
@@ -33,9 +34,16 @@ final class PKCS12Bundle {
     /// OpenSSL's legacy provider (RC2, DES), loaded at the first bundle that needs it; the
     /// default provider stays available.
     private static let legacyProviderLoaded: Bool = {
-        guard let functions = PKCS12Functions.shared else { return false }
-        return functions.tryLoadProvider(nil, "legacy", 1) != nil
+        guard let functions = PKCS12Functions.shared, let provider = functions.tryLoadProvider(nil, "legacy", 1) else { return false }
+        legacyProvider = provider
+        // Unloaded before OpenSSL's own exit handler (registered earlier, so run later) frees the
+        // library context: else the provider's child context is left behind (LeakSanitizer).
+        atexit {
+            if let provider = PKCS12Bundle.legacyProvider { _ = PKCS12Functions.shared?.unloadProvider(provider) }
+        }
+        return true
     }()
+    nonisolated(unsafe) private static var legacyProvider: OpaquePointer?
 
     // MARK: reading
 
