@@ -14,8 +14,8 @@ enum EncryptedPKCS8 {
     static let iterations: Int32 = 600_000
     /// Work factors above these are refused before any key derivation runs: a file cannot hold a
     /// reader for hours. PBKDF2 rounds, and scrypt's N·r·p (OpenSSL's default is 2^17).
-    static let maximumIterations = 10_000_000
-    static let maximumScryptCost = 1 << 24
+    static let maximumIterations = 2_000_000
+    static let maximumScryptCost = 1 << 21
 
     static func encrypt(_ key: AsymmetricKey, passphrase: UnsafeRawBufferPointer) throws -> [UInt8] {
         guard key.isPrivate else { throw CryptoError(.invalidInput, "not a private key") }
@@ -78,20 +78,38 @@ enum EncryptedPKCS8 {
         return key
     }
 
-    /// Refuses PBKDF2 and scrypt parameters that would run for minutes (a damaged or hostile file).
+    /// Refuses key-derivation parameters that would run for minutes (a damaged or hostile file),
+    /// and any it cannot read the cost of: PBES1 and PKCS#12 PBE iterations, PBES2 with PBKDF2 or
+    /// scrypt; nothing else is handed to OpenSSL.
     static func checkWorkFactor(_ algorithm: UnsafePointer<X509_ALGOR>) throws(KeyFile.Failure) {
-        guard OBJ_obj2nid(algorithm.pointee.algorithm) == NID_pbes2, let parameters = sequence(algorithm.pointee.parameter),
-              let scheme = DERParser.whole(parameters, { d2i_PBE2PARAM(nil, $0, $1) }, free: PBE2PARAM_free) else { return }
+        guard let parameters = sequence(algorithm.pointee.parameter) else { throw .malformed("password-based encryption without parameters") }
+        guard OBJ_obj2nid(algorithm.pointee.algorithm) == NID_pbes2 else {
+            // PBES1 and the PKCS#12 schemes: PBEParameter ::= SEQUENCE { salt, iterationCount }.
+            guard let pbe = DERParser.whole(parameters, { d2i_PBEPARAM(nil, $0, $1) }, free: PBEPARAM_free) else {
+                throw .malformed("password-based encryption parameters")
+            }
+            defer { PBEPARAM_free(pbe) }
+            let rounds = ASN1_INTEGER_get(pbe.pointee.iter)
+            guard rounds >= 1, rounds <= maximumIterations else { throw .unsupported("password-based encryption with \(rounds) iterations") }
+            return
+        }
+        guard let scheme = DERParser.whole(parameters, { d2i_PBE2PARAM(nil, $0, $1) }, free: PBE2PARAM_free) else { throw .malformed("PBES2 parameters") }
         defer { PBE2PARAM_free(scheme) }
-        guard let function = scheme.pointee.keyfunc, let functionParameters = sequence(function.pointee.parameter) else { return }
+        guard let function = scheme.pointee.keyfunc, let functionParameters = sequence(function.pointee.parameter) else {
+            throw .malformed("PBES2 key derivation parameters")
+        }
         switch OBJ_obj2nid(function.pointee.algorithm) {
         case NID_id_pbkdf2:
-            guard let pbkdf2 = DERParser.whole(functionParameters, { d2i_PBKDF2PARAM(nil, $0, $1) }, free: PBKDF2PARAM_free) else { return }
+            guard let pbkdf2 = DERParser.whole(functionParameters, { d2i_PBKDF2PARAM(nil, $0, $1) }, free: PBKDF2PARAM_free) else {
+                throw .malformed("PBKDF2 parameters")
+            }
             defer { PBKDF2PARAM_free(pbkdf2) }
             let rounds = ASN1_INTEGER_get(pbkdf2.pointee.iter)
             guard rounds >= 1, rounds <= maximumIterations else { throw .unsupported("PBKDF2 with \(rounds) iterations") }
         case NID_id_scrypt:
-            guard let scrypt = DERParser.whole(functionParameters, { d2i_SCRYPT_PARAMS(nil, $0, $1) }, free: SCRYPT_PARAMS_free) else { return }
+            guard let scrypt = DERParser.whole(functionParameters, { d2i_SCRYPT_PARAMS(nil, $0, $1) }, free: SCRYPT_PARAMS_free) else {
+                throw .malformed("scrypt parameters")
+            }
             defer { SCRYPT_PARAMS_free(scrypt) }
             var cost = 1
             for factor in [scrypt.pointee.costParameter, scrypt.pointee.blockSize, scrypt.pointee.parallelizationParameter] {
@@ -101,7 +119,7 @@ enum EncryptedPKCS8 {
                 guard cost <= maximumScryptCost else { throw .unsupported("scrypt with N·r·p above \(maximumScryptCost)") }
             }
         default:
-            return
+            throw .unsupported("PBES2 key derivation \(DERParser.objectName(function.pointee.algorithm))")
         }
     }
 

@@ -20,9 +20,9 @@ final class PKCS12Bundle {
     /// OpenSSL 3's `pkcs12 -export` counts, for the bag encryption and the MAC alike.
     static let iterations: Int32 = 2048
     /// A MAC iteration count above this is refused before the first (slow) verification.
-    static let maximumIterations = 10_000_000
+    static let maximumIterations = 2_000_000
     static let legacyMessage = "legacy PKCS#12 encryption (RC2/3DES); re-export it with openssl pkcs12 -export"
-    static let noMACMessage = "a password-protected PKCS#12 bundle without a MAC (pkcs12 -nomac); re-export it with openssl pkcs12 -export"
+    static let noMACMessage = "a PKCS#12 bundle without a MAC (pkcs12 -nomac): its integrity and its bags' costs cannot be checked; re-export it with openssl pkcs12 -export"
 
     init(functions: PKCS12Functions, handle: OpaquePointer) {
         self.functions = functions
@@ -53,7 +53,10 @@ final class PKCS12Bundle {
     func contents(_ passphrase: PassphraseSource) throws(KeyFile.Failure) -> KeyFileContents {
         let empty = SecureBytes(count: 1)
         var password = empty
+        // Without a MAC nothing vouches for the bags' key-derivation costs (a damaged or hostile
+        // file could ask for billions of iterations): such bundles are refused before decryption.
         let hasMAC = functions.macPresent(handle) == 1
+        guard hasMAC else { throw .unsupported(Self.noMACMessage) }
         if hasMAC {
             var iterations: OpaquePointer?
             functions.macParameters(nil, nil, nil, &iterations, handle)

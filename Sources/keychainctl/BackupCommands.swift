@@ -1,4 +1,5 @@
 import ArgumentParser
+import Glibc
 import KeychainCore
 import KeychainCrypto
 
@@ -26,7 +27,8 @@ struct Backup: ParsableCommand {
     func run() throws {
         let open = try selection.open()
         let master = try open.unlock()
-        let passphrase = try readSecret(file: passphraseFile, environment: "KEYCHAIN_PKCS11_BACKUP_PASSPHRASE", prompt: "Backup passphrase", confirm: true)
+        let passphrase = try readSecret(file: passphraseFile, environment: "KEYCHAIN_PKCS11_BACKUP_PASSPHRASE", prompt: "Backup passphrase", confirm: true,
+                                        status: ExitStatus.badInput, nonEmpty: true)
         let kdf = Configuration.current().kdf
         let result = try open.run { () throws(KeychainError) in
             try passphrase.withBytes { bytes throws(KeychainError) in try open.keychain.backup(master: master, passphrase: bytes, kdf: kdf) }
@@ -76,6 +78,8 @@ struct Restore: ParsableCommand {
         do { sourceLabel = try Keychain.backupLabel(data) } catch {
             throw fail("\(file) is not a keychain backup (\(error.reason)).", status: ExitStatus.badInput)
         }
+        let passphrase = try readSecret(file: passphraseFile, environment: "KEYCHAIN_PKCS11_BACKUP_PASSPHRASE", prompt: "Backup passphrase", confirm: false,
+                                        status: ExitStatus.badInput)
         let open: OpenKeychain
         if create {
             var options = selection
@@ -86,14 +90,19 @@ struct Restore: ParsableCommand {
         } else {
             open = try selection.open()
         }
-        let master = try open.unlock()
-        let passphrase = try readSecret(file: passphraseFile, environment: "KEYCHAIN_PKCS11_BACKUP_PASSPHRASE", prompt: "Backup passphrase", confirm: false)
         let summary: RestoreSummary
         do {
+            let master = try open.unlock()
             summary = try passphrase.withBytes { bytes throws(KeychainError) in
                 try open.keychain.restore(data, passphrase: bytes, master: master, skipDuplicates: skipDuplicates)
             }
         } catch {
+            // A keychain made for this restore goes again when the restore fails.
+            if create {
+                let path = open.keychain.path
+                for file in [path, path + "-wal", path + "-shm"] { unlink(file) }
+            }
+            guard let error = error as? KeychainError else { throw error }
             if error.code == .pinIncorrect || error.code == .recordCorrupted {
                 throw fail("wrong passphrase, or the backup file is damaged; nothing was restored.", status: ExitStatus.badInput)
             }

@@ -36,11 +36,23 @@ struct ItemSelector: ParsableArguments {
     /// The parsed URI, checked.
     func parsedURI() throws -> PKCS11URI? {
         guard let uri else { return nil }
-        guard let parsed = PKCS11URI(parsing: uri) else {
-            throw fail("'\(uri)' is not a PKCS#11 URI (RFC 7512), e.g. pkcs11:token=login;object=github;type=private", status: ExitStatus.usage)
+        let parsed: PKCS11URI
+        do { parsed = try PKCS11URI(parsing: uri) } catch {
+            let why: String
+            switch error {
+            case .notAURI: why = "it is not a PKCS#11 URI (RFC 7512), e.g. pkcs11:token=login;object=github;type=private"
+            case .malformed(let part): why = "'\(part)' is not name=value with %-escapes"
+            case .unknownAttribute(let name): why = "'\(name)' is not a PKCS#11 URI attribute (token, object, id, type, serial, manufacturer, model)"
+            case .repeated(let name): why = "'\(name)' is given twice"
+            case .containsPIN: why = "it carries a PIN; give PINs with --pin-file or the prompt instead"
+            }
+            throw fail("cannot use the URI: \(why).", status: ExitStatus.usage)
         }
         if let manufacturer = parsed.string("manufacturer"), manufacturer != PKCS11URI.manufacturer {
             throw fail("the URI names another manufacturer's token (\(manufacturer)).", status: ExitStatus.notFound)
+        }
+        if let model = parsed.string("model"), model != PKCS11URI.model {
+            throw fail("the URI names another model of token (\(model)).", status: ExitStatus.notFound)
         }
         return parsed
     }
@@ -48,7 +60,12 @@ struct ItemSelector: ParsableArguments {
     /// The keychain the selection names (the URI's token), unless --keychain does.
     func keychain(_ options: KeychainOptions) throws -> OpenKeychain {
         var options = options
-        if options.keychain == nil, let token = try parsedURI()?.string("token") { options.keychain = token }
+        if let token = try parsedURI()?.string("token") {
+            if let named = options.keychain, named != token {
+                throw fail("--keychain '\(named)' and the URI's token '\(token)' disagree.", status: ExitStatus.usage)
+            }
+            options.keychain = token
+        }
         let open = try options.open()
         if let serial = try parsedURI()?.string("serial") {
             let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
@@ -67,6 +84,9 @@ struct ItemSelector: ParsableArguments {
             if let typeName = uri.string("type") {
                 guard let objectClass = PKCS11URI.objectClass(typeName: typeName) else {
                     throw fail("unknown object type '\(typeName)' in the URI (cert, data, private, public, secret-key).", status: ExitStatus.usage)
+                }
+                if let type, type.objectClass != objectClass {
+                    throw fail("--type \(type.rawValue) and the URI's type=\(typeName) disagree.", status: ExitStatus.usage)
                 }
                 if kind == nil, let match = ItemKind.allCases.first(where: { $0.objectClass == objectClass && $0 != .genericPassword && $0 != .internetPassword }) {
                     kind = objectClass == .data ? nil : match
@@ -98,8 +118,17 @@ struct ItemSelector: ParsableArguments {
         return found
     }
 
+    /// Refuses a selection that names no item attribute (a bare token URI would select everything).
+    func requireCriteria() throws {
+        let (template, _) = try template()
+        guard !template.isEmpty else {
+            throw fail("name the item: the selection gives no object, id or type (it would match every item).", status: ExitStatus.usage)
+        }
+    }
+
     /// Exactly one item, or a message saying how many matched.
     func single(in open: OpenKeychain) throws -> ItemDescription {
+        try requireCriteria()
         let found = try items(in: open)
         guard let first = found.first else {
             throw fail("no item matches in keychain '\(open.label)'" + (open.master == nil ? " (private items need the PIN)" : "") + ".", status: ExitStatus.notFound)
@@ -213,6 +242,7 @@ struct Delete: ParsableCommand {
     func run() throws {
         let open = try selector.keychain(selection)
         try open.unlock()
+        try selector.requireCriteria()
         let found = all ? try selector.items(in: open) : [try selector.single(in: open)]
         guard !found.isEmpty else { throw fail("no item matches in keychain '\(open.label)'.", status: ExitStatus.notFound) }
         try open.run { () throws(KeychainError) in

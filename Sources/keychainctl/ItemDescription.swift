@@ -47,7 +47,7 @@ struct ItemDescription {
             let modulus: ArraySlice<UInt8> = (object[.modulus] ?? []).drop { $0 == 0 }
             var bits = 0
             if let first = modulus.first { bits = modulus.count * 8 - first.leadingZeroBitCount }
-            if let stated = object[.modulusBits].flatMap(AttributeValue.decodeULong) { bits = Int(stated) }
+            if let stated = object[.modulusBits].flatMap(AttributeValue.decodeULong), let exact = Int(exactly: stated) { bits = exact }
             return "RSA-\(bits)"
         }
         if keyType == .ec || keyType == .ecEdwards || keyType == .ecMontgomery {
@@ -61,7 +61,7 @@ struct ItemDescription {
             case .rsa: return "RSA"
             }
         }
-        if keyType == .aes { return "AES-\((object[.valueLength].flatMap(AttributeValue.decodeULong) ?? 0) * 8)" }
+        if keyType == .aes { return "AES-\((object[.valueLength].flatMap(AttributeValue.decodeULong) ?? 0).multipliedReportingOverflow(by: 8).partialValue)" }
         if keyType == .genericSecret { return "generic-secret" }
         return nil
     }
@@ -99,8 +99,8 @@ struct ItemDescription {
     }
 
     static func date(_ bytes: [UInt8]?) -> String? {
-        guard let seconds = bytes.flatMap(AttributeValue.decodeULong), seconds > 0 else { return nil }
-        var time = time_t(seconds)
+        guard let seconds = bytes.flatMap(AttributeValue.decodeULong), seconds > 0, let stamp = time_t(exactly: seconds) else { return nil }
+        var time = stamp
         var parts = tm()
         gmtime_r(&time, &parts)
         var buffer = [CChar](repeating: 0, count: 32)

@@ -222,10 +222,24 @@ struct Import: ParsableCommand {
             let uid = try PasswordItems.newUniqueID()
             objects.append((try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text) }, uid.bytes))
         }
+        // The key's own certificate (same public key) takes the key's label and CKA_ID; a file of
+        // certificates alone gives them to its first. Chain certificates already stored are kept as they are.
+        let keyBytes = try? (contents.privateKey ?? contents.publicKey)?.publicKeyBytes()
+        let parsed = contents.certificates.map { try? Certificate(der: $0) }
+        let leafIndex = keyBytes == nil ? (contents.certificates.isEmpty ? nil : 0)
+            : parsed.firstIndex { $0?.publicKeyBytes != nil && $0?.publicKeyBytes == keyBytes }
+        var skipped = 0
         for (index, der) in contents.certificates.enumerated() {
-            // The first certificate is the key's (same CKA_ID); the rest of a chain keep their own.
-            let isLeaf = index == 0
-            let name = isLeaf && (contents.privateKey != nil || label != nil) ? keyLabel : (certificateNames[index] ?? keyLabel)
+            let isLeaf = index == leafIndex
+            if !isLeaf, let certificate = parsed[index] {
+                let query: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.certificate.rawValue)), (.issuer, certificate.issuer),
+                                       (.serialNumber, certificate.serialNumber)]
+                if !(try open.run { () throws(KeychainError) in try open.keychain.find(query, master: master) }).isEmpty {
+                    skipped += 1
+                    continue
+                }
+            }
+            let name = isLeaf ? (label ?? contents.name ?? certificateNames[index] ?? keyLabel) : (certificateNames[index] ?? baseName)
             var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.certificate.rawValue)),
                                       (.certificateType, AttributeValue.ulong(CertificateType.x509.rawValue)), (.value, der),
                                       (.token, AttributeValue.bool(true)), (.isPrivate, AttributeValue.bool(false)), (.label, Array(name.utf8)),
@@ -242,6 +256,7 @@ struct Import: ParsableCommand {
         }
         let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
         print("Imported from \(file) (\(contents.format.rawValue)):")
+        if skipped > 0 { print("  (\(skipped) chain certificate(s) already in the keychain kept as they were)") }
         for (object, _) in objects {
             let item = ItemDescription(rowID: 0, object: object, token: info.label, serial: info.serial)
             print("  \(item.kind.padding(toLength: 12, withPad: " ", startingAt: 0)) \(item.uri.text)")
@@ -290,6 +305,9 @@ struct Export: ParsableCommand {
     }
 
     func run() throws {
+        if format == .der || format == .pkcs12, output == nil || output == "-", isatty(STDOUT_FILENO) == 1 {
+            throw fail("binary output: give -o FILE.", status: ExitStatus.usage)
+        }
         let open = try selector.keychain(selection)
         if !publicOnly { try open.unlock() }
         let item = try selector.single(in: open)
@@ -327,9 +345,6 @@ struct Export: ParsableCommand {
         default:
             throw fail("a \(item.kind) is not exported; passwords are read with find-generic-password -w.", status: ExitStatus.usage)
         }
-        if (format == .der || format == .pkcs12), output == nil, isatty(1) == 1 {
-            throw fail("binary output: give -o FILE.", status: ExitStatus.usage)
-        }
         try writeOutput(bytes, to: output, secret: secretOutput)
         if let output, output != "-" { print("Wrote \(item.kind) \(item.uri.text) to \(output)") }
     }
@@ -337,13 +352,13 @@ struct Export: ParsableCommand {
     /// An extractable private key, encrypted under a passphrase asked twice.
     private func privateExport(_ item: ItemDescription, in open: OpenKeychain) throws -> [UInt8] {
         let object = item.object
-        guard object.bool(.extractable), !object.hasSealedSecrets, !object.bool(.alwaysAuthenticate) else {
+        guard object.bool(.extractable), !object.bool(.wrapWithTrusted), !object.hasSealedSecrets, !object.bool(.alwaysAuthenticate) else {
             throw fail("the private key '\(item.label)' is not extractable: it never leaves the keychain (export its public key with --format ssh or pem).",
                        status: ExitStatus.notPermitted)
         }
         let key = try open.run { () throws(KeychainError) in try KeyFactory.key(of: object) }
         let passphrase = try readSecret(file: passphraseFile, environment: "KEYCHAIN_PKCS11_EXPORT_PASSPHRASE",
-                                        prompt: "Passphrase for the exported key", confirm: true)
+                                        prompt: "Passphrase for the exported key", confirm: true, status: ExitStatus.badInput, nonEmpty: true)
         do {
             if format == .pkcs12 {
                 var certificates: [[UInt8]] = []

@@ -148,7 +148,7 @@ struct ChangePIN: ParsableCommand {
         let open = try selection.open()
         let owner: PINOwner = so ? .securityOfficer : .user
         let name = so ? "SO PIN" : "user PIN"
-        let old = try readSecret(file: oldPinFile ?? selection.pinFile, environment: so ? "KEYCHAIN_PKCS11_SO_PIN" : "KEYCHAIN_PKCS11_PIN",
+        let old = try readSecret(file: oldPinFile ?? (so ? nil : selection.pinFile), environment: so ? "KEYCHAIN_PKCS11_SO_PIN" : "KEYCHAIN_PKCS11_PIN",
                                  prompt: "Current \(name) of '\(open.label)'", confirm: false)
         let new = try readSecret(file: newPinFile, environment: so ? "KEYCHAIN_PKCS11_NEW_SO_PIN" : "KEYCHAIN_PKCS11_NEW_PIN",
                                  prompt: "New \(name)", confirm: true)

@@ -16,14 +16,24 @@ struct KeychainOptions: ParsableArguments {
         let configuration = Configuration.current()
         let directory = KeychainDirectory(path: configuration.directory)
         var labelled: [(path: String, label: String)] = []
+        var unreadable: [String] = []
         for path in directory.keychainFiles() {
-            if let label = try? Keychain.open(at: path).info(countingObjects: false).label { labelled.append((path, label)) }
+            do { labelled.append((path, try Keychain.open(at: path).info(countingObjects: false).label)) } catch {
+                unreadable.append("\(path): \(error.reason)")
+            }
         }
         let wanted = keychain ?? configuration.defaultKeychain
         let match: (path: String, label: String)?
         if let wanted {
-            match = labelled.first { $0.label == wanted }
+            let matches = labelled.filter { $0.label == wanted }
+            guard matches.count <= 1 else {
+                throw fail("two keychain files are labelled '\(wanted)': \(matches.map(\.path).joined(separator: ", ")); relabel or move one.", status: ExitStatus.usage)
+            }
+            match = matches.first
             guard match != nil else {
+                if !unreadable.isEmpty {
+                    throw fail("no readable keychain labelled '\(wanted)'; unreadable: \(unreadable.joined(separator: "; ")).", status: ExitStatus.storage)
+                }
                 throw fail("no keychain labelled '\(wanted)' in \(directory.path) (see 'keychainctl list').", status: ExitStatus.notFound)
             }
         } else if let login = labelled.first(where: { $0.label == "login" }) {
@@ -78,13 +88,18 @@ final class OpenKeychain {
 }
 
 /// Reads a secret (PIN, password, passphrase) from a file ('-' = stdin), an environment
-/// variable, or a no-echo prompt; a failure exits with the PIN status.
-func readSecret(file: String?, environment: String?, prompt: String, confirm: Bool) throws -> SecretInput {
+/// variable, or a no-echo prompt; a failure exits with `status` (a PIN's by default; a file
+/// passphrase's is the bad-input status). With `nonEmpty`, an empty secret is refused.
+func readSecret(file: String?, environment: String?, prompt: String, confirm: Bool, status: Int32 = ExitStatus.pin,
+                nonEmpty: Bool = false) throws -> SecretInput {
+    let secret: SecretInput
     do {
-        return try SecretInput.read(file: file, environment: environment, prompt: prompt, confirm: confirm)
+        secret = try SecretInput.read(file: file, environment: environment, prompt: prompt, confirm: confirm)
     } catch let error as SecretInput.Failure {
-        throw fail(error.message, status: ExitStatus.pin)
+        throw fail(error.message, status: status)
     }
+    if nonEmpty, secret.isEmpty { throw fail("an empty \(prompt.lowercased()) is refused.", status: ExitStatus.usage) }
+    return secret
 }
 
 /// `--accessible` and `--access-control`: an item's protection class and constraint flags.
@@ -182,27 +197,38 @@ extension Substring {
     var trimmingSpaces: String { String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed()) }
 }
 
-/// Writes bytes to a file (0600 for secrets) or standard output when `path` is nil or "-".
-func writeOutput(_ bytes: [UInt8], to path: String?, secret: Bool) throws {
-    guard let path, path != "-" else {
-        var written = 0
-        while written < bytes.count {
-            let n = bytes[written...].withUnsafeBytes { Glibc.write(STDOUT_FILENO, $0.baseAddress, $0.count) }
-            guard n > 0 else { throw fail("cannot write to standard output: \(String(cString: strerror(errno))).", status: ExitStatus.failure) }
-            written += n
-        }
-        return
-    }
-    let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, secret ? 0o600 : 0o644)
-    guard fd >= 0 else { throw fail("cannot write \(path): \(String(cString: strerror(errno))).", status: ExitStatus.failure) }
-    defer { close(fd) }
+/// Writes all of `bytes` to `fd`.
+private func writeAll(_ bytes: [UInt8], to fd: Int32) -> Bool {
     var written = 0
     while written < bytes.count {
         let n = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        guard n > 0 else { throw fail("cannot write \(path): \(String(cString: strerror(errno))).", status: ExitStatus.failure) }
+        if n < 0, errno == EINTR { continue }
+        guard n > 0 else { return false }
         written += n
     }
-    guard fsync(fd) == 0 else { throw fail("cannot write \(path): \(String(cString: strerror(errno))).", status: ExitStatus.failure) }
+    return true
+}
+
+/// Writes bytes to standard output (`path` nil or "-") or to a file, whole or not at all: a new
+/// file beside the target (never following a link; 0600 for secrets) is synced, then renamed
+/// over it, so an existing file keeps its contents if anything fails.
+func writeOutput(_ bytes: [UInt8], to path: String?, secret: Bool) throws {
+    guard let path, path != "-" else {
+        guard writeAll(bytes, to: STDOUT_FILENO) else {
+            throw fail("cannot write to standard output: \(String(cString: strerror(errno))).", status: ExitStatus.failure)
+        }
+        return
+    }
+    let temporary = path + ".keychainctl-\(getpid())"
+    let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, secret ? 0o600 : 0o644)
+    guard fd >= 0 else { throw fail("cannot write \(path): \(String(cString: strerror(errno))).", status: ExitStatus.failure) }
+    let written = writeAll(bytes, to: fd) && fsync(fd) == 0
+    let reason = String(cString: strerror(errno))
+    close(fd)
+    guard written, rename(temporary, path) == 0 else {
+        unlink(temporary)
+        throw fail("cannot write \(path): \(reason).", status: ExitStatus.failure)
+    }
 }
 
 /// Reads a whole file ('-' = standard input), bounded at 16 MiB.

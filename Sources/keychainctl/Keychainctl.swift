@@ -65,15 +65,17 @@ func failure(for error: KeychainError) -> ExitCode {
         return fail("an item with the same identity already exists (\(error.reason)); update it or delete it first.", status: ExitStatus.exists)
     case .objectNotFound:
         return fail("\(error.reason).", status: ExitStatus.notFound)
-    case .argumentsBad:
+    case .argumentsBad, .keySizeRange:
         return fail("\(error.reason).", status: ExitStatus.usage)
     case .readOnly:
         return fail("the keychain is read-only: \(error.reason).", status: ExitStatus.storage)
     case .storageFull:
         return fail("the disk is full: \(error.reason). Free some space and try again.", status: ExitStatus.storage)
-    case .keyUnextractable, .attributeSensitive, .actionProhibited:
+    case .keyUnextractable, .attributeSensitive, .actionProhibited, .attributeReadOnly:
         return fail("\(error.reason).", status: ExitStatus.notPermitted)
-    case .attributeValueInvalid, .templateInconsistent, .templateIncomplete, .attributeTypeInvalid, .keySizeRange:
+    case .protectionUnavailable:
+        return fail("\(error.reason).", status: ExitStatus.pin)
+    case .attributeValueInvalid, .templateInconsistent, .templateIncomplete, .attributeTypeInvalid:
         return fail("\(error.reason).", status: ExitStatus.badInput)
     default:
         return fail("\(error.reason).", status: ExitStatus.storage)

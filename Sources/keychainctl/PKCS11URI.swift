@@ -66,14 +66,28 @@ struct PKCS11URI: Equatable {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Parses "pkcs11:name=value;…[?query]"; the query part (pin-source, module-path…) is ignored.
-    init?(parsing text: String) {
-        guard text.hasPrefix("pkcs11:") else { return nil }
-        let path = text.dropFirst("pkcs11:".count).split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        for part in path.split(separator: ";") where !part.isEmpty {
+    /// RFC 7512 path attributes; any other name (a typo would widen a search) is refused.
+    static let pathAttributes: Set<String> = ["token", "manufacturer", "serial", "model", "object", "id", "type", "library-manufacturer",
+                                              "library-description", "library-version", "slot-manufacturer", "slot-description", "slot-id"]
+
+    /// Why a URI was refused.
+    enum ParseError: Error { case notAURI, malformed(String), unknownAttribute(String), repeated(String), containsPIN }
+
+    /// Parses "pkcs11:name=value;…[?query]": each path attribute known and given once; the query
+    /// (module-path…) is ignored, except that a PIN in it is refused rather than silently used.
+    init(parsing text: String) throws(ParseError) {
+        guard text.hasPrefix("pkcs11:") else { throw .notAURI }
+        let parts = text.dropFirst("pkcs11:".count).split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        if parts.count == 2, parts[1].split(separator: "&").contains(where: { $0.hasPrefix("pin-value=") || $0.hasPrefix("pin-source=") }) {
+            throw .containsPIN
+        }
+        for part in (parts.first ?? "").split(separator: ";") where !part.isEmpty {
             let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard pair.count == 2, let value = Self.decode(pair[1]) else { return nil }
-            attributes.append((String(pair[0]), value))
+            guard pair.count == 2, let value = Self.decode(pair[1]) else { throw .malformed(String(part)) }
+            let name = String(pair[0])
+            guard Self.pathAttributes.contains(name) else { throw .unknownAttribute(name) }
+            guard self[name] == nil else { throw .repeated(name) }
+            attributes.append((name, value))
         }
     }
 

@@ -96,17 +96,18 @@ enum PasswordItems {
         var secret = try readPassword(file: passwordFile, confirm: true)
         defer { wipe(&secret) }
         let identity = try attributes.identity(itemClass, internet: internet)
-        if updateExisting, let existing = try find(identity, in: open).first {
-            try update(existing, in: open, with: attributes.descriptive + [(.value, secret)])
-            print("Updated \(existing.kind) \(existing.uri.text)")
-            return
-        }
         var template: Template = identity + [(.token, AttributeValue.bool(true)), (.value, secret)]
         template += try access.template(defaultClass: .whenUnlocked, isPrivateKey: false, isPassword: true)
         template += attributes.descriptive
         if attributes.label == nil, let service = attributes.service { template.append((.label, Array(service.utf8))) }
         let uid = try newUniqueID()
         let object = try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text) }
+        // -U: the item this one would duplicate (same primary key, absent fields equal to empty), if any.
+        if updateExisting, let existing = try find(identity, in: open).first(where: { $0.object.isSameItem(as: object) }) {
+            try update(existing, in: open, with: attributes.descriptive + [(.value, secret)])
+            print("Updated \(existing.kind) \(existing.uri.text)")
+            return
+        }
         _ = try open.run { () throws(KeychainError) in try open.keychain.add(object, uid: uid.bytes, master: master) }
         let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
         print("Added \(ItemDescription(rowID: 0, object: object, token: info.label, serial: info.serial).uri.text)")
@@ -121,8 +122,8 @@ enum PasswordItems {
     }
 
     static func single(_ itemClass: ItemClass, attributes: PasswordAttributes, internet: InternetAttributes?, in open: OpenKeychain) throws -> ItemDescription {
-        var identity = try attributes.identity(itemClass, internet: internet)
-        if let label = attributes.label { identity.append((.label, Array(label.utf8))) }
+        // Like security: every attribute given narrows the search (label, comment and kind too).
+        let identity = try attributes.identity(itemClass, internet: internet) + attributes.descriptive
         let found = try find(identity, in: open)
         guard let first = found.first else {
             throw fail("the specified item could not be found in keychain '\(open.label)'.", status: ExitStatus.notFound)
@@ -225,7 +226,8 @@ struct PasswordFinder {
         if onlyPassword {
             var secret = try PasswordItems.secret(of: item, in: open, applicationPasswordFile: applicationPasswordFile)
             defer { wipe(&secret) }
-            try writeOutput(secret + [0x0A], to: nil, secret: true)
+            try writeOutput(secret, to: nil, secret: true)
+            try writeOutput([0x0A], to: nil, secret: false)
             return
         }
         if json {

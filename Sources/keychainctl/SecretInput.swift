@@ -9,6 +9,11 @@ struct SecretInput {
 
     private let secret: SecureBytes
 
+    var isEmpty: Bool { secret.count == 0 }
+
+    /// The longest secret read: PINs stop at 256 bytes, passwords and passphrases at 64 KiB.
+    static let maximumLength = 65536
+
     func withBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         try secret.withUnsafeBytes(body)
     }
@@ -49,12 +54,23 @@ struct SecretInput {
         return SecretInput(secret: SecureBytes(first))
     }
 
-    /// One line without its newline.
+    /// One line without its newline, at most `maximumLength` bytes (the rest of a longer line is
+    /// dropped: a secret that long is a wrong file, refused by the length checks after).
     private static func readLine(_ handle: UnsafeMutablePointer<FILE>) -> [UInt8] {
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(256)
         while true {
             let c = fgetc(handle)
             if c == EOF || c == 0x0A { break }
+            if bytes.count == maximumLength + 1 { continue }
+            if bytes.count == bytes.capacity {
+                // Grow by hand so the old buffer is wiped, not left behind by the array's own growth.
+                var larger: [UInt8] = []
+                larger.reserveCapacity(bytes.capacity * 2)
+                larger += bytes
+                wipe(&bytes)
+                bytes = larger
+            }
             bytes.append(UInt8(truncatingIfNeeded: c))
         }
         if bytes.last == 0x0D { bytes.removeLast() }

@@ -52,6 +52,16 @@ expect_status 3 "wrong PIN" kc find-generic-password -a alice -s github.com -w -
 out=$(sq info); expect_contains "$out" "User PIN count low, 1 of 10 failed tries" "the wrong PIN was counted"
 expect_status 6 "no such password" kc find-generic-password -a bob -s github.com -w --pin-file user.pin
 expect_status 64 "internet options on a generic password" kc find-generic-password -s github.com -P 443 --pin-file user.pin
+# -U updates only the item with the same identity: without -a it is another item (empty account).
+printf 'bob-pass' >bob.txt
+kc add-generic-password -a bob -s github.com --pin-file user.pin --password-file bob.txt >/dev/null || fail "add bob"
+kc add-generic-password -s github.com -l no-account -U --pin-file user.pin --password-file bob.txt >/dev/null || fail "add -U without an account"
+out=$(kc find-generic-password -a alice -s github.com -w --pin-file user.pin); expect_eq "$out" "hunter2" "-U without -a left alice's password alone"
+out=$(kc find-generic-password -s github.com -l no-account -w --pin-file user.pin); expect_eq "$out" "bob-pass" "-U without -a added an item"
+expect_status 64 "three items match -s github.com" kc delete-generic-password -s github.com --pin-file user.pin
+out=$(kc find-generic-password -s github.com -j "work account" -w --pin-file user.pin); expect_eq "$out" "hunter2" "-j narrows the search"
+kc delete-generic-password -a bob -s github.com --pin-file user.pin >/dev/null || fail "delete bob"
+kc delete-generic-password -s github.com -l no-account --pin-file user.pin >/dev/null || fail "delete the account-less item"
 kc add-generic-password -a alice -s github.com -U --pin-file user.pin --password-file other.txt >/dev/null || fail "add -U"
 out=$(kc find-generic-password -a alice -s github.com -w --pin-file user.pin); expect_eq "$out" "other" "add -U updated the password"
 printf 'third' >third.txt
@@ -101,6 +111,11 @@ expect_contains "$uri" ";object=p11-object;type=data" "URI of the data object"
 out=$(sq show "$uri" --pin-file user.pin); expect_contains "$out" "Kind data" "show by URI"
 expect_not_contains "$out" "from pkcs11-tool" "show never prints the value"
 expect_status 64 "not a URI" kc show "http://example.com" --pin-file user.pin
+expect_status 64 "an unknown URI attribute" kc delete "pkcs11:token=login;objekt=p11-object" --all --pin-file user.pin
+expect_status 64 "a repeated URI attribute" kc show "pkcs11:token=login;object=a;object=b" --pin-file user.pin
+expect_status 64 "a PIN in the URI" kc show "pkcs11:token=login;object=p11-object?pin-value=user-pin-1" --pin-file user.pin
+expect_status 64 "a bare token URI selects nothing to delete" kc delete "pkcs11:token=login" --all --pin-file user.pin
+expect_status 64 "--type against the URI's type" kc show "$uri" --type private-key --pin-file user.pin
 expect_status 6 "URI of another token" kc show "pkcs11:token=nosuch;object=p11-object" --pin-file user.pin
 expect_status 6 "URI matching nothing" kc show "pkcs11:token=login;object=nothing" --pin-file user.pin
 kc delete "$uri" --pin-file user.pin >/dev/null || fail "delete by URI"
@@ -126,8 +141,9 @@ out=$(sq info); expect_contains "$out" "Label login" "login is the default while
 expect_status 6 "set-default to a missing keychain" kc set-default nosuch
 kc set-default work >/dev/null || fail "set-default"
 out=$(sq info); expect_contains "$out" "Label work" "the default moved"
-expect_status 6 "the new default has no such password" kc find-generic-password -s github.com --pin-file user.pin
-out=$(kc find-generic-password -k login -s github.com -w --pin-file user.pin); expect_eq "$out" "third" "--keychain picks another"
+expect_status 6 "the new default has no such password" kc find-generic-password -a alice -s github.com --pin-file user.pin
+out=$(kc find-generic-password -k login -a alice -s github.com -w --pin-file user.pin); expect_eq "$out" "third" "--keychain picks another"
+expect_status 64 "--keychain against the URI's token" kc show -k work "pkcs11:token=login;object=github.com" --pin-file user.pin
 printf '%s\n' user-pin-2 >new.pin
 expect_status 3 "change-pin with a wrong old PIN" kc change-pin --old-pin-file wrong.pin --new-pin-file new.pin
 kc change-pin --old-pin-file user.pin --new-pin-file new.pin >/dev/null || fail "change-pin"

@@ -52,6 +52,10 @@ p11 --token-label copy --read-object --type pubkey --id 42 -o pub.der >/dev/null
 p11 --token-label copy --verify --id 42 -m ECDSA-SHA256 -i data.txt --signature-file sig.bin --login --pin user-pin-2 >/dev/null 2>&1 ||
     fail "restored key verifies"
 
+# A restore into a new keychain that fails (wrong passphrase) leaves no keychain behind.
+expect_status 7 "restore --create with a wrong passphrase" kc restore source.kcbackup --create -k never --passphrase-file wrong.pass --so-pin-file so.pin --pin-file user2.pin
+expect_status 6 "the keychain made for a failed restore is gone" kc info -k never
+
 # Errors leave the target untouched.
 kc create --label target --so-pin-file so.pin --pin-file user.pin >/dev/null || fail "create target"
 expect_status 7 "restore with a wrong passphrase" kc restore source.kcbackup -k target --passphrase-file wrong.pass --pin-file user.pin

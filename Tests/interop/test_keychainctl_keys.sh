@@ -39,7 +39,7 @@ ssh_line=$(sed -n 's/^SSH: *//p' <<<"$out")
 kc generate-key --type rsa --bits 2048 --label gen-rsa --id 0a --pin-file user.pin >/dev/null || fail "generate RSA"
 kc generate-key --type ed25519 --label gen-ed --pin-file user.pin >/dev/null || fail "generate Ed25519"
 expect_status 64 "unknown key type" kc generate-key --type dsa --label x --pin-file user.pin
-expect_status 7 "RSA size out of range" kc generate-key --type rsa --bits 1024 --label x --pin-file user.pin
+expect_status 64 "RSA size out of range" kc generate-key --type rsa --bits 1024 --label x --pin-file user.pin
 listed=$(ssh-keygen -D "$MODULE" </dev/null 2>/dev/null)
 expect_contains "$listed" "$(awk '{print $1, $2}' <<<"$ssh_line")" "ssh-keygen -D lists the generated key as generate-key printed it"
 out=$(kc export --label gen-ec --type public-key --format ssh --public-only); expect_eq "$out" "$ssh_line" "export --format ssh"
@@ -116,6 +116,30 @@ key_id=$(python3 -c 'import json,sys; print([i["id"] for i in json.loads(sys.arg
 expect_eq "$ids" "certificate:$key_id private-key:$key_id public-key:$key_id" "the identity's three objects share one CKA_ID"
 openssl pkey -in id.key -pubout -out id.pub.pem || fail "id pub"
 verify_with id.pub.pem "$key_id" ECDSA-SHA256
+# Two identities issued by one CA, each bundle carrying the CA: the second import keeps the stored
+# CA certificate and adds its own key and certificate; each certificate pairs with its own key.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -subj "/CN=Test CA" -days 30 -out ca.crt 2>/dev/null || fail "CA"
+for n in 1 2; do
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "leaf$n.key" -subj "/CN=leaf $n" -out "leaf$n.csr" 2>/dev/null || fail "csr $n"
+    openssl x509 -req -in "leaf$n.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 -out "leaf$n.crt" 2>/dev/null || fail "sign $n"
+    # The CA first in the bundle's chain: pairing goes by public key, not by position.
+    cat ca.crt "leaf$n.crt" >"chain$n.pem"
+    openssl pkcs12 -export -inkey "leaf$n.key" -in "leaf$n.crt" -certfile ca.crt -name "leaf $n" -passout pass:p12-pass -out "leaf$n.p12" || fail "p12 $n"
+    kc import "leaf$n.p12" --passphrase-file p12.pass --pin-file user.pin >import.out || fail "import leaf $n: $(cat import.out)"
+done
+expect_contains "$(cat import.out)" "1 chain certificate(s) already in the keychain" "the second bundle kept the stored CA"
+json=$(kc items --json --pin-file user.pin)
+pairs=$(python3 -c '
+import json, sys
+items = json.loads(sys.argv[1])
+for name in ("leaf 1", "leaf 2"):
+    ids = sorted({i["id"] for i in items if i["label"] == name})
+    print(name, len(ids), sorted(i["kind"] for i in items if i["label"] == name))
+print("CA", sum(1 for i in items if i["kind"] == "certificate" and i["subject"] == "Test CA"))' "$json")
+expect_eq "$pairs" "leaf 1 1 ['certificate', 'private-key', 'public-key']
+leaf 2 1 ['certificate', 'private-key', 'public-key']
+CA 1" "each leaf certificate pairs with its key; the CA is stored once"
+
 # Export it again as PKCS#12 and as encrypted PKCS#8: openssl reads both, same key.
 kc export --label "client identity" --type private-key --format pkcs12 -o back.p12 --passphrase-file file.pass --pin-file user.pin >/dev/null ||
     fail "export PKCS#12"
@@ -125,6 +149,13 @@ openssl pkcs12 -in back.p12 -passin file:file.pass -nokeys 2>/dev/null | openssl
 kc export --label imported-rsa --type private-key --format pkcs8 -o back.p8 --passphrase-file file.pass --pin-file user.pin >/dev/null || fail "export PKCS#8"
 head -1 back.p8 | grep -q "BEGIN ENCRYPTED PRIVATE KEY" || fail "PKCS#8 export is not encrypted"
 [ "$(stat -c %a back.p8)" = 600 ] || fail "exported private key file is not 0600"
+# Over an existing world-readable file: replaced by a 0600 one; an empty passphrase is refused.
+printf 'old' >over.p8 && chmod 644 over.p8
+kc export --label imported-rsa --type private-key -o over.p8 --passphrase-file file.pass --pin-file user.pin >/dev/null || fail "export over a file"
+[ "$(stat -c %a over.p8)" = 600 ] || fail "an export over an existing 0644 file is not 0600"
+: >empty.pass
+expect_status 64 "an empty export passphrase" kc export --label imported-rsa --type private-key -o x.p8 --passphrase-file empty.pass --pin-file user.pin
+[ -e x.p8 ] && fail "a refused export left a file"
 openssl pkey -in back.p8 -passin file:file.pass -pubout | cmp -s - rsa.pub.pem || fail "openssl reads our encrypted PKCS#8"
 expect_status 8 "an imported key without --extractable stays in" kc export --label imported-p8 --type private-key --passphrase-file file.pass --pin-file user.pin
 echo "ok: keychainctl keys and certificates, used by pkcs11-tool, openssl and ssh-keygen"

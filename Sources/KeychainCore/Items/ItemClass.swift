@@ -31,6 +31,12 @@ extension ObjectAttributes {
         return ItemClass(rawValue: raw)
     }
 
+    /// Whether `other` is the same keychain item: same class and primary key (absent equals empty).
+    public func isSameItem(as other: ObjectAttributes) -> Bool {
+        guard let mine = primaryKeyTuple else { return false }
+        return mine == other.primaryKeyTuple
+    }
+
     /// The values of the item's primary key in a fixed encoding (absent equals empty), or nil
     /// for objects that are not keychain items.
     var primaryKeyTuple: [UInt8]? {
