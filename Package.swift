@@ -86,8 +86,9 @@ let package = Package(
 
         // Fuzz targets (scripts/fuzz.sh builds them with libFuzzer; a normal build makes
         // replayers of the committed corpora, run by the tests).
-        .executableTarget(name: "FuzzDecoders", dependencies: ["KeychainCore", "KeychainCrypto", "KeychainStore"]),
-        .executableTarget(name: "FuzzModule", dependencies: ["PKCS11", "CPKCS11"]),
+        .target(name: "FuzzSupport"),
+        .executableTarget(name: "FuzzDecoders", dependencies: ["FuzzSupport", "KeychainCore", "KeychainCrypto", "KeychainStore"]),
+        .executableTarget(name: "FuzzModule", dependencies: ["FuzzSupport", "PKCS11", "CPKCS11"]),
 
         .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
         .testTarget(name: "KeychainStoreTests", dependencies: ["KeychainStore", "KeychainCrypto"]),

@@ -4,6 +4,7 @@
 //    libFuzzer calls LLVMFuzzerTestOneInput;
 //  - a normal build: `FuzzDecoders FILE|DIR...` runs each file once — the committed corpus and
 //    crashers as regression inputs (Tests/fuzz/), in CI and under the sanitizers.
+import FuzzSupport
 import KeychainCore
 import KeychainCrypto
 import KeychainStore
@@ -65,16 +66,10 @@ public func fuzzOne(_ bytes: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     return 0
 }
 
-/// libFuzzer's driver (from libclang_rt.fuzzer_no_main, linked by scripts/fuzz.sh).
-@_silgen_name("LLVMFuzzerRunDriver")
-func runFuzzerDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-                     _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
-
 /// The entry point SwiftPM links an executable target to.
 @_cdecl("FuzzDecoders_main")
 func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var count = argc, arguments = argv
-    return runFuzzerDriver(&count, &arguments, fuzzOne)
+    FuzzHarness.runLibFuzzer(argc, argv, fuzzOne)
 }
 #else
 import Glibc
@@ -82,9 +77,8 @@ import Glibc
 @main
 struct ReplayDecoders {
     static func main() {
-        let inputs = RegressionInputs.files(CommandLine.arguments.dropFirst())
-        for path in inputs { DecoderFuzz.run(RegressionInputs.read(path)) }
-        print("FuzzDecoders: \(inputs.count) inputs replayed, no crash")
+        let count = FuzzHarness.replay(CommandLine.arguments.dropFirst()) { DecoderFuzz.run($0) }
+        print("FuzzDecoders: \(count) inputs replayed, no crash")
     }
 }
 #endif

@@ -8,6 +8,7 @@
 // pointers (CK_GCM_PARAMS, nested templates, …) are built with real ones. Everything else —
 // values, lengths, counts, types, handles, order — comes from the input.
 import CPKCS11
+import FuzzSupport
 import Glibc
 import PKCS11
 
@@ -461,31 +462,24 @@ public func fuzzOne(_ bytes: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     return 0
 }
 
-/// libFuzzer's driver (from libclang_rt.fuzzer_no_main, linked by scripts/fuzz.sh).
-@_silgen_name("LLVMFuzzerRunDriver")
-func runFuzzerDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-                     _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
-
 /// The entry point SwiftPM links an executable target to.
 @_cdecl("FuzzModule_main")
 func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var count = argc, arguments = argv
-    return runFuzzerDriver(&count, &arguments, fuzzOne)
+    FuzzHarness.runLibFuzzer(argc, argv, fuzzOne)
 }
 #else
 @main
 struct ReplayModule {
     static func main() {
-        let inputs = RegressionInputs.files(CommandLine.arguments.dropFirst())
         ModuleFuzz.base = ModuleFuzz.setUp()
         guard let base = ModuleFuzz.base else { exit(1) }
-        for path in inputs { ModuleFuzz.run(RegressionInputs.read(path)) }
+        let count = FuzzHarness.replay(CommandLine.arguments.dropFirst()) { ModuleFuzz.run($0) }
         _ = PKCS11.C_Finalize(nil)
         guard base.keys.count == 9 else {
             print("FuzzModule: \(base.keys.count) of the 9 base keys were made")
             exit(1)
         }
-        print("FuzzModule: \(inputs.count) inputs replayed, no crash")
+        print("FuzzModule: \(count) inputs replayed, no crash")
     }
 }
 #endif
