@@ -206,14 +206,7 @@ struct Show: ParsableCommand {
     func run() throws {
         let open = try selector.keychain(selection)
         if !publicOnly { try open.unlock() }
-        let item = try selector.single(in: open)
-        if json {
-            print(item.json)
-            return
-        }
-        let rows = item.details
-        let width = rows.map(\.0.count).max() ?? 0
-        for (name, value) in rows { print(name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + value) }
+        try selector.single(in: open).print(json: json)
     }
 }
 

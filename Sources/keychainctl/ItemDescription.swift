@@ -149,6 +149,17 @@ struct ItemDescription {
         return rows
     }
 
+    /// Prints the item as aligned name/value lines, or as JSON.
+    func print(json: Bool) {
+        if json {
+            Swift.print(self.json)
+            return
+        }
+        let rows = details
+        let width = rows.map(\.0.count).max() ?? 0
+        for (name, value) in rows { Swift.print(name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + value) }
+    }
+
     private func fourCharacterCode(_ type: AttributeType) -> String? {
         guard let raw = object[type].flatMap(AttributeValue.decodeULong), raw != 0 else { return nil }
         let bytes = (0..<4).map { UInt8(truncatingIfNeeded: raw >> (24 - 8 * UInt($0))) }

@@ -22,8 +22,10 @@ struct Keychainctl: ParsableCommand {
         """,
         subcommands: [
             Create.self, List.self, Info.self, SetDefault.self, DeleteKeychain.self, ChangePIN.self, ResetPIN.self, RaiseKDF.self,
-            AddGenericPassword.self, FindGenericPassword.self, UpdateGenericPassword.self, DeleteGenericPassword.self,
-            AddInternetPassword.self, FindInternetPassword.self, UpdateInternetPassword.self, DeleteInternetPassword.self,
+            AddPassword<GenericPasswordClass>.self, FindPassword<GenericPasswordClass>.self,
+            UpdatePassword<GenericPasswordClass>.self, DeletePassword<GenericPasswordClass>.self,
+            AddPassword<InternetPasswordClass>.self, FindPassword<InternetPasswordClass>.self,
+            UpdatePassword<InternetPasswordClass>.self, DeletePassword<InternetPasswordClass>.self,
             GenerateKey.self, Import.self, Export.self,
             Items.self, Show.self, Delete.self,
             Backup.self, Restore.self,

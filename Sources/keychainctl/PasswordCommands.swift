@@ -20,11 +20,11 @@ struct PasswordAttributes: ParsableArguments {
     var kind: String?
 
     /// The identifying attributes (for searching) of an item of `itemClass`.
-    func identity(_ itemClass: ItemClass, internet: InternetAttributes? = nil) throws -> Template {
+    func identity(_ itemClass: ItemClass, extra: Template) -> Template {
         var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.itemClass, AttributeValue.ulong(itemClass.rawValue))]
         if let account { template.append((.account, Array(account.utf8))) }
         if let service { template.append((.application, Array(service.utf8))) }
-        return template + (try internet?.template() ?? [])
+        return template + extra
     }
 
     /// The descriptive attributes given (label, comment, kind).
@@ -87,7 +87,7 @@ enum PasswordItems {
         return try secret.withBytes { Array($0) }
     }
 
-    static func add(_ itemClass: ItemClass, attributes: PasswordAttributes, internet: InternetAttributes? = nil, access: AccessOptions,
+    static func add(_ itemClass: ItemClass, attributes: PasswordAttributes, extra: Template, access: AccessOptions,
                     selection: KeychainOptions, passwordFile: String?, updateExisting: Bool) throws {
         guard attributes.service != nil || itemClass == .genericPassword else { throw fail("give the server with -s.", status: ExitStatus.usage) }
         guard attributes.account != nil || attributes.service != nil else { throw fail("give at least -a ACCOUNT or -s SERVICE.", status: ExitStatus.usage) }
@@ -95,7 +95,7 @@ enum PasswordItems {
         let master = try open.unlock()
         var secret = try readPassword(file: passwordFile, confirm: true)
         defer { wipe(&secret) }
-        let identity = try attributes.identity(itemClass, internet: internet)
+        let identity = attributes.identity(itemClass, extra: extra)
         var template: Template = identity + [(.token, AttributeValue.bool(true)), (.value, secret)]
         template += try access.template(defaultClass: .whenUnlocked, isPrivateKey: false, isPassword: true)
         template += attributes.descriptive
@@ -121,9 +121,9 @@ enum PasswordItems {
         }
     }
 
-    static func single(_ itemClass: ItemClass, attributes: PasswordAttributes, internet: InternetAttributes?, in open: OpenKeychain) throws -> ItemDescription {
+    static func single(_ itemClass: ItemClass, attributes: PasswordAttributes, extra: Template, in open: OpenKeychain) throws -> ItemDescription {
         // Like security: every attribute given narrows the search (label, comment and kind too).
-        let identity = try attributes.identity(itemClass, internet: internet) + attributes.descriptive
+        let identity = attributes.identity(itemClass, extra: extra) + attributes.descriptive
         let found = try find(identity, in: open)
         guard let first = found.first else {
             throw fail("the specified item could not be found in keychain '\(open.label)'.", status: ExitStatus.notFound)
@@ -161,139 +161,120 @@ enum PasswordItems {
     }
 }
 
-/// One add/find/update/delete command per password class, as in Apple's `security`.
-protocol PasswordCommand: ParsableCommand {
+/// A password class as the commands name it, with the options only that class has.
+protocol PasswordClass {
+    associatedtype Extra: ParsableArguments
     static var itemClass: ItemClass { get }
+    /// "generic-password" or "internet-password", as in the command names.
+    static var noun: String { get }
+    /// What the class's identity is made of, for the help texts.
+    static var identity: String { get }
+    static func examples(_ verb: String) -> [String]
+    static func template(_ extra: Extra) throws -> Template
 }
 
-struct AddGenericPassword: PasswordCommand {
+/// Generic passwords have no options beyond the common ones.
+struct NoExtraAttributes: ParsableArguments {}
+
+enum GenericPasswordClass: PasswordClass {
     static let itemClass = ItemClass.genericPassword
-    static let configuration = CommandConfiguration(
-        commandName: "add-generic-password",
-        abstract: "Add a generic password (account + service), as security add-generic-password.",
-        discussion: """
-        The password comes from a no-echo prompt (asked twice) or --password-file ('-' = stdin).
-
-        Examples:
-          keychainctl add-generic-password -a alice -s github.com
-          printf %s "$TOKEN" |
-            keychainctl add-generic-password -a ci -s registry --password-file -
-          keychainctl add-generic-password -a alice -s vpn \\
-            --access-control user-presence
-        """
-    )
-    @OptionGroup var selection: KeychainOptions
-    @OptionGroup var attributes: PasswordAttributes
-    @OptionGroup var access: AccessOptions
-    @Option(help: ArgumentHelp("Read the password from this file ('-' = standard input).", valueName: "file")) var passwordFile: String?
-    @Flag(name: .customShort("U"), help: "Update the item if it already exists.") var updateExisting = false
-
-    func run() throws {
-        try PasswordItems.add(Self.itemClass, attributes: attributes, access: access, selection: selection, passwordFile: passwordFile, updateExisting: updateExisting)
+    static let noun = "generic-password"
+    static let identity = "account + service"
+    static func template(_ extra: NoExtraAttributes) -> Template { [] }
+    static func examples(_ verb: String) -> [String] {
+        switch verb {
+        case "add": return ["-a alice -s github.com", "-a ci -s registry --password-file token.txt", "-a alice -s vpn -U"]
+        case "find": return ["-s github.com", "-a ci -s registry -w"]
+        case "update": return ["-a alice -s github.com --new-password", "-s github.com --new-comment rotated"]
+        default: return ["-a alice -s github.com"]
+        }
     }
 }
 
-struct AddInternetPassword: PasswordCommand {
+enum InternetPasswordClass: PasswordClass {
     static let itemClass = ItemClass.internetPassword
-    static let configuration = CommandConfiguration(
-        commandName: "add-internet-password",
-        abstract: "Add an internet password (account, server, protocol, port, path), as security add-internet-password.",
-        discussion: """
-        Examples:
-          keychainctl add-internet-password -a alice -s example.com -r htps -P 443 -p /login
-          keychainctl add-internet-password -a bob -s ftp.example.org -r ftp --password-file pw.txt
-        """
-    )
+    static let noun = "internet-password"
+    static let identity = "account, server, protocol, port, path"
+    static func template(_ extra: InternetAttributes) throws -> Template { try extra.template() }
+    static func examples(_ verb: String) -> [String] {
+        switch verb {
+        case "add": return ["-a alice -s example.com -r htps -P 443", "-a bob -s ftp.example.org -r ftp"]
+        case "find": return ["-s example.com -a alice", "-s example.com -a alice -r htps -w"]
+        case "update": return ["-a alice -s example.com --password-file new.txt"]
+        default: return ["-a alice -s example.com -r htps"]
+        }
+    }
+}
+
+extension PasswordClass {
+    static func configuration(_ verb: String, _ abstract: String, _ discussion: String = "") -> CommandConfiguration {
+        let examples = Self.examples(verb).map { "  keychainctl \(verb)-\(noun) \($0)" }.joined(separator: "\n")
+        return CommandConfiguration(commandName: "\(verb)-\(noun)", abstract: abstract,
+                                    discussion: (discussion.isEmpty ? "" : discussion + "\n\n") + "Examples:\n" + examples)
+    }
+}
+
+struct AddPassword<Class: PasswordClass>: ParsableCommand {
+    static var configuration: CommandConfiguration {
+        Class.configuration("add", "Add \(Class.noun.replacingDash.withArticle) (\(Class.identity)), as security add-\(Class.noun).",
+                            "The password comes from a no-echo prompt (asked twice) or --password-file ('-' = stdin).")
+    }
     @OptionGroup var selection: KeychainOptions
     @OptionGroup var attributes: PasswordAttributes
-    @OptionGroup var internet: InternetAttributes
+    @OptionGroup var extra: Class.Extra
     @OptionGroup var access: AccessOptions
     @Option(help: ArgumentHelp("Read the password from this file ('-' = standard input).", valueName: "file")) var passwordFile: String?
     @Flag(name: .customShort("U"), help: "Update the item if it already exists.") var updateExisting = false
 
     func run() throws {
-        try PasswordItems.add(Self.itemClass, attributes: attributes, internet: internet, access: access, selection: selection, passwordFile: passwordFile, updateExisting: updateExisting)
+        try PasswordItems.add(Class.itemClass, attributes: attributes, extra: try Class.template(extra), access: access, selection: selection,
+                              passwordFile: passwordFile, updateExisting: updateExisting)
     }
 }
 
-/// find-…-password: the item's attributes, or with -w only its password.
-struct PasswordFinder {
-    static func run(_ itemClass: ItemClass, selection: KeychainOptions, attributes: PasswordAttributes, internet: InternetAttributes?, onlyPassword: Bool,
-                    json: Bool, applicationPasswordFile: String?) throws {
+struct FindPassword<Class: PasswordClass>: ParsableCommand {
+    static var configuration: CommandConfiguration {
+        Class.configuration("find", "Find \(Class.noun.replacingDash.withArticle); -w prints only the password, for scripts.")
+    }
+    @OptionGroup var selection: KeychainOptions
+    @OptionGroup var attributes: PasswordAttributes
+    @OptionGroup var extra: Class.Extra
+    @Flag(name: .customShort("w"), help: "Print only the password.") var onlyPassword = false
+    @Flag(help: "Print the attributes as JSON.") var json = false
+    @Option(help: ArgumentHelp("For an item with an application password: read it from this file.", valueName: "file")) var applicationPasswordFile: String?
+
+    func run() throws {
         let open = try selection.open()
         try open.unlock()
-        let item = try PasswordItems.single(itemClass, attributes: attributes, internet: internet, in: open)
+        let item = try PasswordItems.single(Class.itemClass, attributes: attributes, extra: try Class.template(extra), in: open)
         if onlyPassword {
             var secret = try PasswordItems.secret(of: item, in: open, applicationPasswordFile: applicationPasswordFile)
             defer { wipe(&secret) }
             try writeOutput(secret, to: nil, secret: true)
             try writeOutput([0x0A], to: nil, secret: false)
-            return
+        } else {
+            item.print(json: json)
         }
-        if json {
-            print(item.json)
-            return
-        }
-        let rows = item.details
-        let width = rows.map(\.0.count).max() ?? 0
-        for (name, value) in rows { print(name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + value) }
     }
 }
 
-struct FindGenericPassword: PasswordCommand {
-    static let itemClass = ItemClass.genericPassword
-    static let configuration = CommandConfiguration(
-        commandName: "find-generic-password",
-        abstract: "Find a generic password; -w prints only the password, for scripts.",
-        discussion: """
-        Examples:
-          keychainctl find-generic-password -s github.com
-          export TOKEN=$(keychainctl find-generic-password -a ci -s registry -w)
-        """
-    )
+struct UpdatePassword<Class: PasswordClass>: ParsableCommand {
+    static var configuration: CommandConfiguration {
+        Class.configuration("update", "Change \(Class.noun.replacingDash.withArticle)'s password, label, comment or kind.")
+    }
     @OptionGroup var selection: KeychainOptions
     @OptionGroup var attributes: PasswordAttributes
-    @Flag(name: .customShort("w"), help: "Print only the password.") var onlyPassword = false
-    @Flag(help: "Print the attributes as JSON.") var json = false
-    @Option(help: ArgumentHelp("For an item with an application password: read it from this file.", valueName: "file")) var applicationPasswordFile: String?
+    @OptionGroup var extra: Class.Extra
+    @Flag(help: "Ask for a new password.") var newPassword = false
+    @Option(help: ArgumentHelp("Read the new password from this file ('-' = standard input).", valueName: "file")) var passwordFile: String?
+    @Option(help: "New label.") var newLabel: String?
+    @Option(help: "New comment.") var newComment: String?
+    @Option(help: "New kind.") var newKind: String?
 
     func run() throws {
-        try PasswordFinder.run(Self.itemClass, selection: selection, attributes: attributes, internet: nil, onlyPassword: onlyPassword, json: json,
-                               applicationPasswordFile: applicationPasswordFile)
-    }
-}
-
-struct FindInternetPassword: PasswordCommand {
-    static let itemClass = ItemClass.internetPassword
-    static let configuration = CommandConfiguration(
-        commandName: "find-internet-password",
-        abstract: "Find an internet password; -w prints only the password, for scripts.",
-        discussion: """
-        Examples:
-          keychainctl find-internet-password -s example.com -a alice
-          pw=$(keychainctl find-internet-password -s example.com -a alice -w)
-        """
-    )
-    @OptionGroup var selection: KeychainOptions
-    @OptionGroup var attributes: PasswordAttributes
-    @OptionGroup var internet: InternetAttributes
-    @Flag(name: .customShort("w"), help: "Print only the password.") var onlyPassword = false
-    @Flag(help: "Print the attributes as JSON.") var json = false
-    @Option(help: ArgumentHelp("For an item with an application password: read it from this file.", valueName: "file")) var applicationPasswordFile: String?
-
-    func run() throws {
-        try PasswordFinder.run(Self.itemClass, selection: selection, attributes: attributes, internet: internet, onlyPassword: onlyPassword, json: json,
-                               applicationPasswordFile: applicationPasswordFile)
-    }
-}
-
-/// update-…-password: a new password and/or label, comment, kind.
-struct PasswordUpdater {
-    static func run(_ itemClass: ItemClass, selection: KeychainOptions, attributes: PasswordAttributes, internet: InternetAttributes?, newPassword: Bool,
-                    passwordFile: String?, newLabel: String?, newComment: String?, newKind: String?) throws {
         let open = try selection.open()
         try open.unlock()
-        let item = try PasswordItems.single(itemClass, attributes: attributes, internet: internet, in: open)
+        let item = try PasswordItems.single(Class.itemClass, attributes: attributes, extra: try Class.template(extra), in: open)
         var changes: Template = []
         if let newLabel { changes.append((.label, Array(newLabel.utf8))) }
         if let newComment { changes.append((.comment, Array(newComment.utf8))) }
@@ -309,96 +290,25 @@ struct PasswordUpdater {
     }
 }
 
-struct UpdateGenericPassword: PasswordCommand {
-    static let itemClass = ItemClass.genericPassword
-    static let configuration = CommandConfiguration(
-        commandName: "update-generic-password",
-        abstract: "Change a generic password's password, label, comment or kind.",
-        discussion: """
-        Examples:
-          keychainctl update-generic-password -a alice -s github.com --new-password
-          keychainctl update-generic-password -s github.com --new-comment "rotated 2026-11"
-        """
-    )
+struct DeletePassword<Class: PasswordClass>: ParsableCommand {
+    static var configuration: CommandConfiguration { Class.configuration("delete", "Delete \(Class.noun.replacingDash.withArticle).") }
     @OptionGroup var selection: KeychainOptions
     @OptionGroup var attributes: PasswordAttributes
-    @Flag(help: "Ask for a new password.") var newPassword = false
-    @Option(help: ArgumentHelp("Read the new password from this file ('-' = standard input).", valueName: "file")) var passwordFile: String?
-    @Option(help: "New label.") var newLabel: String?
-    @Option(help: "New comment.") var newComment: String?
-    @Option(help: "New kind.") var newKind: String?
+    @OptionGroup var extra: Class.Extra
 
     func run() throws {
-        try PasswordUpdater.run(Self.itemClass, selection: selection, attributes: attributes, internet: nil, newPassword: newPassword, passwordFile: passwordFile,
-                                newLabel: newLabel, newComment: newComment, newKind: newKind)
-    }
-}
-
-struct UpdateInternetPassword: PasswordCommand {
-    static let itemClass = ItemClass.internetPassword
-    static let configuration = CommandConfiguration(
-        commandName: "update-internet-password",
-        abstract: "Change an internet password's password, label, comment or kind.",
-        discussion: """
-        Examples:
-          keychainctl update-internet-password -a alice -s example.com --password-file new.txt
-        """
-    )
-    @OptionGroup var selection: KeychainOptions
-    @OptionGroup var attributes: PasswordAttributes
-    @OptionGroup var internet: InternetAttributes
-    @Flag(help: "Ask for a new password.") var newPassword = false
-    @Option(help: ArgumentHelp("Read the new password from this file ('-' = standard input).", valueName: "file")) var passwordFile: String?
-    @Option(help: "New label.") var newLabel: String?
-    @Option(help: "New comment.") var newComment: String?
-    @Option(help: "New kind.") var newKind: String?
-
-    func run() throws {
-        try PasswordUpdater.run(Self.itemClass, selection: selection, attributes: attributes, internet: internet, newPassword: newPassword, passwordFile: passwordFile,
-                                newLabel: newLabel, newComment: newComment, newKind: newKind)
-    }
-}
-
-/// delete-…-password: removes the one matching item.
-struct PasswordDeleter {
-    static func run(_ itemClass: ItemClass, selection: KeychainOptions, attributes: PasswordAttributes, internet: InternetAttributes?) throws {
         let open = try selection.open()
         try open.unlock()
-        let item = try PasswordItems.single(itemClass, attributes: attributes, internet: internet, in: open)
+        let item = try PasswordItems.single(Class.itemClass, attributes: attributes, extra: try Class.template(extra), in: open)
         try open.run { () throws(KeychainError) in try open.keychain.remove(id: item.rowID) }
         print("Deleted \(item.kind) \(item.uri.text)")
     }
 }
 
-struct DeleteGenericPassword: PasswordCommand {
-    static let itemClass = ItemClass.genericPassword
-    static let configuration = CommandConfiguration(
-        commandName: "delete-generic-password",
-        abstract: "Delete a generic password.",
-        discussion: """
-        Examples:
-          keychainctl delete-generic-password -a alice -s github.com
-        """
-    )
-    @OptionGroup var selection: KeychainOptions
-    @OptionGroup var attributes: PasswordAttributes
+extension String {
+    /// "generic-password" → "generic password".
+    var replacingDash: String { String(map { $0 == "-" ? " " : $0 }) }
 
-    func run() throws { try PasswordDeleter.run(Self.itemClass, selection: selection, attributes: attributes, internet: nil) }
-}
-
-struct DeleteInternetPassword: PasswordCommand {
-    static let itemClass = ItemClass.internetPassword
-    static let configuration = CommandConfiguration(
-        commandName: "delete-internet-password",
-        abstract: "Delete an internet password.",
-        discussion: """
-        Examples:
-          keychainctl delete-internet-password -a alice -s example.com -r htps
-        """
-    )
-    @OptionGroup var selection: KeychainOptions
-    @OptionGroup var attributes: PasswordAttributes
-    @OptionGroup var internet: InternetAttributes
-
-    func run() throws { try PasswordDeleter.run(Self.itemClass, selection: selection, attributes: attributes, internet: internet) }
+    /// "an internet password", "a generic password".
+    var withArticle: String { (first.map { "aeiou".contains($0) } == true ? "an " : "a ") + self }
 }

@@ -33,6 +33,21 @@ expect_not_contains() {
     esac
 }
 
+# kc ARGS...: the keychainctl under test.
+kc() {
+    "$KEYCHAINCTL" "$@"
+}
+
+# expect_status STATUS MESSAGE COMMAND...: runs COMMAND (output kept in $WORK/last.out and
+# $WORK/last.err) and checks its exit status.
+expect_status() {
+    local want=$1 message=$2 status
+    shift 2
+    "$@" >"$WORK/last.out" 2>"$WORK/last.err"
+    status=$?
+    [ "$status" = "$want" ] || fail "$message: exit $status, expected $want; stderr: $(cat "$WORK/last.err")"
+}
+
 p11() {
     pkcs11-tool --module "$MODULE" "$@"
 }

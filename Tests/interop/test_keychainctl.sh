@@ -5,17 +5,8 @@
 # an error. pkcs11-tool reads what keychainctl stored, and keychainctl what pkcs11-tool stored.
 . "$HERE/lib.sh"
 cd "$WORK" || fail "cd $WORK"
-kc() { "$KEYCHAINCTL" "$@"; }
 # sq COMMAND...: keychainctl's output with runs of spaces squeezed (aligned name/value columns).
 sq() { "$KEYCHAINCTL" "$@" | tr -s " "; }
-# expect_status STATUS MESSAGE COMMAND...: runs COMMAND, checks its exit status.
-expect_status() {
-    local want=$1 message=$2 status
-    shift 2
-    "$@" >"$WORK/last.out" 2>"$WORK/last.err"
-    status=$?
-    [ "$status" = "$want" ] || fail "$message: exit $status, expected $want; stderr: $(cat "$WORK/last.err")"
-}
 printf '%s\n' so-secret-1 >so.pin
 printf '%s\n' user-pin-1 >user.pin
 printf '%s\n' wrong-pin >wrong.pin

@@ -7,14 +7,6 @@
 # namespace, in a system folder.
 . "$HERE/lib.sh"
 cd "$WORK" || fail "cd $WORK"
-kc() { "$KEYCHAINCTL" "$@"; }
-expect_status() {
-    local want=$1 message=$2 status
-    shift 2
-    "$@" >"$WORK/last.out" 2>"$WORK/last.err"
-    status=$?
-    [ "$status" = "$want" ] || fail "$message: exit $status, expected $want; stderr: $(cat "$WORK/last.err")"
-}
 items_of() { kc items -k "$1" --json --pin-file "$2" | python3 -c 'import json,sys; print(" ".join(sorted(i["kind"] + ":" + i["label"] for i in json.load(sys.stdin))))'; }
 printf '%s\n' so-secret-1 >so.pin
 printf '%s\n' user-pin-1 >user.pin
