@@ -131,30 +131,10 @@ echo "ok: ssh-keygen -D through the client lists remote-key"
 # $XDG_RUNTIME_DIR/p11-kit/pkcs11, p11-kit-client.so's default address (no P11_KIT_SERVER_ADDRESS).
 # There pkcs11-tool lists the token and reads the password, and ssh -I p11-kit-client.so logs in
 # back to the sshd with remote-key (the PIN from SSH_ASKPASS).
-ssh-keygen -q -t ed25519 -N '' -C host-key -f host_key || fail "host key"
 ssh-keygen -q -t ed25519 -N '' -C forward-key -f forward_key || fail "forwarding login key"
 ssh-keygen -D "$MODULE" </dev/null 2>/dev/null >token.pub || fail "ssh-keygen -D for token.pub"
 cat forward_key.pub token.pub >authorized_keys
-port=$(free_port)
-[ -n "$port" ] || fail "no free port"
-cat >sshd_config <<CONFIG || fail "write sshd_config"
-ListenAddress 127.0.0.1:$port
-HostKey $WORK/host_key
-PidFile $WORK/sshd.pid
-AuthorizedKeysFile $WORK/authorized_keys
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-PermitRootLogin prohibit-password
-StreamLocalBindUnlink yes
-LogLevel VERBOSE
-CONFIG
-if [ "$(id -u)" -eq 0 ] && [ ! -d /run/sshd ]; then mkdir -p -m 0755 /run/sshd || fail "mkdir /run/sshd"; fi
-/usr/sbin/sshd -D -e -f "$WORK/sshd_config" >sshd.log 2>&1 &
-sshd_pid=$!
-wait_for_log sshd.log "Server listening on 127.0.0.1 port $port." "$sshd_pid" 20
+start_sshd "StreamLocalBindUnlink yes"
 printf '#!/bin/sh\necho %s\n' "$PIN" >askpass && chmod +x askpass || fail "write askpass"
 remote_rt="$WORK/remote-runtime"
 mkdir -p -m 0700 "$remote_rt/p11-kit" || fail "mkdir $remote_rt/p11-kit"

@@ -41,34 +41,13 @@ expect_eq "$(awk '{ print $2 }' p384.pub)" \
 fingerprint() { ssh-keygen -l -f "$1.pub" | awk '{ t = $NF; gsub(/[()]/, "", t); print t, $2 }'; }
 
 ssh-keygen -q -t ed25519 -N '' -C file-key -f filekey || fail "file key"
-ssh-keygen -q -t ed25519 -N '' -C host-key -f host_key || fail "host key"
 
 # --- sshd -------------------------------------------------------------------------------------
-port=$(free_port)
-[ -n "$port" ] || fail "no free port"
-cat >sshd_config <<EOF || fail "write sshd_config"
-ListenAddress 127.0.0.1:$port
-HostKey $WORK/host_key
-PidFile $WORK/sshd.pid
-AuthorizedKeysFile $WORK/authorized_keys
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-PermitRootLogin prohibit-password
-MaxAuthTries 10
-LogLevel VERBOSE
-EOF
-# sshd started as root needs its privilege separation directory.
-if [ "$(id -u)" -eq 0 ] && [ ! -d /run/sshd ]; then mkdir -p -m 0755 /run/sshd || fail "mkdir /run/sshd"; fi
 : >authorized_keys
 sshd_pid=
 agent_pid=
 trap 'stop_pid "$sshd_pid"; stop_pid "$agent_pid"' EXIT
-/usr/sbin/sshd -D -e -f "$WORK/sshd_config" >sshd.log 2>&1 &
-sshd_pid=$!
-wait_for_log sshd.log "Server listening on 127.0.0.1 port $port." "$sshd_pid" 20
+start_sshd "MaxAuthTries 10"
 
 # The askpass helper prints the PIN and records each prompt it was shown.
 cat >askpass <<EOF || fail "write askpass"
