@@ -58,7 +58,7 @@ public enum KeyFile {
             return try decodePEM(blocks, passphrase)
         }
         if data.starts(with: OpenSSHKey.magic) {
-            let (key, comment) = try OpenSSHKey.privateKey(data)
+            let (key, comment) = try OpenSSHKey.privateKey(data, passphrase)
             return KeyFileContents(format: .openSSH, privateKey: key, name: comment)
         }
         if let line = OpenSSHKey.publicKeyLine(in: data) {

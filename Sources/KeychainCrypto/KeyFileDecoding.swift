@@ -53,7 +53,7 @@ extension KeyFile {
             contents.privateKey = try EncryptedPKCS8.decrypt(block.body, passphrase)
         case "OPENSSH PRIVATE KEY":
             contents.format = .openSSH
-            let (key, comment) = try OpenSSHKey.privateKey(block.body)
+            let (key, comment) = try OpenSSHKey.privateKey(block.body, passphrase)
             contents.privateKey = key
             contents.name = comment
         default:

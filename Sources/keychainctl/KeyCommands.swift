@@ -144,7 +144,7 @@ struct Import: ParsableCommand {
         abstract: "Import certificates, private keys and PKCS#12 bundles.",
         discussion: """
         Reads PEM or DER certificates (and chains), PKCS#8 private keys (encrypted or not), PKCS#1 \
-        RSA and SEC1 EC private keys, unencrypted OpenSSH private keys, public keys (PEM, DER, \
+        RSA and SEC1 EC private keys, OpenSSH private keys (passphrase-protected too), public keys (PEM, DER, \
         OpenSSH), and password-protected PKCS#12 bundles, which become identities (the private key \
         and its certificate share one CKA_ID). Passphrases come from a no-echo prompt or \
         --passphrase-file. Everything in the file is stored, or nothing.
