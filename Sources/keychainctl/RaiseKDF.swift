@@ -12,13 +12,12 @@ struct RaiseKDF: ParsableCommand {
         in use and the one pending. The cost can only go up.
 
         Examples:
-          keychainctl raise-kdf --label login --log-n 17
-          keychainctl raise-kdf --label ci --log-n 16 --block-size 8
+          keychainctl raise-kdf --log-n 17
+          keychainctl raise-kdf --keychain ci --log-n 16 --block-size 8
         """
     )
 
-    @Option(help: "The label of the keychain.")
-    var label: String
+    @OptionGroup var selection: KeychainOptions
 
     @Option(help: "log2 of the scrypt cost N (each step doubles time and memory; 15 is the default).")
     var logN: UInt8
@@ -27,11 +26,9 @@ struct RaiseKDF: ParsableCommand {
     var blockSize: UInt32 = ScryptParameters.interactive.blockSize
 
     func run() throws {
-        let directory = KeychainDirectory(path: Configuration.current().directory)
-        guard let keychain = directory.keychainFiles().lazy.compactMap({ try? Keychain.open(at: $0) })
-            .first(where: { (try? $0.info(countingObjects: false).label) == label }) else {
-            throw fail("no keychain labelled '\(label)' (see 'keychainctl list').", status: ExitStatus.failure)
-        }
+        let open = try selection.open()
+        let keychain = open.keychain
+        let label = open.label
         let parameters = ScryptParameters(logN: logN, blockSize: blockSize, parallelism: 1)
         do {
             try keychain.raiseKDF(to: parameters)

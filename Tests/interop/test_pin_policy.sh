@@ -38,7 +38,7 @@ echo "ok: policy 8-16 bytes, 3 tries, kept in the keychain"
 # raise-kdf: run.sh creates keychains at log2 N = 10.
 kdf_column() { "$KEYCHAINCTL" list | awk '$3 == "strict" { print $7 }'; }
 expect_eq "$(kdf_column)" "2^10" "KDF column before raising"
-out=$("$KEYCHAINCTL" raise-kdf --label strict --log-n 12) || fail "raise-kdf to 12"
+out=$("$KEYCHAINCTL" raise-kdf -k strict --log-n 12) || fail "raise-kdf to 12"
 expect_contains "$out" "N = 2^12" "raise-kdf report"
 expect_eq "$(kdf_column)" "2^10→2^12" "KDF column while the raise waits for a login"
 out=$(p11 --slot "$slot" --login --pin wrong-pin-4 -O 2>&1) && fail "wrong login after raise succeeded"
@@ -47,9 +47,9 @@ p11 --slot "$slot" --login --pin "$PIN" -O >/dev/null 2>&1 || fail "login after 
 expect_eq "$(kdf_column)" "2^12" "KDF column after the user's login"
 p11 --slot "$slot" --login --pin "$PIN" -O >/dev/null 2>&1 || fail "second login after raise"
 
-out=$("$KEYCHAINCTL" raise-kdf --label strict --log-n 11 2>&1) && fail "lowered the KDF cost"
+out=$("$KEYCHAINCTL" raise-kdf -k strict --log-n 11 2>&1) && fail "lowered the KDF cost"
 expect_contains "$out" "the cost can only be raised" "raise-kdf to a lower cost"
-out=$("$KEYCHAINCTL" raise-kdf --label nosuch --log-n 14 2>&1) && fail "raise-kdf of a missing keychain"
+out=$("$KEYCHAINCTL" raise-kdf -k nosuch --log-n 14 2>&1) && fail "raise-kdf of a missing keychain"
 expect_contains "$out" "no keychain labelled 'nosuch'" "raise-kdf of a missing keychain"
 expect_eq "$(kdf_column)" "2^12" "KDF column after refused changes"
 echo "ok: raise-kdf re-wraps at the next login and never lowers"
