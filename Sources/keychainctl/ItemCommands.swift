@@ -68,8 +68,7 @@ struct ItemSelector: ParsableArguments {
         }
         let open = try options.open()
         if let serial = try parsedURI()?.string("serial") {
-            let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
-            guard info.serial == serial else { throw fail("no keychain with serial \(serial) labelled '\(open.label)'.", status: ExitStatus.notFound) }
+            guard try open.tokenIdentity().serial == serial else { throw fail("no keychain with serial \(serial) labelled '\(open.label)'.", status: ExitStatus.notFound) }
         }
         return open
     }
@@ -106,12 +105,11 @@ struct ItemSelector: ParsableArguments {
     /// The matching items of `open` (private ones only when it is unlocked).
     func items(in open: OpenKeychain) throws -> [ItemDescription] {
         let (template, kind) = try template()
-        let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
         let rows = try open.run { () throws(KeychainError) in try open.keychain.find(template, master: open.master) }
         var found: [ItemDescription] = []
         for row in rows {
             guard let object = try? open.keychain.object(id: row.id, master: open.master), object.objectClass != .credential else { continue }
-            let item = ItemDescription(rowID: row.id, object: object, token: info.label, serial: info.serial)
+            let item = try open.describe(object, rowID: row.id)
             if let kind, kind.rawValue != item.kind, !(kind == .data && object.objectClass == .data) { continue }
             found.append(item)
         }

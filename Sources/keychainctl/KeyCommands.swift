@@ -131,10 +131,10 @@ struct GenerateKey: ParsableCommand {
                 _ = try open.keychain.add(objects.publicKey, uid: publicUID.bytes, master: master)
             }
         }
-        let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
-        print("Generated \(ItemDescription(rowID: 0, object: objects.privateKey, token: info.label, serial: info.serial).algorithm ?? "key") '\(label)'")
-        print("Private key: \(PKCS11URI.object(objects.privateKey, token: info.label, serial: info.serial).text)")
-        print("Public key:  \(PKCS11URI.object(objects.publicKey, token: info.label, serial: info.serial).text)")
+        let privateKey = try open.describe(objects.privateKey)
+        print("Generated \(privateKey.algorithm ?? "key") '\(label)'")
+        print("Private key: \(privateKey.uri.text)")
+        print("Public key:  \(try open.describe(objects.publicKey).uri.text)")
         if let line = KeyStorage.sshLine(key, comment: label) { print("SSH:         \(line)") }
     }
 }
@@ -254,11 +254,10 @@ struct Import: ParsableCommand {
                 for (object, uid) in objects { _ = try open.keychain.add(object, uid: uid, master: master) }
             }
         }
-        let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
         print("Imported from \(file) (\(contents.format.rawValue)):")
         if skipped > 0 { print("  (\(skipped) chain certificate(s) already in the keychain kept as they were)") }
         for (object, _) in objects {
-            let item = ItemDescription(rowID: 0, object: object, token: info.label, serial: info.serial)
+            let item = try open.describe(object)
             print("  \(item.kind.padding(toLength: 12, withPad: " ", startingAt: 0)) \(item.uri.text)")
         }
     }

@@ -81,6 +81,22 @@ final class OpenKeychain {
         }
     }
 
+    /// The token's label and serial, read once: every item URI names them.
+    private var token: (label: String, serial: String)?
+
+    func tokenIdentity() throws -> (label: String, serial: String) {
+        if let token { return token }
+        let info = try run { () throws(KeychainError) in try keychain.info(countingObjects: false) }
+        token = (info.label, info.serial)
+        return (info.label, info.serial)
+    }
+
+    /// `object` (stored as row `rowID`, or 0 before it is) as this keychain's item, with its URI.
+    func describe(_ object: ObjectAttributes, rowID: Int64 = 0) throws -> ItemDescription {
+        let token = try tokenIdentity()
+        return ItemDescription(rowID: rowID, object: object, token: token.label, serial: token.serial)
+    }
+
     /// Runs a keychain operation, turning its error into a message and exit status.
     func run<R>(_ body: () throws(KeychainError) -> R) throws -> R {
         do { return try body() } catch { throw failure(for: error) }

@@ -109,15 +109,13 @@ enum PasswordItems {
             return
         }
         _ = try open.run { () throws(KeychainError) in try open.keychain.add(object, uid: uid.bytes, master: master) }
-        let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
-        print("Added \(ItemDescription(rowID: 0, object: object, token: info.label, serial: info.serial).uri.text)")
+        print("Added \(try open.describe(object).uri.text)")
     }
 
     static func find(_ identity: Template, in open: OpenKeychain) throws -> [ItemDescription] {
-        let info = try open.run { () throws(KeychainError) in try open.keychain.info(countingObjects: false) }
         let rows = try open.run { () throws(KeychainError) in try open.keychain.find(identity, master: open.master) }
-        return rows.compactMap { row in
-            (try? open.keychain.object(id: row.id, master: open.master)).map { ItemDescription(rowID: row.id, object: $0, token: info.label, serial: info.serial) }
+        return try rows.compactMap { row in
+            try (try? open.keychain.object(id: row.id, master: open.master)).map { try open.describe($0, rowID: row.id) }
         }
     }
 
