@@ -9,3 +9,5 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <openssl/err.h>
+#include <openssl/pkcs12.h>
+#include <openssl/provider.h>

@@ -79,8 +79,8 @@ extension KeyFile {
     /// DER is tried as each structure in turn; only one that spans every byte counts.
     static func decodeDER(_ der: [UInt8], _ passphrase: PassphraseSource) throws(Failure) -> KeyFileContents {
         guard der.first == 0x30 else { throw .malformed("neither PEM, DER nor an OpenSSH key") }
-        if let functions = PKCS12Functions.shared, let bundle = DERParser.whole(der, { functions.decode(nil, $0, $1) }, free: functions.free) {
-            return try PKCS12Bundle(functions: functions, handle: bundle).contents(passphrase)
+        if let bundle = DERParser.whole(der, { d2i_PKCS12(nil, $0, $1) }, free: PKCS12_free) {
+            return try PKCS12Bundle(handle: bundle).contents(passphrase)
         }
         if DERParser.isCertificate(der) { return KeyFileContents(format: .certificateDER, certificates: [der]) }
         if let key = try DERParser.pkcs8(der) { return KeyFileContents(format: .pkcs8, privateKey: key) }

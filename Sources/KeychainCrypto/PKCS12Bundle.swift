@@ -14,7 +14,6 @@ extension KeyFile {
 
 /// A PKCS12 (PFX, RFC 7292) object, freed with its owner.
 final class PKCS12Bundle {
-    private let functions: PKCS12Functions
     private let handle: OpaquePointer
 
     /// OpenSSL 3's `pkcs12 -export` counts, for the bag encryption and the MAC alike.
@@ -24,22 +23,21 @@ final class PKCS12Bundle {
     static let legacyMessage = "legacy PKCS#12 encryption (RC2/3DES); re-export it with openssl pkcs12 -export"
     static let noMACMessage = "a PKCS#12 bundle without a MAC (pkcs12 -nomac): its integrity and its bags' costs cannot be checked; re-export it with openssl pkcs12 -export"
 
-    init(functions: PKCS12Functions, handle: OpaquePointer) {
-        self.functions = functions
+    init(handle: OpaquePointer) {
         self.handle = handle
     }
 
-    deinit { functions.free(handle) }
+    deinit { PKCS12_free(handle) }
 
     /// OpenSSL's legacy provider (RC2, DES), loaded at the first bundle that needs it; the
     /// default provider stays available.
     private static let legacyProviderLoaded: Bool = {
-        guard let functions = PKCS12Functions.shared, let provider = functions.tryLoadProvider(nil, "legacy", 1) else { return false }
+        guard let provider = OSSL_PROVIDER_try_load(nil, "legacy", 1) else { return false }
         legacyProvider = provider
         // Unloaded before OpenSSL's own exit handler (registered earlier, so run later) frees the
         // library context: else the provider's child context is left behind (LeakSanitizer).
         atexit {
-            if let provider = PKCS12Bundle.legacyProvider { _ = PKCS12Functions.shared?.unloadProvider(provider) }
+            if let provider = PKCS12Bundle.legacyProvider { _ = OSSL_PROVIDER_unload(provider) }
         }
         return true
     }()
@@ -55,18 +53,18 @@ final class PKCS12Bundle {
         var password = empty
         // Without a MAC nothing vouches for the bags' key-derivation costs (a damaged or hostile
         // file could ask for billions of iterations): such bundles are refused before decryption.
-        let hasMAC = functions.macPresent(handle) == 1
+        let hasMAC = PKCS12_mac_present(handle) == 1
         guard hasMAC else { throw .unsupported(Self.noMACMessage) }
         if hasMAC {
-            var iterations: OpaquePointer?
-            functions.macParameters(nil, nil, nil, &iterations, handle)
+            var iterations: UnsafePointer<ASN1_INTEGER>?
+            PKCS12_get0_mac(nil, nil, nil, &iterations, handle)
             if let iterations {
-                let count = ASN1_INTEGER_get(UnsafePointer<ASN1_INTEGER>(iterations))
+                let count = ASN1_INTEGER_get(iterations)
                 guard count >= 1, count <= Self.maximumIterations else { throw .unsupported("a PKCS#12 MAC with \(count) iterations") }
             }
-            if functions.verifyMAC(handle, nil, 0) != 1, functions.verifyMAC(handle, "", 0) != 1 {
+            if PKCS12_verify_mac(handle, nil, 0) != 1, PKCS12_verify_mac(handle, "", 0) != 1 {
                 let (text, length) = try passphrase.obtain()
-                let verified = text.withUnsafeBytes { functions.verifyMAC(handle, $0.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(length)) }
+                let verified = text.withUnsafeBytes { PKCS12_verify_mac(handle, $0.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(length)) }
                 guard verified == 1 else { throw .passphraseIncorrect }
                 password = text
             }
@@ -88,7 +86,7 @@ final class PKCS12Bundle {
         var pkey: OpaquePointer?
         var certificate: OpaquePointer?
         var chain: OpaquePointer?
-        let ok = password.withUnsafeBytes { functions.parse(handle, $0.baseAddress?.assumingMemoryBound(to: CChar.self), &pkey, &certificate, &chain) }
+        let ok = password.withUnsafeBytes { PKCS12_parse(handle, $0.baseAddress?.assumingMemoryBound(to: CChar.self), &pkey, &certificate, &chain) }
         var certificates: [OpaquePointer] = certificate.map { [$0] } ?? []
         if let chain {
             for index in 0..<max(0, OPENSSL_sk_num(chain)) {
@@ -130,7 +128,6 @@ final class PKCS12Bundle {
     // MARK: writing
 
     static func make(key: AsymmetricKey, certificates: [[UInt8]], name: String?, passphrase: UnsafeRawBufferPointer) throws -> [UInt8] {
-        guard let functions = PKCS12Functions.shared else { throw CryptoError(.library, "this libcrypto has no PKCS#12 functions") }
         guard key.isPrivate else { throw CryptoError(.invalidInput, "not a private key") }
         guard !passphrase.contains(0), passphrase.count < Int(Int32.max) else { throw CryptoError(.invalidInput, "the passphrase contains a NUL byte") }
         // PKCS12_create takes the password as a C string.
@@ -155,15 +152,15 @@ final class PKCS12Bundle {
         let bundle = try password.withUnsafeBytes { pass -> PKCS12Bundle in
             let text = pass.baseAddress?.assumingMemoryBound(to: CChar.self)
             // mac_iter -1: no MAC from PKCS12_create (it would use SHA-1); set an HMAC-SHA256 one next.
-            guard let handle = functions.create(text, name, key.pkey, keyCertificate, chain, NID_aes_256_cbc, NID_aes_256_cbc, iterations, -1, 0) else {
+            guard let handle = PKCS12_create(text, name, key.pkey, keyCertificate, chain, NID_aes_256_cbc, NID_aes_256_cbc, iterations, -1, 0) else {
                 throw CryptoError.library("PKCS12_create")
             }
-            let bundle = PKCS12Bundle(functions: functions, handle: handle)
-            guard functions.setMAC(handle, text, -1, nil, 0, iterations, EVP_sha256()) == 1 else { throw CryptoError.library("PKCS12_set_mac") }
+            let bundle = PKCS12Bundle(handle: handle)
+            guard PKCS12_set_mac(handle, text, -1, nil, 0, iterations, EVP_sha256()) == 1 else { throw CryptoError.library("PKCS12_set_mac") }
             return bundle
         }
         var out: UnsafeMutablePointer<UInt8>?
-        let length = functions.encode(bundle.handle, &out)
+        let length = i2d_PKCS12(bundle.handle, &out)
         guard length > 0, let out else { throw CryptoError.library("i2d_PKCS12") }
         defer { CRYPTO_free(out, #fileID, #line) }
         return Array(UnsafeBufferPointer(start: out, count: Int(length)))
