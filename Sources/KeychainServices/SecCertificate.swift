@@ -45,7 +45,7 @@ public func SecCertificateCopySubjectSummary(_ certificate: SecCertificate) -> C
 /// The certificate's public key.
 public func SecCertificateCopyKey(_ certificate: SecCertificate) -> SecKey? {
     guard let key = try? AsymmetricKey.publicKey(subjectPublicKeyInfo: certificate.parsed.subjectPublicKeyInfo),
-          let uid = try? Random.uniqueID(), let attributes = try? keyObject(key, extra: [(.isPrivate, AttributeValue.bool(false))], uniqueID: uid.text)
+          let uid = try? UniqueID.random(), let attributes = try? keyObject(key, extra: [(.isPrivate, AttributeValue.bool(false))], uniqueID: uid.text)
     else { return nil }
     return SecKey(key: key, attributes: attributes)
 }

@@ -16,7 +16,7 @@ public func SecItemAdd(_ attributes: [String: Any], _ result: UnsafeMutablePoint
         guard query.limit == nil, query.persistentRef == nil else { throw ItemError(errSecParam, "search keys are not allowed when adding") }
         if case .any = query.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
         return try KeychainAccess.shared.with(label: query.keychainLabel, context: query.context) { keychain, master in
-            let uid = try Random.uniqueID()
+            let uid = try UniqueID.random()
             let object = try newObject(query, uniqueID: uid.text)
             if object.isPrivate, master == nil { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
             let id = try translate { () throws(KeychainError) in try keychain.add(object, uid: uid.bytes, master: master) }
@@ -349,14 +349,5 @@ private func run(_ body: () throws -> AnyObject?, store: (AnyObject?) -> Void) -
         return error.status
     } catch {
         return errSecIO
-    }
-}
-
-extension Random {
-    /// A fresh 16-byte unique ID and its CKA_UNIQUE_ID text.
-    static func uniqueID() throws -> (bytes: [UInt8], text: [UInt8]) {
-        let bytes = try Random.bytes(16)
-        let digits = Array("0123456789abcdef".utf8)
-        return (bytes, bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xF)]] })
     }
 }

@@ -181,7 +181,7 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
         }
         let key: AsymmetricKey
         do { key = try AsymmetricKey.generate(kind, bits: Int(bits)) } catch { throw ItemError(errSecIO, "key generation failed") }
-        let uid = try Random.uniqueID()
+        let uid = try UniqueID.random()
         if !controlled.contains(where: { $0.type == .accessible }),
            let name = (privateAttributes[kSecAttrAccessible as String] ?? dictionary[kSecAttrAccessible as String]).flatMap(ItemMapping.string) {
             guard let index = ItemMapping.accessibility.firstIndex(of: name) else { throw ItemError(errSecParam, "kSecAttrAccessible must be a kSecAttrAccessible value") }
@@ -198,7 +198,7 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
             try KeychainAccess.shared.with(label: nil, context: context) { keychain, master in
                 keychainPath = keychain.path
                 guard let master else { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
-                let publicUID = try Random.uniqueID()
+                let publicUID = try UniqueID.random()
                 let publicObject = try keyObject(try key.publicKey(), extra: extra + [(.token, AttributeValue.bool(true))], uniqueID: publicUID.text)
                 try translateKeychain { () throws(KeychainError) in
                     try keychain.transaction { () throws(KeychainError) in
@@ -236,7 +236,7 @@ public func SecKeyCreateWithData(_ keyData: CFData, _ attributes: CFDictionary, 
                                                                isPrivate: keyClass == kSecAttrKeyClassPrivate as String)
         var extra: Template = [(.isPrivate, AttributeValue.bool(key.isPrivate))]
         if let tag = dictionary[kSecAttrApplicationTag as String] as? Data { extra.append((.applicationTag, Array(tag))) }
-        return SecKey(key: key, attributes: try keyObject(key, extra: extra, uniqueID: try Random.uniqueID().text))
+        return SecKey(key: key, attributes: try keyObject(key, extra: extra, uniqueID: try UniqueID.random().text))
     } catch _ {
         fail(error, errSecDecode, "the data is not a key of that type and class")
         return nil
@@ -269,7 +269,7 @@ public func SecKeyCopyPublicKey(_ key: SecKey) -> SecKey? {
     guard let publicKey = try? key.key.isPrivate ? key.key.publicKey() : key.key else { return nil }
     var extra: Template = [(.isPrivate, AttributeValue.bool(false))]
     for type in [AttributeType.label, .applicationTag] { if let value = key.attributes[type] { extra.append((type, value)) } }
-    guard let uid = try? Random.uniqueID(), let attributes = try? keyObject(publicKey, extra: extra, uniqueID: uid.text) else { return nil }
+    guard let uid = try? UniqueID.random(), let attributes = try? keyObject(publicKey, extra: extra, uniqueID: uid.text) else { return nil }
     return SecKey(key: publicKey, attributes: attributes)
 }
 

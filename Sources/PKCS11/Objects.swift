@@ -44,9 +44,9 @@ extension ModuleState {
         return (entry, try attributes(of: entry, handle: handle, token: token))
     }
 
-    static func newUniqueID() throws(CKError) -> (uid: [UInt8], text: [UInt8]) {
-        guard let uid = try? Random.bytes(16) else { throw CKError(CK_RV(CKR_DEVICE_ERROR), "random generator failed") }
-        return (uid, Array(uid.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined().utf8))
+    static func newUniqueID() throws(CKError) -> UniqueID {
+        guard let id = try? UniqueID.random() else { throw CKError(CK_RV(CKR_DEVICE_ERROR), "random generator failed") }
+        return id
     }
 
     /// Stores `object` as a token or session object and returns its new handle.
@@ -74,7 +74,7 @@ extension ModuleState {
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
             let object = try translating { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: id.text, bySecurityOfficer: bySO) }
-            let handle = try store(object, uid: id.uid, session: session, token: token)
+            let handle = try store(object, uid: id.bytes, session: session, token: token)
             if object.objectClass == .privateKey {
                 do throws(CKError) {
                     try addPublicKeyIfMissing(for: object, session: session, token: token)
@@ -98,7 +98,7 @@ extension ModuleState {
         guard onToken.isEmpty, !inSession else { return }
         let uniqueID = try Self.newUniqueID()
         let publicKey = try translating { () throws(KeychainError) in try KeyFactory.publicObject(for: privateKey, uniqueID: uniqueID.text) }
-        _ = try store(publicKey, uid: uniqueID.uid, session: session, token: token)
+        _ = try store(publicKey, uid: uniqueID.bytes, session: session, token: token)
     }
 
     func copyObject(_ handle: CK_SESSION_HANDLE, object source: CK_OBJECT_HANDLE, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
@@ -111,7 +111,7 @@ extension ModuleState {
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
             let copy = try translating { () throws(KeychainError) in try ObjectTemplate.copy(original, with: template, uniqueID: id.text, bySecurityOfficer: bySO) }
-            return try store(copy, uid: id.uid, session: session, token: token)
+            return try store(copy, uid: id.bytes, session: session, token: token)
         }
     }
 

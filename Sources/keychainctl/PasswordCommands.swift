@@ -76,10 +76,8 @@ struct InternetAttributes: ParsableArguments {
 
 /// The steps the add/find/update/delete commands share for both password classes.
 enum PasswordItems {
-    static func newUniqueID() throws -> (bytes: [UInt8], text: [UInt8]) {
-        let bytes: [UInt8]
-        do { bytes = try Random.bytes(16) } catch { throw fail("the random generator failed.", status: ExitStatus.failure) }
-        return (bytes, Array(Hex.string(bytes).utf8))
+    static func newUniqueID() throws -> UniqueID {
+        do { return try UniqueID.random() } catch { throw fail("the random generator failed.", status: ExitStatus.failure) }
     }
 
     static func readPassword(file: String?, confirm: Bool) throws -> [UInt8] {

@@ -29,6 +29,15 @@ final class ObjectTemplateTests: XCTestCase {
         XCTAssertEqual(object[.uniqueID], uid)
     }
 
+    func test_unique_ids_are_16_random_bytes_shown_as_lower_case_hex() throws {
+        let first = try UniqueID.random(), second = try UniqueID.random()
+        XCTAssertEqual(first.bytes.count, 16)
+        XCTAssertNotEqual(first.bytes, second.bytes)
+        XCTAssertEqual(UniqueID(bytes: [0x00, 0x0A, 0xF0, 0xFF]).text, Array("000af0ff".utf8))
+        let expected = first.bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        XCTAssertEqual(String(decoding: first.text, as: UTF8.self), expected)
+    }
+
     func test_create_refusals_have_precise_codes() {
         XCTAssertEqual(code { _ = try ObjectTemplate.create([(.label, [])], uniqueID: uid) }, .templateIncomplete)
         XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, [0, 0])], uniqueID: uid) }, .attributeValueInvalid)

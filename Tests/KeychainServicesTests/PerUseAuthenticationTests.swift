@@ -21,7 +21,7 @@ final class PerUseAuthenticationTests: XCTestCase {
     private func storeKey(label: String, alwaysAuthenticate: Bool, isRSA: Bool = false) throws {
         let keychain = try XCTUnwrap(keychain)
         let key = try AsymmetricKey.generate(isRSA ? .rsa : .ec(.p256), bits: isRSA ? 2048 : 256)
-        let uid = try Random.uniqueID()
+        let uid = try UniqueID.random()
         let object = try keyObject(key, extra: [(.token, [1]), (.isPrivate, [1]), (.label, Array(label.utf8)),
                                                 (.alwaysAuthenticate, [alwaysAuthenticate ? 1 : 0])], uniqueID: uid.text)
         let master = try Array("1234".utf8).withUnsafeBytes { try keychain.unlock(.user, pin: $0) }

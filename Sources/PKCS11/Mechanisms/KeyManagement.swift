@@ -30,9 +30,9 @@ extension ModuleState {
             // Check both before storing either, so a refusal leaves nothing behind.
             try checkWritable(token: publicObject.isToken, private: publicObject.isPrivate, session: session, login: token.login)
             try checkWritable(token: privateObject.isToken, private: privateObject.isPrivate, session: session, login: token.login)
-            let privateHandle = try store(privateObject, uid: privateID.uid, session: session, token: token)
+            let privateHandle = try store(privateObject, uid: privateID.bytes, session: session, token: token)
             do throws(CKError) {
-                let publicHandle = try store(publicObject, uid: publicID.uid, session: session, token: token)
+                let publicHandle = try store(publicObject, uid: publicID.bytes, session: session, token: token)
                 return (publicHandle, privateHandle)
             } catch {
                 try? destroyStored(privateHandle, token: token)
@@ -53,7 +53,7 @@ extension ModuleState {
             let object = try translating { () throws(KeychainError) in
                 try KeyGeneration.secretKey(keyType: keyType, mechanism: UInt(mechanism.type), template: template, uniqueID: id.text, bySecurityOfficer: bySO)
             }
-            return try store(object, uid: id.uid, session: session, token: token)
+            return try store(object, uid: id.bytes, session: session, token: token)
         }
     }
 

@@ -102,7 +102,7 @@ extension ModuleState {
                 let full = try NestedTemplate.merge(template, with: .unwrapTemplate, of: unwrapping)
                 return try KeyTransport.unwrappedObject(material, template: full, uniqueID: id.text, bySecurityOfficer: bySO)
             }
-            let stored = try store(object, uid: id.uid, session: session, token: token)
+            let stored = try store(object, uid: id.bytes, session: session, token: token)
             if object.objectClass == .privateKey { try addPublicKeyIfMissing(for: object, session: session, token: token) }
             return stored
         }
@@ -161,7 +161,7 @@ extension ModuleState {
             let object = try translating { () throws(KeychainError) in
                 try KeyTransport.derivedObject(shared, template: fullTemplate, base: base, uniqueID: id.text, bySecurityOfficer: bySO)
             }
-            return try store(object, uid: id.uid, session: session, token: token)
+            return try store(object, uid: id.bytes, session: session, token: token)
         }
     }
 
