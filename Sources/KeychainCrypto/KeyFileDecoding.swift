@@ -237,22 +237,6 @@ enum LegacyPEMEncryption {
     }
 
     private static func hexBytes(_ text: Substring) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0, digits.count <= 64 else { return nil }
-        var bytes: [UInt8] = []
-        for index in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        return bytes
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case 0x30...0x39: return digit - 0x30
-        case 0x41...0x46: return digit - 0x41 + 10
-        case 0x61...0x66: return digit - 0x61 + 10
-        default: return nil
-        }
+        text.utf8.count <= 64 ? Hex.bytes(text.utf8) : nil
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import KeychainCore
+import KeychainCrypto
 
 /// The kinds of item a selection can name.
 enum ItemKind: String, ExpressibleByArgument, CaseIterable {
@@ -95,7 +96,7 @@ struct ItemSelector: ParsableArguments {
         }
         if let label { template.append((.label, Array(label.utf8))) }
         if let id {
-            guard let bytes = Hex.bytes(id) else { throw fail("--id takes hex digits, e.g. --id 01ab.", status: ExitStatus.usage) }
+            guard let bytes = Hex.bytes(option: id) else { throw fail("--id takes hex digits, e.g. --id 01ab.", status: ExitStatus.usage) }
             template.append((.id, bytes))
         }
         if let type { template.append((.objectClass, AttributeValue.ulong(type.objectClass.rawValue))) }

@@ -48,7 +48,7 @@ enum KeyStorage {
 
     static func parseID(_ text: String?) throws -> [UInt8]? {
         guard let text else { return nil }
-        guard let bytes = Hex.bytes(text), !bytes.isEmpty else { throw fail("--id takes hex digits, e.g. --id 01ab.", status: ExitStatus.usage) }
+        guard let bytes = Hex.bytes(option: text), !bytes.isEmpty else { throw fail("--id takes hex digits, e.g. --id 01ab.", status: ExitStatus.usage) }
         return bytes
     }
 

@@ -1,4 +1,5 @@
 import KeychainCore
+import KeychainCrypto
 
 /// A PKCS#11 URI (RFC 7512) naming a token or an object, as p11tool and p11-kit print them.
 struct PKCS11URI: Equatable {
@@ -98,39 +99,17 @@ struct PKCS11URI: Equatable {
         var bytes = Array(text.utf8)[...]
         while let byte = bytes.popFirst() {
             guard byte == UInt8(ascii: "%") else { out.append(byte); continue }
-            guard bytes.count >= 2, let high = hexValue(bytes.removeFirst()), let low = hexValue(bytes.removeFirst()) else { return nil }
+            guard bytes.count >= 2, let high = Hex.value(bytes.removeFirst()), let low = Hex.value(bytes.removeFirst()) else { return nil }
             out.append(high << 4 | low)
         }
         return out
     }
 
-    static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-        default: return nil
-        }
-    }
 }
 
-/// Hex text of bytes, and bytes of hex text ("01ab", "01:ab").
-enum Hex {
-    static func string(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        return String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
-    }
-
-    static func bytes(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8.filter { $0 != UInt8(ascii: ":") })
-        guard digits.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        var index = 0
-        while index < digits.count {
-            guard let high = PKCS11URI.hexValue(digits[index]), let low = PKCS11URI.hexValue(digits[index + 1]) else { return nil }
-            out.append(high << 4 | low)
-            index += 2
-        }
-        return out
+extension Hex {
+    /// The bytes of an --id value: hex digits, optionally in colon-separated pairs ("01ab", "01:ab").
+    static func bytes(option text: String) -> [UInt8]? {
+        bytes(text.utf8.filter { $0 != UInt8(ascii: ":") })
     }
 }

@@ -111,3 +111,27 @@ final class SecureBytesTests: XCTestCase {
         XCTAssertEqual(bytes, [0, 0, 0])
     }
 }
+
+final class HexTests: XCTestCase {
+    func test_bytes_become_two_lower_case_digits_each() {
+        XCTAssertEqual(Hex.string([0x00, 0x09, 0x0A, 0xAB, 0xFF]), "00090aabff")
+        XCTAssertEqual(Hex.digits([]), [])
+    }
+
+    func test_digits_of_either_case_become_bytes() {
+        XCTAssertEqual(Hex.bytes(Array("00090AaBff".utf8)), [0x00, 0x09, 0x0A, 0xAB, 0xFF])
+        XCTAssertEqual(Hex.bytes(Array("".utf8)), [])
+        XCTAssertEqual(Hex.bytes("0a1b".utf8.dropFirst(2)), [0x1B])
+    }
+
+    func test_odd_counts_and_other_bytes_are_refused() {
+        XCTAssertNil(Hex.bytes(Array("abc".utf8)))
+        XCTAssertNil(Hex.bytes(Array("0g".utf8)))
+        XCTAssertNil(Hex.bytes(Array("0:".utf8)))
+        XCTAssertNil(Hex.bytes(Array(" 0".utf8)))
+        for byte in UInt8.min...UInt8.max {
+            let isDigit = (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+            XCTAssertEqual(Hex.value(byte) != nil, isDigit, "byte \(byte)")
+        }
+    }
+}

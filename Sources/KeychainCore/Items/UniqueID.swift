@@ -16,8 +16,5 @@ public struct UniqueID: Sendable {
     }
 
     /// CKA_UNIQUE_ID's value: the bytes in lower-case hex, as UTF-8.
-    public var text: [UInt8] {
-        let digits = Array("0123456789abcdef".utf8)
-        return bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xF)]] }
-    }
+    public var text: [UInt8] { Hex.digits(bytes) }
 }

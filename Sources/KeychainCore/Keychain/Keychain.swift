@@ -109,7 +109,7 @@ public final class Keychain {
             let master = try SecureBytes.random(count: AESGCM.keySize)
             try store.write {
                 try store.setMeta(Meta.publicKey, blob: try Random.bytes(AESGCM.keySize))
-                try store.setMeta(Meta.serial, blob: Array(try Random.bytes(8).map { String($0, radix: 16).leftPadded(to: 2) }.joined().utf8))
+                try store.setMeta(Meta.serial, blob: Hex.digits(try Random.bytes(8)))
                 try store.setMeta(Meta.slotID, integer: Int64(bitPattern: UInt64(slotID)))
                 try store.setMeta(Meta.maximumFailures, integer: policy.maximumFailures)
                 try store.setMeta(Meta.minimumLength, integer: Int64(policy.minimumLength))
@@ -684,8 +684,3 @@ public final class Keychain {
     static func now() -> Int64 { Int64(time(nil)) }
 }
 
-extension String {
-    func leftPadded(to length: Int, with pad: Character = "0") -> String {
-        count >= length ? self : String(repeating: pad, count: length - count) + self
-    }
-}
