@@ -7,10 +7,19 @@ enum OperationKind: Int, CaseIterable {
     case digest, sign, verify, encrypt, decrypt
 }
 
-/// A key ready for use: parsed once per login (PKCS11 keeps these in `Token.keyCache`).
-enum ReadyKey {
-    case asymmetric(AsymmetricKey)
-    case secret(SecureBytes)
+/// A key ready for use: parsed once per login (PKCS11 keeps these in `Token.keyCache`). Exactly
+/// one of the two is set.
+///
+/// Not an enum of two class payloads: Swift keeps such an enum's case in the spare high bits of
+/// the reference itself, where LeakSanitizer sees no pointer, so a cached secret key held only by
+/// the cache read as leaked in the C API fuzzing runs (Docs/reliability.md). Two optional
+/// references are stored as plain pointers.
+struct ReadyKey {
+    let asymmetric: AsymmetricKey?
+    let secret: SecureBytes?
+
+    static func asymmetric(_ key: AsymmetricKey) -> ReadyKey { ReadyKey(asymmetric: key, secret: nil) }
+    static func secret(_ bytes: SecureBytes) -> ReadyKey { ReadyKey(asymmetric: nil, secret: bytes) }
 }
 
 /// An active C_*Init operation and how far it has gone.
@@ -130,7 +139,7 @@ extension ModuleState {
     /// the key is still the cached one (not after a logout or the key's destruction).
     private func keepIdleCipher(of operation: ActiveOperation, session: Session) {
         guard let (entry, key) = operation.reusable, case .symmetric(let cipher) = operation.engine,
-              let token = slots[session.slotID]?.token, case .secret(let cached)? = token.keyCache[entry.handle], cached === key else { return }
+              let token = slots[session.slotID]?.token, token.keyCache[entry.handle]?.secret === key else { return }
         token.keepIdle(cipher, as: entry, key: key)
     }
 
@@ -325,7 +334,7 @@ extension ModuleState {
     func asymmetricKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
                        mechanism: Mechanism) throws(CKError) -> AsymmetricKey {
         let attributes = try checkedKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism)
-        guard case .asymmetric(let key) = try readyKey(handle, policy: attributes, session: session, token: token) else {
+        guard let key = try readyKey(handle, policy: attributes, session: session, token: token).asymmetric else {
             throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not an asymmetric key")
         }
         try Self.checkSize(Self.mechanismKeySize(key), mechanism)
@@ -334,7 +343,7 @@ extension ModuleState {
 
     func secretKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, usage: AttributeType, mechanism: Mechanism) throws(CKError) -> SecureBytes {
         let attributes = try checkedKey(handle, session: session, token: token, objectClass: .secretKey, usage: usage, mechanism: mechanism)
-        guard case .secret(let value) = try readyKey(handle, policy: attributes, session: session, token: token) else {
+        guard let value = try readyKey(handle, policy: attributes, session: session, token: token).secret else {
             throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not a secret key")
         }
         try Self.checkSize(value.count, mechanism)
