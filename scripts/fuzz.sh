@@ -11,6 +11,8 @@
 # FUZZ_GROW_CORPUS=1 into the committed corpus; a crash, leak or hang is written to
 # Tests/fuzz/TARGET/crashers/ and fails the run. Prints libFuzzer's final statistics.
 # Long run (see Docs/reliability.md): scripts/fuzz.sh module 3600 -jobs=2 -workers=2
+# FUZZ_SCRATCH=DIR builds in DIR instead of .build-fuzz (a build must not replace the binary of
+# a run still going).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:?usage: scripts/fuzz.sh decoders|module [SECONDS] [libFuzzer options]}
@@ -28,7 +30,7 @@ libfuzzer=$(dirname "$(command -v swiftc)")/../lib/swift/clang/lib/linux/libclan
 flags=(-c release --product "$product" --sanitize=address -Xswiftc -DFUZZING
        -Xswiftc -sanitize-coverage=edge,inline-8bit-counters,pc-table,trace-cmp
        -Xlinker --whole-archive -Xlinker "$libfuzzer" -Xlinker --no-whole-archive -Xlinker -lstdc++
-       --scratch-path .build-fuzz)
+       --scratch-path "${FUZZ_SCRATCH:-.build-fuzz}")
 swift build "${flags[@]}" >&2
 bin=$(swift build "${flags[@]}" --show-bin-path)
 corpus=Tests/fuzz/$target/corpus

@@ -69,20 +69,30 @@ else
     count 0 1
 fi
 
-# Leak checks on for the decoders; off for the C API here, where one unexplained LeakSanitizer
-# report (72 bytes, not reproducible from its input) is still open — see Docs/reliability.md.
+# Leak checks on for both targets (LeakSanitizer after every input that allocated more than it
+# freed, and at exit).
 echo "== bounded fuzzing: libFuzzer + AddressSanitizer, ${FUZZ_SECONDS:-60} s per target"
 for target in decoders module; do
-    leaks=1
-    [ "$target" = module ] && leaks=0
-    if scripts/fuzz.sh "$target" "${FUZZ_SECONDS:-60}" -detect_leaks=$leaks >"/tmp/keychain-pkcs11-fuzz-$target.log" 2>&1; then
-        echo "fuzz $target: $(grep -E '^stat::number_of_executed_units' "/tmp/keychain-pkcs11-fuzz-$target.log" | awk '{print $2}') executions, no crash or hang$([ $leaks = 1 ] && echo ", no leak")"
+    if scripts/fuzz.sh "$target" "${FUZZ_SECONDS:-60}" >"/tmp/keychain-pkcs11-fuzz-$target.log" 2>&1; then
+        echo "fuzz $target: $(grep -E '^stat::number_of_executed_units' "/tmp/keychain-pkcs11-fuzz-$target.log" | awk '{print $2}') executions, no crash, leak or hang"
         count 1 0
     else
         grep -v "Cannot export\|Compiling\|Emitting" "/tmp/keychain-pkcs11-fuzz-$target.log" | tail -n 40
         count 0 1
     fi
 done
+
+# The one leak report the C API fuzzing ever made, made certain: an HMAC key left in the key
+# cache, whose reference Swift had tagged (an enum case in its spare bits) where LeakSanitizer
+# saw no pointer. The input leaves the key cached; LeakSanitizer checks at exit.
+echo "== leak regression: a cached secret key stays visible to LeakSanitizer"
+if ASAN_OPTIONS=detect_leaks=1 "${FUZZ_SCRATCH:-.build-fuzz}"/release/FuzzModule Tests/fuzz/module/crashers/leak-cached-secret-key \
+    >/tmp/keychain-pkcs11-leak-regression.log 2>&1; then
+    count 1 0
+else
+    tail -n 30 /tmp/keychain-pkcs11-leak-regression.log
+    count 0 1
+fi
 
 # The XCTest suites again, instrumented. Leaks are left to the fuzzers' LeakSanitizer (above):
 # under XCTest, Swift values kept in tagged pointers and XCTest's own objects read as leaks.
