@@ -36,7 +36,9 @@ p11-kit server -f --provider "$MODULE" -n "$socket" "pkcs11:token=remote" >serve
 server=$!
 sshd_pid=
 trap 'stop_pid "$server"; stop_pid "$sshd_pid"' EXIT
-for _ in $(seq 50); do [ -S "$socket" ] && break; sleep 0.1; done
+# The socket appears before the server has written its address line: wait for both (a loaded
+# machine showed the gap).
+for _ in $(seq 100); do [ -S "$socket" ] && grep -q P11_KIT_SERVER_ADDRESS server.log && break; sleep 0.1; done
 [ -S "$socket" ] || fail "p11-kit server did not start: $(cat server.log)"
 expect_contains "$(cat server.log)" "P11_KIT_SERVER_ADDRESS=unix:path=$socket; export P11_KIT_SERVER_ADDRESS;" "address printed by p11-kit server"
 # Only the owner may connect: p11-kit creates the socket with umask 066 (mode 0711, no write for
