@@ -53,21 +53,18 @@ final class PKCS12Bundle {
         var password = empty
         // Without a MAC nothing vouches for the bags' key-derivation costs (a damaged or hostile
         // file could ask for billions of iterations): such bundles are refused before decryption.
-        let hasMAC = PKCS12_mac_present(handle) == 1
-        guard hasMAC else { throw .unsupported(Self.noMACMessage) }
-        if hasMAC {
-            var iterations: UnsafePointer<ASN1_INTEGER>?
-            PKCS12_get0_mac(nil, nil, nil, &iterations, handle)
-            if let iterations {
-                let count = ASN1_INTEGER_get(iterations)
-                guard count >= 1, count <= Self.maximumIterations else { throw .unsupported("a PKCS#12 MAC with \(count) iterations") }
-            }
-            if PKCS12_verify_mac(handle, nil, 0) != 1, PKCS12_verify_mac(handle, "", 0) != 1 {
-                let (text, length) = try passphrase.obtain()
-                let verified = text.withUnsafeBytes { PKCS12_verify_mac(handle, $0.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(length)) }
-                guard verified == 1 else { throw .passphraseIncorrect }
-                password = text
-            }
+        guard PKCS12_mac_present(handle) == 1 else { throw .unsupported(Self.noMACMessage) }
+        var iterations: UnsafePointer<ASN1_INTEGER>?
+        PKCS12_get0_mac(nil, nil, nil, &iterations, handle)
+        if let iterations {
+            let count = ASN1_INTEGER_get(iterations)
+            guard count >= 1, count <= Self.maximumIterations else { throw .unsupported("a PKCS#12 MAC with \(count) iterations") }
+        }
+        if PKCS12_verify_mac(handle, nil, 0) != 1, PKCS12_verify_mac(handle, "", 0) != 1 {
+            let (text, length) = try passphrase.obtain()
+            let verified = text.withUnsafeBytes { PKCS12_verify_mac(handle, $0.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(length)) }
+            guard verified == 1 else { throw .passphraseIncorrect }
+            password = text
         }
         if let contents = try parse(password) { return contents }
         if Self.lastErrorIsUnsupportedAlgorithm() {
@@ -75,9 +72,6 @@ final class PKCS12Bundle {
             if let contents = try parse(password) { return contents }
             if Self.lastErrorIsUnsupportedAlgorithm() { throw .unsupported(Self.legacyMessage) }
         }
-        // OpenSSL 3.0's PKCS12_parse checks the MAC for any non-empty password, so a bundle
-        // without one opens only with the empty password.
-        if !hasMAC { throw .unsupported(Self.noMACMessage) }
         throw .malformed("the PKCS#12 contents cannot be read")
     }
 
