@@ -10,8 +10,12 @@ packages=(
     opensc gnutls-bin p11-kit p11-kit-modules sqlite3 binutils python3 openssl openssh-client xxd diffutils procps
     # OpenSSL pkcs11 engine, throwaway sshd, NSS modutil/certutil (interop tests)
     libengine-pkcs11-openssl openssh-server libnss3-tools
+    # OpenJDK's SunPKCS11 provider with keytool, jarsigner, javac and jar (test_java_sunpkcs11.sh)
+    openjdk-17-jdk-headless
     # the peer the benchmark compares against
     softhsm2
+    # python-pkcs11's own test suite (scripts/python-pkcs11-tests.sh): a venv and its Cython build
+    python3-venv python3-dev
     # the plot in Docs/performance.md (scripts/bench.sh)
     gnuplot-nox
 )

@@ -29,35 +29,69 @@ public enum AsymmetricKind: Equatable, Sendable {
     }
 }
 
-/// The NIST prime curves, named as OpenSSL names them.
+/// The named prime curves OpenSSL's default provider offers, named as OpenSSL names them:
+/// NIST P-192…P-521, secp256k1 and the Brainpool r1 curves (RFC 5639).
 public enum Curve: String, CaseIterable, Sendable {
+    case p192 = "prime192v1"
+    case p224 = "secp224r1"
     case p256 = "prime256v1"
     case p384 = "secp384r1"
     case p521 = "secp521r1"
+    case secp256k1 = "secp256k1"
+    case brainpoolP256r1 = "brainpoolP256r1"
+    case brainpoolP384r1 = "brainpoolP384r1"
+    case brainpoolP512r1 = "brainpoolP512r1"
 
     /// Bytes of one coordinate (and of the private scalar).
-    public var coordinateLength: Int {
-        switch self {
-        case .p256: return 32
-        case .p384: return 48
-        case .p521: return 66
-        }
-    }
+    public var coordinateLength: Int { (bits + 7) / 8 }
 
     public var bits: Int {
         switch self {
-        case .p256: return 256
-        case .p384: return 384
+        case .p192: return 192
+        case .p224: return 224
+        case .p256, .secp256k1, .brainpoolP256r1: return 256
+        case .p384, .brainpoolP384r1: return 384
+        case .brainpoolP512r1: return 512
         case .p521: return 521
         }
     }
 
+    /// P-192 gives under 112 bits of security: `key_policy = modern` refuses it.
+    public var isLegacy: Bool { self == .p192 }
+
     /// DER OBJECT IDENTIFIER of the named curve (as in CKA_EC_PARAMS).
     public var oid: [UInt8] {
         switch self {
-        case .p256: return [0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07]
-        case .p384: return [0x06, 0x05, 0x2B, 0x81, 0x04, 0x00, 0x22]
-        case .p521: return [0x06, 0x05, 0x2B, 0x81, 0x04, 0x00, 0x23]
+        case .p192: return [0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x01]  // 1.2.840.10045.3.1.1
+        case .p224: return [0x06, 0x05, 0x2B, 0x81, 0x04, 0x00, 0x21]  // 1.3.132.0.33
+        case .p256: return [0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07]  // 1.2.840.10045.3.1.7
+        case .p384: return [0x06, 0x05, 0x2B, 0x81, 0x04, 0x00, 0x22]  // 1.3.132.0.34
+        case .p521: return [0x06, 0x05, 0x2B, 0x81, 0x04, 0x00, 0x23]  // 1.3.132.0.35
+        case .secp256k1: return [0x06, 0x05, 0x2B, 0x81, 0x04, 0x00, 0x0A]  // 1.3.132.0.10
+        case .brainpoolP256r1: return [0x06, 0x09, 0x2B, 0x24, 0x03, 0x03, 0x02, 0x08, 0x01, 0x01, 0x07]  // 1.3.36.3.3.2.8.1.1.7
+        case .brainpoolP384r1: return [0x06, 0x09, 0x2B, 0x24, 0x03, 0x03, 0x02, 0x08, 0x01, 0x01, 0x0B]  // …1.1.11
+        case .brainpoolP512r1: return [0x06, 0x09, 0x2B, 0x24, 0x03, 0x03, 0x02, 0x08, 0x01, 0x01, 0x0D]  // …1.1.13
+        }
+    }
+
+    /// The named curve whose parameters a DER ECParameters SEQUENCE spells out explicitly (as
+    /// some clients write CKA_EC_PARAMS), or nil when they match none of ours.
+    public static func matching(explicitParameters der: [UInt8]) -> Curve? {
+        guard der.first == 0x30 else { return nil }
+        return der.withUnsafeBufferPointer { buffer -> Curve? in
+            var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
+            guard let group = d2i_ECPKParameters(nil, &cursor, buffer.count) else {
+                OpenSSLErrorQueue.discardOwn()
+                return nil
+            }
+            defer { EC_GROUP_free(group) }
+            // Compares the explicit parameters with every built-in curve's.
+            let nid = EC_GROUP_check_named_curve(group, 0, nil)
+            guard nid > 0, let name = OBJ_nid2sn(nid) else {
+                OpenSSLErrorQueue.discardOwn()
+                return nil
+            }
+            return Curve(rawValue: String(cString: name))
         }
     }
 }

@@ -7,6 +7,8 @@ public struct CryptoError: Error, Equatable, CustomStringConvertible {
         case authenticationFailed
         /// An input had the wrong size or shape.
         case invalidInput
+        /// More input than the operation may take (a CTR counter's range).
+        case limitExceeded
         /// OpenSSL reported an internal failure.
         case library
     }

@@ -86,7 +86,7 @@ enum OpenSSHKey {
             defer { wipe(&seed) }
             return try building(type) { try AsymmetricKey.raw(.ed25519, privateKey: seed, publicKey: publicKey) }
         case _ where type.hasPrefix("ecdsa-sha2-"):
-            guard let curve = curve(named: try reader.text()), type == "ecdsa-sha2-" + sshName(curve) else {
+            guard let curve = curve(named: try reader.text()), type == "ecdsa-sha2-" + (sshName(curve) ?? "") else {
                 throw .unsupported("OpenSSH key type \(type)")
             }
             let point = Array(try reader.string())
@@ -157,7 +157,7 @@ enum OpenSSHKey {
             let raw = Array(try reader.string())
             key = try building(type) { try AsymmetricKey.raw(type == "ssh-ed25519" ? .ed25519 : .ed448, privateKey: nil, publicKey: raw) }
         case _ where type.hasPrefix("ecdsa-sha2-"):
-            guard let curve = curve(named: try reader.text()), type == "ecdsa-sha2-" + sshName(curve) else {
+            guard let curve = curve(named: try reader.text()), type == "ecdsa-sha2-" + (sshName(curve) ?? "") else {
                 throw .unsupported("OpenSSH key type \(type)")
             }
             let point = Array(try reader.string())
@@ -218,9 +218,10 @@ enum OpenSSHKey {
             writer.mpint(parts.publicExponent)
             writer.mpint(parts.modulus)
         case .ec(let curve):
-            type = "ecdsa-sha2-" + sshName(curve)
+            guard let name = sshName(curve) else { throw CryptoError(.invalidInput, "SSH has no public key format for \(curve.rawValue) keys") }
+            type = "ecdsa-sha2-" + name
             writer.string(Array(type.utf8))
-            writer.string(Array(sshName(curve).utf8))
+            writer.string(Array(name.utf8))
             writer.string(try key.ecPoint())
         case .ed25519, .ed448:
             type = key.kind == .ed25519 ? "ssh-ed25519" : "ssh-ed448"
@@ -232,11 +233,13 @@ enum OpenSSHKey {
         return (type, writer.bytes)
     }
 
-    static func sshName(_ curve: Curve) -> String {
+    /// SSH names only the three NIST curves of RFC 5656 that OpenSSH implements.
+    static func sshName(_ curve: Curve) -> String? {
         switch curve {
         case .p256: return "nistp256"
         case .p384: return "nistp384"
         case .p521: return "nistp521"
+        default: return nil
         }
     }
 

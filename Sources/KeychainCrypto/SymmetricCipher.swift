@@ -3,7 +3,10 @@ internal import COpenSSL
 /// AES in the modes PKCS#11 offers, streaming through EVP_CIPHER_CTX.
 public final class SymmetricCipher {
     public enum Mode: Sendable, Hashable {
-        case ecb, cbc, cbcPad, ctr
+        case ecb, cbc, cbcPad
+        /// Counter mode whose counter is the low `counterBits` (1–128) bits of the counter block;
+        /// the bits above it are a nonce that never changes.
+        case ctr(counterBits: Int)
         /// GCM with its 12-byte-or-longer IV, additional data and tag length in bytes.
         case gcm(tagLength: Int)
     }
@@ -16,6 +19,10 @@ public final class SymmetricCipher {
     /// Bytes given to OpenSSL that it has not yet turned into output (block modes: less than a
     /// block, or a whole block held back for CBC-PAD decryption).
     private var buffered = 0
+    /// CTR: the bytes left before the counter would wrap (nil when that is beyond any input).
+    /// OpenSSL increments the whole block, which is the same as incrementing only the counter
+    /// bits for as long as the counter does not wrap: so the input is bounded, never wrapped.
+    private var counterBudget: UInt64?
 
     public static let blockSize = 16
     /// GCM decryption returns nothing before the tag checks, so it holds the ciphertext: this much.
@@ -45,7 +52,28 @@ public final class SymmetricCipher {
         guard ok == 1 else { throw CryptoError.library("EVP_CipherInit_ex(key)") }
         EVP_CIPHER_CTX_set_padding(ctx, mode == .cbcPad ? 1 : 0)
         ivLength = iv.count
+        counterBudget = try Self.counterBudget(mode: mode, block: iv)
         try absorbAssociatedData(associatedData)
+    }
+
+    /// The bytes a CTR operation may process before its counter bits wrap: 16 × (2^bits − counter).
+    static func counterBudget(mode: Mode, block: [UInt8]) throws -> UInt64? {
+        guard case .ctr(let bits) = mode else { return nil }
+        guard (1...128).contains(bits), block.count == blockSize else { throw CryptoError(.invalidInput, "CTR counter of \(bits) bits") }
+        let value = block.reduce(UInt128(0)) { $0 << 8 | UInt128($1) }
+        let mask: UInt128 = bits == 128 ? .max : (UInt128(1) << bits) - 1
+        let blocksAfterFirst = mask - (value & mask)
+        guard blocksAfterFirst < UInt128(UInt64.max / UInt64(blockSize)) else { return nil }
+        return (UInt64(blocksAfterFirst) + 1) * UInt64(blockSize)
+    }
+
+    /// Spends `count` bytes of a CTR counter's range, or refuses them all.
+    private func spendCounter(_ count: Int) throws {
+        guard let budget = counterBudget else { return }
+        guard UInt64(count) <= budget else {
+            throw CryptoError(.limitExceeded, "the CTR counter would run past its range (\(budget) more bytes allowed)")
+        }
+        counterBudget = budget - UInt64(count)
     }
 
     /// The IV length set in the context (GCM accepts any).
@@ -76,6 +104,7 @@ public final class SymmetricCipher {
         wipe(&heldCiphertext)
         heldCiphertext = []
         buffered = 0
+        counterBudget = try Self.counterBudget(mode: mode, block: iv)
         guard EVP_CipherInit_ex(ctx, nil, nil, nil, iv.isEmpty ? nil : iv, encrypting ? 1 : 0) == 1 else {
             throw CryptoError.library("EVP_CipherInit_ex(iv)")
         }
@@ -90,6 +119,7 @@ public final class SymmetricCipher {
         heldCiphertext = other.heldCiphertext
         buffered = other.buffered
         ivLength = other.ivLength
+        counterBudget = other.counterBudget
         guard EVP_CIPHER_CTX_copy(ctx, other.ctx) == 1 else { throw CryptoError.library("EVP_CIPHER_CTX_copy") }
     }
 
@@ -106,6 +136,7 @@ public final class SymmetricCipher {
         swap(&ctx, &other.ctx)
         heldCiphertext = other.heldCiphertext
         buffered = other.buffered
+        counterBudget = other.counterBudget
     }
 
     private var tagLength: Int? {
@@ -116,7 +147,8 @@ public final class SymmetricCipher {
     /// The most an update of `count` bytes can produce.
     public func maximumUpdateOutput(_ count: Int) -> Int {
         if tagLength != nil && !encrypting { return 0 }
-        if mode == .ctr || tagLength != nil { return count }
+        if case .ctr = mode { return count }
+        if tagLength != nil { return count }
         return ((buffered + count) / Self.blockSize) * Self.blockSize
     }
 
@@ -139,6 +171,7 @@ public final class SymmetricCipher {
             heldCiphertext += input
             return []
         }
+        try spendCounter(input.count)
         var out = [UInt8](repeating: 0, count: input.count + Self.blockSize)
         var length: Int32 = 0
         guard EVP_CipherUpdate(ctx, &out, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count)) == 1 else {
@@ -175,6 +208,7 @@ public final class SymmetricCipher {
             throw CryptoError(.invalidInput, "one-shot needs a fresh operation and room for its output")
         }
         guard input.count <= Int(Int32.max) - Self.blockSize else { throw CryptoError(.invalidInput, "input too large") }
+        try spendCounter(input.count)
         let source = input.baseAddress?.assumingMemoryBound(to: UInt8.self)
         var body = input.count
         var tag: [UInt8] = []

@@ -154,10 +154,10 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
         let bits = dictionary[kSecAttrKeySizeInBits as String].flatMap(ItemMapping.integer) ?? 0
         let kind: AsymmetricKind
         if type == kSecAttrKeyTypeRSA as String {
-            guard KeyFactory.rsaGenerationBits.contains(Int(bits)) else { throw ItemError(errSecParam, "RSA keys have 2048–8192 bits") }
+            guard (2048...8192).contains(Int(bits)) else { throw ItemError(errSecParam, "RSA keys have 2048–8192 bits") }
             kind = .rsa
         } else if type == kSecAttrKeyTypeECSECPrimeRandom as String {
-            guard let curve = Curve.allCases.first(where: { $0.bits == Int(bits) }) else { throw ItemError(errSecParam, "EC keys have 256, 384 or 521 bits") }
+            guard let curve = [Curve.p256, .p384, .p521].first(where: { $0.bits == Int(bits) }) else { throw ItemError(errSecParam, "EC keys have 256, 384 or 521 bits") }
             kind = .ec(curve)
         } else {
             throw ItemError(errSecParam, "unsupported kSecAttrKeyType")

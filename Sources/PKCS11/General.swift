@@ -19,7 +19,9 @@ enum General {
             if supplied == callbacks.count, args.flags & CK_FLAGS(CKF_OS_LOCKING_OK) == 0 {
                 throw CKError(CK_RV(CKR_CANT_LOCK), "application mutexes without CKF_OS_LOCKING_OK are not supported")
             }
-            // pReserved must be NULL by the specification, but NSS passes a string there: tolerated.
+            // PKCS#11 §5.4: pReserved must be NULL. (NSS puts its LibraryParameters there only
+            // for a module configured with parameters, which this one never needs.)
+            guard args.pReserved == nil else { throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "pReserved must be NULL") }
         }
         try Module.shared.initialize(configuration: .current())
     }

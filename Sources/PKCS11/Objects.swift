@@ -73,32 +73,12 @@ extension ModuleState {
             }
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
-            let object = try translating { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: id.text, bySecurityOfficer: bySO) }
-            let handle = try store(object, uid: id.bytes, session: session, token: token)
-            if object.objectClass == .privateKey {
-                do throws(CKError) {
-                    try addPublicKeyIfMissing(for: object, session: session, token: token)
-                } catch {
-                    if case .token(let rowID)? = handles[handle]?.location { try? translating { () throws(KeychainError) in try token.keychain.remove(id: rowID) } }
-                    handles.remove(handle)
-                    throw error
-                }
-            }
-            return handle
+            let object = try translating { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: id.text, bySecurityOfficer: bySO, policy: configuration.keyPolicy) }
+            // Only the object asked for: a private key's public parts are its own attributes
+            // (CKA_PUBLIC_KEY_INFO, modulus and exponent); clients that want a public-key object
+            // write one (DESIGN §4).
+            return try store(object, uid: id.bytes, session: session, token: token)
         }
-    }
-
-    /// A private key stored alone gets a public-key object derived from it, with the same
-    /// CKA_ID and label, because OpenSSH and others list only public keys and certificates.
-    func addPublicKeyIfMissing(for privateKey: ObjectAttributes, session: Session, token: Token) throws(CKError) {
-        guard let id = privateKey[.id], let keyType = privateKey[.keyType] else { return }
-        let query: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.publicKey.rawValue)), (.keyType, keyType), (.id, id)]
-        let onToken = try translating { () throws(KeychainError) in try token.keychain.find(query, master: token.userMaster) }
-        let inSession = handles.sessionObjects(onSlot: session.slotID).contains { $0.object.attributes.matches(query) }
-        guard onToken.isEmpty, !inSession else { return }
-        let uniqueID = try Self.newUniqueID()
-        let publicKey = try translating { () throws(KeychainError) in try KeyFactory.publicObject(for: privateKey, uniqueID: uniqueID.text) }
-        _ = try store(publicKey, uid: uniqueID.bytes, session: session, token: token)
     }
 
     func copyObject(_ handle: CK_SESSION_HANDLE, object source: CK_OBJECT_HANDLE, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {

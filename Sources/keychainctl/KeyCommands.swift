@@ -113,7 +113,8 @@ struct GenerateKey: ParsableCommand {
         }
         let privateTemplate = try KeyStorage.privateTemplate(label: label, id: id, extractable: extractable, access: access)
         let request = try open.run { () throws(KeychainError) in
-            try KeyGeneration.request(keyType: keyType, publicTemplate: publicTemplate, privateTemplate: privateTemplate)
+            try KeyGeneration.request(keyType: keyType, publicTemplate: publicTemplate, privateTemplate: privateTemplate,
+                                      policy: Configuration.current().keyPolicy)
         }
         let key: AsymmetricKey
         do { key = try AsymmetricKey.generate(request.kind, bits: request.bits) } catch {
@@ -208,7 +209,7 @@ struct Import: ParsableCommand {
             template += material.privateKey.map { ($0.key, $0.value) }
             template += try KeyStorage.privateTemplate(label: keyLabel, id: id, extractable: extractable, access: access)
             let uid = try PasswordItems.newUniqueID()
-            let object = try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text) }
+            let object = try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text, policy: Configuration.current().keyPolicy) }
             objects.append((object, uid.bytes))
             let publicUID = try PasswordItems.newUniqueID()
             objects.append((try open.run { () throws(KeychainError) in try KeyFactory.publicObject(for: object, uniqueID: publicUID.text) }, publicUID.bytes))
@@ -220,7 +221,7 @@ struct Import: ParsableCommand {
             if let id { template.append((.id, id)) }
             template += material.publicKey.map { ($0.key, $0.value) }
             let uid = try PasswordItems.newUniqueID()
-            objects.append((try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text) }, uid.bytes))
+            objects.append((try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text, policy: Configuration.current().keyPolicy) }, uid.bytes))
         }
         // The key's own certificate (same public key) takes the key's label and CKA_ID; a file of
         // certificates alone gives them to its first. Chain certificates already stored are kept as they are.
@@ -246,7 +247,7 @@ struct Import: ParsableCommand {
                                       (.itemClass, AttributeValue.ulong(ItemClass.certificate.rawValue))]
             if isLeaf, let id { template.append((.id, id)) }
             let uid = try PasswordItems.newUniqueID()
-            objects.append((try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text) }, uid.bytes))
+            objects.append((try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text, policy: Configuration.current().keyPolicy) }, uid.bytes))
         }
         guard !objects.isEmpty else { throw fail("\(file) holds nothing to import.", status: ExitStatus.badInput) }
         try open.run { () throws(KeychainError) in

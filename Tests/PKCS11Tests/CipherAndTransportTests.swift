@@ -295,6 +295,12 @@ final class CipherAndTransportTests: ModuleTestCase {
         XCTAssertRV(withTemplate(base + [(UInt(CKA_TRUSTED), [1])]) { p11.C_CreateObject!(session, $0, $1, &other) }, CKR_ATTRIBUTE_READ_ONLY,
                     "only the SO marks certificates trusted")
         XCTAssertRV(withTemplate([(UInt(CKA_VALUE), [1])]) { p11.C_SetAttributeValue!(session, certificate, $0, $1) }, CKR_ATTRIBUTE_READ_ONLY)
+        // Java's SunPKCS11 writes the serial's bare INTEGER content: accepted, stored as DER.
+        var bare: CK_OBJECT_HANDLE = 0
+        XCTAssertRV(withTemplate(base + [(UInt(CKA_SERIAL_NUMBER), [0x12, 0x34])]) { p11.C_CreateObject!(session, $0, $1, &bare) }, CKR_OK)
+        XCTAssertEqual(value(session, bare, UInt(CKA_SERIAL_NUMBER)).1, [0x02, 0x02, 0x12, 0x34])
+        XCTAssertRV(withTemplate(base + [(UInt(CKA_SERIAL_NUMBER), [0x12, 0x35])]) { p11.C_CreateObject!(session, $0, $1, &other) }, CKR_ATTRIBUTE_VALUE_INVALID,
+                    "a serial that is not the certificate's")
     }
 }
 

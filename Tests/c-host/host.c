@@ -820,12 +820,16 @@ static int cmd_initargs(void)
                   "C_GetSlotList after C_Finalize");
     }
 
-    /* NSS may pass a non-NULL pReserved (DESIGN: tolerate it). */
+    /* PKCS#11 §5.4: pReserved must be NULL; the module stays uninitialised. */
     memset(&args, 0, sizeof args);
     args.flags = CKF_OS_LOCKING_OK;
     args.pReserved = (CK_VOID_PTR) "configdir='sql:/nonexistent' certPrefix='' keyPrefix='' secmod=''";
-    if (expect_rv(fl->C_Initialize(&args), CKR_OK, "C_Initialize with CKF_OS_LOCKING_OK and a non-NULL pReserved"))
-        expect_rv(fl->C_Finalize(NULL), CKR_OK, "  C_Finalize");
+    if (expect_rv(fl->C_Initialize(&args), CKR_ARGUMENTS_BAD, "C_Initialize with a non-NULL pReserved")) {
+        CK_ULONG n = 0;
+        expect_rv(fl->C_GetSlotList(CK_FALSE, NULL, &n), CKR_CRYPTOKI_NOT_INITIALIZED, "  not initialised after it");
+    } else {
+        fl->C_Finalize(NULL);
+    }
 
     dlclose(h);
     return failures ? 1 : 0;

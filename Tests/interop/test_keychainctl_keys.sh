@@ -31,7 +31,8 @@ ssh_line=$(sed -n 's/^SSH: *//p' <<<"$out")
 kc generate-key --type rsa --bits 2048 --label gen-rsa --id 0a --pin-file user.pin >/dev/null || fail "generate RSA"
 kc generate-key --type ed25519 --label gen-ed --pin-file user.pin >/dev/null || fail "generate Ed25519"
 expect_status 64 "unknown key type" kc generate-key --type dsa --label x --pin-file user.pin
-expect_status 64 "RSA size out of range" kc generate-key --type rsa --bits 1024 --label x --pin-file user.pin
+expect_status 64 "RSA size out of range" kc generate-key --type rsa --bits 1016 --label x --pin-file user.pin
+KEYCHAIN_PKCS11_KEY_POLICY=modern expect_status 64 "RSA-1024 under key_policy = modern" kc generate-key --type rsa --bits 1024 --label x --pin-file user.pin
 listed=$(ssh-keygen -D "$MODULE" </dev/null 2>/dev/null)
 expect_contains "$listed" "$(awk '{print $1, $2}' <<<"$ssh_line")" "ssh-keygen -D lists the generated key as generate-key printed it"
 out=$(kc export --label gen-ec --type public-key --format ssh --public-only); expect_eq "$out" "$ssh_line" "export --format ssh"

@@ -24,13 +24,16 @@ serial=$(p11 --slot "$slot" -T 2>/dev/null | sed -n "/token label        : $TOKE
 user() { p11 --slot "$slot" --login --pin "$PIN" "$@"; }
 cd "$WORK" || fail "cd $WORK"
 
-# An RSA key from a file with its self-signed certificate (same CKA_ID), a CA certificate without
+# An RSA key pair from a file (private and public key written as two objects: the module makes
+# none the client did not write) with its self-signed certificate (same CKA_ID), a CA certificate without
 # its key, and a P-256 key generated on the token (default CKA_ID: SHA-1 of its EC point).
 openssl genrsa -out rsa.pem 2048 2>/dev/null || fail "genrsa"
 openssl req -x509 -new -key rsa.pem -subj "/CN=NSS RSA" -days 2 -outform DER -out rsa.crt 2>/dev/null || fail "RSA certificate"
 openssl ecparam -name prime256v1 -genkey -noout -out ca.pem || fail "CA key"
 openssl req -x509 -new -key ca.pem -subj "/CN=NSS Orphan CA" -days 2 -outform DER -out ca.crt 2>/dev/null || fail "CA certificate"
 user --write-object rsa.pem --type privkey --id c1c1 --label nss-rsa >/dev/null 2>&1 || fail "import RSA key"
+openssl pkey -in rsa.pem -pubout -outform DER -out rsa.pub.der || fail "RSA public key"
+user --write-object rsa.pub.der --type pubkey --id c1c1 --label nss-rsa >/dev/null 2>&1 || fail "import RSA public key"
 user --write-object rsa.crt --type cert --id c1c1 --label nss-rsa-cert >/dev/null 2>&1 || fail "import RSA certificate"
 user --write-object ca.crt --type cert --id c2c2 --label nss-ca-cert >/dev/null 2>&1 || fail "import CA certificate"
 user --keypairgen --key-type EC:prime256v1 --label nss-p256 >/dev/null 2>&1 || fail "generate P-256 key"

@@ -42,11 +42,14 @@ user --keypairgen --key-type EC:secp384r1 --label gnu-p384 >/dev/null 2>&1 || fa
 certtool_self gnu-p384 "GnuTLS P-384" p384
 user --write-object p384.der --type cert --label gnu-p384-cert >/dev/null 2>&1 || fail "store P-384 certificate"
 p384id=$(openssl x509 -inform DER -in p384.der -noout -pubkey | openssl pkey -pubin -outform DER | tail -c 97 | sha1sum | cut -c1-40)
-# 3. P-256 key from a file and openssl's self-signed certificate, both with ID 3c4d.
+# 3. P-256 key pair from a file (private and public key written by the client) and openssl's
+#    self-signed certificate, all with ID 3c4d.
 openssl ecparam -name prime256v1 -genkey -noout -out p256.key || fail "P-256 key"
 openssl req -x509 -new -key p256.key -subj "/CN=OpenSSL P-256" -days 2 -out p256.pem 2>/dev/null || fail "P-256 certificate"
 der_of p256.pem p256.der
 user --write-object p256.key --type privkey --id 3c4d --label gnu-p256 >/dev/null 2>&1 || fail "import P-256 key"
+openssl pkey -in p256.key -pubout -outform DER -out p256.pub.der || fail "P-256 public key"
+user --write-object p256.pub.der --type pubkey --id 3c4d --label gnu-p256 >/dev/null 2>&1 || fail "import the P-256 public key"
 user --write-object p256.der --type cert --id 3c4d --label gnu-p256-cert >/dev/null 2>&1 || fail "store P-256 certificate"
 # 4. A CA certificate without its key, stored without ID (default: SHA-1 of its EC point).
 openssl ecparam -name prime256v1 -genkey -noout -out ca.key || fail "CA key"

@@ -17,6 +17,8 @@ cd "$WORK" || fail "cd $WORK"
 user --keypairgen --key-type rsa:2048 --id d1 --label gnu-rsa >/dev/null 2>&1 || fail "generate RSA key"
 openssl ecparam -name prime256v1 -genkey -noout -out p256.pem || fail "ecparam P-256"
 user --write-object p256.pem --type privkey --id d2 --label gnu-p256 >/dev/null 2>&1 || fail "import P-256 key"
+openssl pkey -in p256.pem -pubout -outform DER -out p256.pub.der || fail "P-256 public key"
+user --write-object p256.pub.der --type pubkey --id d2 --label gnu-p256 >/dev/null 2>&1 || fail "import the P-256 public key"
 user --keypairgen --key-type EC:secp384r1 --id d3 --label gnu-p384 >/dev/null 2>&1 || fail "generate P-384 key"
 user --keypairgen --key-type EC:edwards25519 --id d4 --label gnu-ed25519 >/dev/null 2>&1 || fail "generate Ed25519 key"
 

@@ -50,14 +50,18 @@ serial=$(sed -n 's/^  serial num         : //p' <<<"$out")
 out=$(p11 -T 2>&1) || fail "pkcs11-tool -T exit $?"
 expect_eq "$(sed -n 's/^  serial num         : //p' <<<"$out")" "$serial" "serial in a second process"
 
-# -M: the mechanism list with exact sizes and flags for a few, and no legacy algorithms.
+# -M: the mechanism list with exact sizes and flags for a few (the compatible key policy:
+# RSA from 1,024 bits, P-192 and up); key_policy = modern raises them and drops the legacy ones.
 out=$(p11 --slot "$slot" -M 2>/dev/null); rc=$?
 expect_eq "$rc" 0 "-M exit code"
-expect_contains "$out" $'\n  RSA-PKCS-KEY-PAIR-GEN, keySize={2048,8192}, hw, generate_key_pair\n' "-M RSA key generation"
+expect_contains "$out" $'\n  RSA-PKCS-KEY-PAIR-GEN, keySize={1024,8192}, hw, generate_key_pair\n' "-M RSA key generation"
 expect_contains "$out" $'\n  SHA256, hw, digest\n' "-M SHA-256"
-expect_contains "$out" $'\n  ECDSA-SHA256, keySize={256,521}, hw, sign, verify, EC F_P, EC OID, EC uncompressed\n' "-M ECDSA-SHA256"
-expect_not_contains "$out" "MD5" "-M offers no MD5"
-expect_not_contains "$out" "DES" "-M offers no DES"
+expect_contains "$out" $'\n  ECDSA-SHA256, keySize={192,521}, hw, sign, verify, EC F_P, EC OID, EC uncompressed\n' "-M ECDSA-SHA256"
+out=$(KEYCHAIN_PKCS11_KEY_POLICY=modern p11 --slot "$slot" -M 2>/dev/null) || fail "-M under key_policy = modern"
+expect_contains "$out" $'\n  RSA-PKCS-KEY-PAIR-GEN, keySize={2048,8192}, hw, generate_key_pair\n' "-M RSA key generation (modern)"
+expect_contains "$out" $'\n  ECDSA-SHA256, keySize={224,521}, hw, sign, verify, EC F_P, EC OID, EC uncompressed\n' "-M ECDSA-SHA256 (modern)"
+expect_not_contains "$out" "MD5" "-M offers no MD5 (modern)"
+expect_not_contains "$out" "DES" "-M offers no DES (modern)"
 
 # Login works with the user PIN, not with a wrong one.
 p11 --slot "$slot" --login --pin "$PIN" -O >/dev/null 2>&1 || fail "login with the user PIN"

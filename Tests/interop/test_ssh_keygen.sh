@@ -1,7 +1,7 @@
 # OpenSSH ssh-keygen -D lists the token's RSA-2048, EC P-256 and EC P-384 public keys, each equal to
 # ssh-keygen -i -m PKCS8 of the key's openssl public key and commented with its label. The keys are
-# an imported RSA key and an imported P-384 key (private key only: their public keys are the
-# derived objects) and a generated P-256 pair. ssh-keygen -D reads only public keys and does not
+# an imported RSA key and an imported P-384 key (each written as its private and its public key,
+# as clients import pairs: the module invents no public-key object) and a generated P-256 pair. ssh-keygen -D reads only public keys and does not
 # log in, so no PIN is given (stdin is /dev/null). OpenSSH 9.2 skips Ed25519 over PKCS#11: an
 # Ed25519 key on the token must not be listed, only reported as unsupported on stderr.
 . "$HERE/lib.sh"
@@ -23,7 +23,11 @@ expect_eq "$out" "" "ssh-keygen -D on a token without keys"
 openssl genrsa -out rsa.pem 2048 2>/dev/null || fail "genrsa"
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-384 -out p384.pem || fail "genpkey P-384"
 user --write-object rsa.pem --type privkey --id c1 --label ssh-rsa-key >/dev/null 2>&1 || fail "import RSA key"
+openssl pkey -in rsa.pem -pubout -outform DER -out rsa.pub.der || fail "public key of rsa"
+user --write-object rsa.pub.der --type pubkey --id c1 --label ssh-rsa-key >/dev/null 2>&1 || fail "import the public key of rsa"
 user --write-object p384.pem --type privkey --id c3 --label ssh-p384-key >/dev/null 2>&1 || fail "import P-384 key"
+openssl pkey -in p384.pem -pubout -outform DER -out p384.pub.der || fail "public key of p384"
+user --write-object p384.pub.der --type pubkey --id c3 --label ssh-p384-key >/dev/null 2>&1 || fail "import the public key of p384"
 user --keypairgen --key-type EC:prime256v1 --id c2 --label ssh-p256-key >/dev/null 2>&1 || fail "generate P-256 key"
 user --keypairgen --key-type EC:edwards25519 --id c4 --label ssh-ed25519-key >/dev/null 2>&1 || fail "generate Ed25519 key"
 

@@ -26,6 +26,8 @@ user --keypairgen --key-type rsa:2048 --id f1 --label login-rsa >/dev/null 2>&1 
 user --keypairgen --key-type EC:prime256v1 --id f2 --label login-p256 >/dev/null 2>&1 || fail "generate P-256 key"
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-384 -out p384.pem 2>/dev/null || fail "genpkey P-384"
 user --write-object p384.pem --type privkey --id f3 --label login-p384 >/dev/null 2>&1 || fail "import P-384 key"
+openssl pkey -in p384.pem -pubout -outform DER -out p384.pub.der || fail "public key of p384"
+user --write-object p384.pub.der --type pubkey --id f3 --label login-p384 >/dev/null 2>&1 || fail "import the public key of p384"
 
 # The token's public keys as OpenSSH lists them, one file each.
 ssh-keygen -D "$MODULE" </dev/null >token.pub 2>/dev/null || fail "ssh-keygen -D exit $?"

@@ -73,10 +73,12 @@ public typealias Template = [(type: AttributeType, value: [UInt8])]
 public enum ObjectTemplate {
     /// Builds a new object from a creation template, filling defaults, a fresh unique ID and, for
     /// keys, the attributes computed from the key material (which is checked).
-    public static func create(_ template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool = false) throws(KeychainError) -> ObjectAttributes {
+    /// Keys outside `policy` are refused.
+    public static func create(_ template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool = false,
+                              policy: KeyPolicy = .compatible) throws(KeychainError) -> ObjectAttributes {
         var object = try assemble(template, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer)
         if AttributeTable.isKeyClass(object.objectClass ?? .data) {
-            try KeyFactory.completeImported(&object, given: Set(template.map(\.type)))
+            try KeyFactory.completeImported(&object, given: Set(template.map(\.type)), policy: policy)
         } else if object.objectClass == .certificate {
             try CertificateFactory.complete(&object, given: Set(template.map(\.type)))
         }

@@ -24,6 +24,9 @@ public struct Configuration: Sendable {
     /// KEYCHAIN_PKCS11_DEVICE_KEY); by default `$XDG_STATE_HOME/keychain-pkcs11/device-key`
     /// (`~/.local/state/…`), outside the keychain folder so that copying the folder leaves it behind.
     public var deviceKeyPath: String = Configuration.defaultDeviceKeyPath()
+    /// Key sizes, curves and legacy mechanisms accepted (`key_policy = compatible|modern`,
+    /// KEYCHAIN_PKCS11_KEY_POLICY); compatible by default.
+    public var keyPolicy: KeyPolicy = .compatible
 
     public init(directory: String, kdf: ScryptParameters = .interactive, defaultKeychain: String? = nil) {
         self.directory = directory
@@ -49,6 +52,14 @@ public struct Configuration: Sendable {
         configuration.promptProgram = (environment("KEYCHAIN_PKCS11_PROMPT") ?? file["prompt_program"]).map(expandHome)
         if let deviceKey = environment("KEYCHAIN_PKCS11_DEVICE_KEY") ?? file["device_key"].map(expandHome) {
             configuration.deviceKeyPath = deviceKey
+        }
+        if let text = environment("KEYCHAIN_PKCS11_KEY_POLICY") ?? file["key_policy"] {
+            if let policy = KeyPolicy(rawValue: text) {
+                configuration.keyPolicy = policy
+            } else {
+                // An unknown word must not weaken anything: the strict policy applies.
+                configuration.keyPolicy = .modern
+            }
         }
         return configuration
     }

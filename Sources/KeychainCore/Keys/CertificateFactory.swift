@@ -5,7 +5,8 @@ enum CertificateFactory {
     /// Parses CKA_VALUE and fills CKA_SUBJECT, CKA_ISSUER, CKA_SERIAL_NUMBER,
     /// CKA_PUBLIC_KEY_INFO, CKA_CHECK_VALUE, and CKA_ID (SHA-1 of the certificate's public key,
     /// so that it pairs with its private key) when the template gave none. A derived attribute
-    /// the template did give must match the certificate.
+    /// the template did give must match the certificate. CKA_SERIAL_NUMBER may also be given as
+    /// the INTEGER's bare content bytes, as Java's SunPKCS11 writes it; the DER INTEGER is stored.
     static func complete(_ object: inout ObjectAttributes, given: Set<AttributeType>) throws(KeychainError) {
         let value = object[.value] ?? []
         let certificate: Certificate
@@ -18,7 +19,7 @@ enum CertificateFactory {
             throw KeychainError(.storageFailure, "cannot hash the certificate")
         }
         for (type, expected) in derived {
-            if given.contains(type), object[type] != expected {
+            if given.contains(type), object[type] != expected, !(type == .serialNumber && object[type] == DER.content(of: expected, tag: 0x02)) {
                 throw KeychainError(.attributeValueInvalid, "attribute \(type) does not match the certificate")
             }
             object[type] = expected

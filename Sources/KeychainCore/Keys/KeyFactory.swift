@@ -3,10 +3,6 @@ import KeychainCrypto
 /// Turns key attributes into OpenSSL keys and back: validates imported key material, computes
 /// the attributes derived from it, and describes generated keys as attributes.
 public enum KeyFactory {
-    /// RSA sizes accepted for import and for generation (bits).
-    public static let rsaImportBits = 1024...8192
-    public static let rsaGenerationBits = 2048...8192
-
     /// The public half of a key object, from its CKA_PUBLIC_KEY_INFO (for a private key whose
     /// secret is sealed by an application password).
     public static func publicKey(of object: ObjectAttributes) throws(KeychainError) -> AsymmetricKey {
@@ -57,7 +53,7 @@ public enum KeyFactory {
 
     /// Checks an imported key's material and fills the attributes computed from it. A computed
     /// attribute the template gave must equal the computed value.
-    static func completeImported(_ object: inout ObjectAttributes, given: Set<AttributeType>) throws(KeychainError) {
+    static func completeImported(_ object: inout ObjectAttributes, given: Set<AttributeType>, policy: KeyPolicy) throws(KeychainError) {
         if object.objectClass == .secretKey {
             try completeSecret(&object, given: given)
             return
@@ -65,11 +61,10 @@ public enum KeyFactory {
         if object.keyType == .rsa {
             let modulus = (object[.modulus] ?? []).drop { $0 == 0 }
             let bits = modulus.isEmpty ? 0 : modulus.count * 8 - (modulus.first ?? 0).leadingZeroBitCount
-            guard rsaImportBits.contains(bits) else {
-                throw KeychainError(.attributeValueInvalid, "RSA keys of \(bits) bits are not supported (\(rsaImportBits.lowerBound)–\(rsaImportBits.upperBound))")
-            }
+            try policy.check(.rsa, bits: bits, generating: false, publicOnly: object.objectClass == .publicKey)
         }
         let key = try key(of: object)
+        if key.kind != .rsa { try policy.check(key.kind, bits: 0, generating: false) }
         do { try key.validate() } catch { throw KeychainError(.attributeValueInvalid, "the key's parts do not agree") }
         try fillComputed(&object, key: key, given: given)
     }

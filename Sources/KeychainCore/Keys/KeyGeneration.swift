@@ -16,7 +16,8 @@ public enum KeyGeneration {
 
     /// Reads the request from the public template (CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT,
     /// CKA_EC_PARAMS), for a mechanism that makes keys of `keyType`.
-    public static func request(keyType: KeyType, publicTemplate: Template, privateTemplate: Template) throws(KeychainError) -> Request {
+    public static func request(keyType: KeyType, publicTemplate: Template, privateTemplate: Template,
+                               policy: KeyPolicy = .compatible) throws(KeychainError) -> Request {
         for (template, objectClass) in [(publicTemplate, ObjectClass.publicKey), (privateTemplate, .privateKey)] {
             if let value = template.first(where: { $0.type == .objectClass })?.value, AttributeValue.decodeULong(value) != objectClass.rawValue {
                 throw KeychainError(.templateInconsistent, "CKA_CLASS does not fit a key pair")
@@ -35,9 +36,7 @@ public enum KeyGeneration {
                 throw KeychainError(.templateIncomplete, "CKA_MODULUS_BITS is required")
             }
             guard let bits = AttributeValue.decodeULong(bitsValue) else { throw KeychainError(.attributeValueInvalid, "CKA_MODULUS_BITS") }
-            guard KeyFactory.rsaGenerationBits.contains(Int(clamping: bits)) else {
-                throw KeychainError(.keySizeRange, "RSA keys are generated with \(KeyFactory.rsaGenerationBits.lowerBound)–\(KeyFactory.rsaGenerationBits.upperBound) bits")
-            }
+            try policy.check(.rsa, bits: Int(clamping: bits), generating: true)
             let exponent = publicTemplate.first { $0.type == .publicExponent }?.value
             if let exponent {
                 let trimmed = exponent.drop { $0 == 0 }
@@ -49,6 +48,7 @@ public enum KeyGeneration {
         case .ec, .ecEdwards, .ecMontgomery:
             guard let params = find(.ecParams) else { throw KeychainError(.templateIncomplete, "CKA_EC_PARAMS is required") }
             let kind = try CurveParameters.kind(params, keyType: keyType)
+            try policy.check(kind, bits: 0, generating: true)
             return Request(kind: kind, keyType: keyType, bits: 0, publicExponent: nil)
         default:
             throw KeychainError(.templateInconsistent, "not an asymmetric key type")

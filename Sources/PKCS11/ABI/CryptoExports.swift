@@ -10,17 +10,17 @@ public func C_EncryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK
     }
 }
 public func C_Encrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .encrypt) { state throws(CKError) in
         try state.cipherSinglePart(s, encrypting: true, input: try CallerBytes.input(d, count: dl), output: o, length: ol)
     }
 }
 public func C_EncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .encrypt) { state throws(CKError) in
         try state.cipherUpdate(s, encrypting: true, input: try CallerBytes.input(d, count: dl), output: o, length: ol)
     }
 }
 public func C_EncryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .encrypt) { state throws(CKError) in
         try state.cipherFinal(s, encrypting: true, output: o, length: ol)
     }
 }
@@ -32,17 +32,17 @@ public func C_DecryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK
     }
 }
 public func C_Decrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .decrypt) { state throws(CKError) in
         try state.cipherSinglePart(s, encrypting: false, input: try CallerBytes.input(d, count: dl), output: o, length: ol)
     }
 }
 public func C_DecryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .decrypt) { state throws(CKError) in
         try state.cipherUpdate(s, encrypting: false, input: try CallerBytes.input(d, count: dl), output: o, length: ol)
     }
 }
 public func C_DecryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .decrypt) { state throws(CKError) in
         try state.cipherFinal(s, encrypting: false, output: o, length: ol)
     }
 }
@@ -54,22 +54,22 @@ public func C_DigestInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer) -> CK_RV
     }
 }
 public func C_Digest(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .digest) { state throws(CKError) in
         try state.finishSinglePart(s, .digest, data: try CallerBytes.input(d, count: dl), output: o, length: ol)
     }
 }
 public func C_DigestUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .digest) { state throws(CKError) in
         try state.update(s, .digest, data: try CallerBytes.input(d, count: dl))
     }
 }
 public func C_DigestKey(_ s: CK_SESSION_HANDLE, _ k: CK_OBJECT_HANDLE) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .digest) { state throws(CKError) in
         try state.digestKey(s, key: k)
     }
 }
 public func C_DigestFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .digest) { state throws(CKError) in
         try state.finishMultiPart(s, .digest, output: o, length: ol)
     }
 }
@@ -81,17 +81,17 @@ public func C_SignInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OB
     }
 }
 public func C_Sign(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .sign) { state throws(CKError) in
         try state.finishSinglePart(s, .sign, data: try CallerBytes.input(d, count: dl), output: o, length: ol)
     }
 }
 public func C_SignUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .sign) { state throws(CKError) in
         try state.update(s, .sign, data: try CallerBytes.input(d, count: dl))
     }
 }
 public func C_SignFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .sign) { state throws(CKError) in
         try state.finishMultiPart(s, .sign, output: o, length: ol)
     }
 }
@@ -105,17 +105,17 @@ public func C_VerifyInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_
     }
 }
 public func C_Verify(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ g: BytePointer, _ gl: CK_ULONG) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .verify) { state throws(CKError) in
         try state.verify(s, data: try CallerBytes.input(d, count: dl), signature: try CallerBytes.input(g, count: gl))
     }
 }
 public func C_VerifyUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .verify) { state throws(CKError) in
         try state.update(s, .verify, data: try CallerBytes.input(d, count: dl))
     }
 }
 public func C_VerifyFinal(_ s: CK_SESSION_HANDLE, _ g: BytePointer, _ gl: CK_ULONG) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.operationStep(#function, s, .verify) { state throws(CKError) in
         try state.verify(s, data: nil, signature: try CallerBytes.input(g, count: gl))
     }
 }

@@ -32,6 +32,20 @@ enum Exports {
         run(function) { () throws(CKError) in try Module.shared.withState(body) }
     }
 
+    /// A data step of an operation (C_Encrypt, C_DigestUpdate, C_SignFinal…): an error in reading
+    /// the caller's arguments ends the operation just as an error inside the step does
+    /// (`ModuleState.step` has the rules).
+    @inline(__always)
+    static func operationStep(_ function: StaticString, _ session: CK_SESSION_HANDLE, _ kind: OperationKind,
+                              _ body: (ModuleState) throws(CKError) -> Void) -> CK_RV {
+        withState(function) { state throws(CKError) in
+            do throws(CKError) { try body(state) } catch {
+                state.endOperation(session, kind, after: error)
+                throw error
+            }
+        }
+    }
+
     /// For the cryptographic functions that arrive with the mechanisms: the usual session
     /// checks, then CKR_FUNCTION_NOT_SUPPORTED.
     static func notYetSupported(_ function: StaticString, _ session: CK_SESSION_HANDLE) -> CK_RV {
@@ -114,7 +128,7 @@ public func C_WaitForSlotEvent(_ flags: CK_FLAGS, _ slot: UnsafeMutablePointer<C
 public func C_GetMechanismList(_ slot: CK_SLOT_ID, _ list: UnsafeMutablePointer<CK_MECHANISM_TYPE>?, _ count: ULongPointer) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
         _ = try state.slot(slot)
-        try OutputBuffer.write(Mechanisms.all.keys.sorted(), to: list, count: count)
+        try OutputBuffer.write(state.mechanisms.keys.sorted(), to: list, count: count)
     }
 }
 
@@ -122,7 +136,7 @@ public func C_GetMechanismInfo(_ slot: CK_SLOT_ID, _ type: CK_MECHANISM_TYPE, _ 
     Exports.withState(#function) { state throws(CKError) in
         _ = try state.slot(slot)
         guard let info else { throw CKError.argumentsBad }
-        info.pointee = try Mechanisms.mechanism(type).info
+        info.pointee = try state.mechanism(type).info
     }
 }
 

@@ -9,7 +9,7 @@ import KeychainCrypto
 extension ModuleState {
     func cipherInit(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, key: CK_OBJECT_HANDLE, encrypting: Bool) throws(CKError) {
         try begin(handle, encrypting ? .encrypt : .decrypt, mechanism: mechanism) { [unowned self] session, token, mechanism throws(CKError) in
-            let entry = try Mechanisms.mechanism(mechanism.type)
+            let entry = try self.mechanism(mechanism.type)
             guard entry.supports(encrypting ? CKF_ENCRYPT : CKF_DECRYPT), let makeSpec = entry.cipher else {
                 throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) cannot \(encrypting ? "encrypt" : "decrypt")")
             }
@@ -50,8 +50,7 @@ extension ModuleState {
     /// C_Encrypt / C_Decrypt.
     func cipherSinglePart(_ handle: CK_SESSION_HANDLE, encrypting: Bool, input: UnsafeRawBufferPointer,
                           output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
-        try step(handle, encrypting ? .encrypt : .decrypt) { operation throws(CKError) in
-            guard !operation.isMultiPart else { throw CKError(CK_RV(CKR_OPERATION_ACTIVE), "a multi-part operation is in progress") }
+        try step(handle, encrypting ? .encrypt : .decrypt, .singlePart) { operation throws(CKError) in
             guard let length else { throw CKError.argumentsBad }
             let result: [UInt8]
             switch operation.engine {
@@ -89,8 +88,7 @@ extension ModuleState {
     /// C_EncryptUpdate / C_DecryptUpdate.
     func cipherUpdate(_ handle: CK_SESSION_HANDLE, encrypting: Bool, input: UnsafeRawBufferPointer,
                       output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
-        try step(handle, encrypting ? .encrypt : .decrypt) { operation throws(CKError) in
-            operation.isMultiPart = true
+        try step(handle, encrypting ? .encrypt : .decrypt, .update) { operation throws(CKError) in
             guard let length else { throw CKError.argumentsBad }
             switch operation.engine {
             case .symmetric(let cipher) where cipher.updatesHoldInput:
@@ -121,7 +119,7 @@ extension ModuleState {
 
     /// C_EncryptFinal / C_DecryptFinal.
     func cipherFinal(_ handle: CK_SESSION_HANDLE, encrypting: Bool, output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
-        try step(handle, encrypting ? .encrypt : .decrypt) { operation throws(CKError) in
+        try step(handle, encrypting ? .encrypt : .decrypt, .final) { operation throws(CKError) in
             guard let length else { throw CKError.argumentsBad }
             let result: [UInt8]
             switch operation.engine {
@@ -148,6 +146,8 @@ extension ModuleState {
             return try body()
         } catch let error as CryptoError where error.code == .authenticationFailed {
             throw CKError(CK_RV(CKR_ENCRYPTED_DATA_INVALID), error.reason)
+        } catch let error as CryptoError where error.code == .limitExceeded {
+            throw CKError(CK_RV(CKR_DATA_LEN_RANGE), error.reason)
         } catch let error as CryptoError where error.code == .invalidInput {
             throw CKError(CK_RV(encrypting ? CKR_DATA_LEN_RANGE : CKR_ENCRYPTED_DATA_LEN_RANGE), error.reason)
         } catch {

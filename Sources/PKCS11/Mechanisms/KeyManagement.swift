@@ -7,13 +7,13 @@ extension ModuleState {
     func generateKeyPair(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, publicTemplate: Template,
                          privateTemplate: Template) throws(CKError) -> (publicKey: CK_OBJECT_HANDLE, privateKey: CK_OBJECT_HANDLE) {
         try withSession(handle) { session, token throws(CKError) in
-            let entry = try Mechanisms.mechanism(mechanism.type)
+            let entry = try self.mechanism(mechanism.type)
             guard entry.supports(CKF_GENERATE_KEY_PAIR), let keyType = entry.generates else {
                 throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) does not generate key pairs")
             }
             try mechanism.parameter.requireEmpty()
             let request = try translating { () throws(KeychainError) in
-                try KeyGeneration.request(keyType: keyType, publicTemplate: publicTemplate, privateTemplate: privateTemplate)
+                try KeyGeneration.request(keyType: keyType, publicTemplate: publicTemplate, privateTemplate: privateTemplate, policy: configuration.keyPolicy)
             }
             let key: AsymmetricKey
             do {
@@ -43,7 +43,7 @@ extension ModuleState {
 
     func generateKey(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
         try withSession(handle) { session, token throws(CKError) in
-            let entry = try Mechanisms.mechanism(mechanism.type)
+            let entry = try self.mechanism(mechanism.type)
             guard entry.supports(CKF_GENERATE), let keyType = entry.generates else {
                 throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) does not generate secret keys")
             }

@@ -27,7 +27,7 @@ extension ModuleState {
     }
 
     private func wrapperKey(_ mechanism: CallerMechanism, key: CK_OBJECT_HANDLE, wrapping: Bool, session: Session, token: Token) throws(CKError) -> Wrapper {
-        let entry = try Mechanisms.mechanism(mechanism.type)
+        let entry = try self.mechanism(mechanism.type)
         guard entry.supports(wrapping ? CKF_WRAP : CKF_UNWRAP) else {
             throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) cannot \(wrapping ? "wrap" : "unwrap")")
         }
@@ -102,66 +102,114 @@ extension ModuleState {
                 let full = try NestedTemplate.merge(template, with: .unwrapTemplate, of: unwrapping)
                 return try KeyTransport.unwrappedObject(material, template: full, uniqueID: id.text, bySecurityOfficer: bySO)
             }
-            let stored = try store(object, uid: id.bytes, session: session, token: token)
-            if object.objectClass == .privateKey { try addPublicKeyIfMissing(for: object, session: session, token: token) }
-            return stored
+            return try store(object, uid: id.bytes, session: session, token: token)
         }
     }
 
-    /// CKM_ECDH1_DERIVE with CK_ECDH1_DERIVE_PARAMS: the peer's public value (raw, or as DER
-    /// OCTET STRING), and the KDF (CKD_NULL or CKD_SHA*_KDF with optional shared data).
+    /// C_DeriveKey: the new key's value comes from the mechanism's derivation, its attributes
+    /// from the template merged with the base key's CKA_DERIVE_TEMPLATE.
     func deriveKey(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, baseKey: CK_OBJECT_HANDLE, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
         try withSession(handle) { session, token throws(CKError) in
-            let entry = try Mechanisms.mechanism(mechanism.type)
-            guard entry.supports(CKF_DERIVE) else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a derivation mechanism") }
-            let params = try mechanism.parameter.read(CK_ECDH1_DERIVE_PARAMS.self)
+            let entry = try self.mechanism(mechanism.type)
+            guard entry.supports(CKF_DERIVE), let derivation = entry.derivation else {
+                throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a derivation mechanism")
+            }
             try refuseAlwaysAuthenticate(baseKey, session: session, token: token, function: "C_DeriveKey")
-            let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
-            let base = try keyAttributes(baseKey, session: session, token: token)
-            let fullTemplate = try translating { () throws(KeychainError) in try NestedTemplate.merge(template, with: .deriveTemplate, of: base) }
-            let publicData = try parameterBytes(params.pPublicData, params.ulPublicDataLen, what: "ECDH public data")
-            let sharedData = try parameterBytes(params.pSharedData, params.ulSharedDataLen, what: "ECDH shared data")
-            let kdf: Digest.Algorithm?
-            switch params.kdf {
-            case UInt(CKD_NULL):
-                guard sharedData.isEmpty else { throw Mechanisms.paramInvalid("CKD_NULL takes no shared data") }
-                kdf = nil
-            case UInt(CKD_SHA1_KDF): kdf = .sha1
-            case UInt(CKD_SHA224_KDF): kdf = .sha224
-            case UInt(CKD_SHA256_KDF): kdf = .sha256
-            case UInt(CKD_SHA384_KDF): kdf = .sha384
-            case UInt(CKD_SHA512_KDF): kdf = .sha512
-            default: throw Mechanisms.paramInvalid("unsupported KDF \(params.kdf)")
-            }
-            let peer: AsymmetricKey
-            do {
-                switch key.kind {
-                case .ec(let curve):
-                    peer = try AsymmetricKey.ec(curve, point: KeyFactory.point(publicData, length: 1 + 2 * curve.coordinateLength), scalar: nil)
-                default:
-                    peer = try AsymmetricKey.raw(key.kind, privateKey: nil, publicKey: KeyFactory.point(publicData, length: key.kind.rawKeyLength ?? 0))
-                }
-            } catch {
-                throw Mechanisms.paramInvalid("the peer's public value is not a point of this curve")
-            }
+            let fullTemplate: Template
             let shared: SecureBytes
-            do {
-                let z = try key.sharedSecret(with: peer)
-                if let kdf {
-                    let wanted = Self.requestedLength(fullTemplate) ?? kdf.outputSize
-                    shared = try X963KDF.derive(kdf, secret: z, sharedInfo: sharedData, length: wanted)
-                } else {
-                    shared = z
-                }
-            } catch {
-                throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "\(error)")
+            switch derivation {
+            case .ecdh:
+                let params = try mechanism.parameter.read(CK_ECDH1_DERIVE_PARAMS.self)
+                let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
+                fullTemplate = try mergedDeriveTemplate(template, baseKey: baseKey, session: session, token: token)
+                shared = try Self.ecdhSecret(params, key: key, template: fullTemplate)
+            case .encryptData(let mode):
+                let secret = try secretKey(baseKey, session: session, token: token, usage: .derive, mechanism: entry)
+                fullTemplate = try mergedDeriveTemplate(template, baseKey: baseKey, session: session, token: token)
+                shared = try Self.encryptedData(mechanism.parameter, mode: mode, key: secret, template: fullTemplate)
             }
+            let base = try keyAttributes(baseKey, session: session, token: token)
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
             let object = try translating { () throws(KeychainError) in
                 try KeyTransport.derivedObject(shared, template: fullTemplate, base: base, uniqueID: id.text, bySecurityOfficer: bySO)
             }
             return try store(object, uid: id.bytes, session: session, token: token)
+        }
+    }
+
+    private func mergedDeriveTemplate(_ template: Template, baseKey: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> Template {
+        let base = try keyAttributes(baseKey, session: session, token: token)
+        return try translating { () throws(KeychainError) in try NestedTemplate.merge(template, with: .deriveTemplate, of: base) }
+    }
+
+    /// CKM_ECDH1_DERIVE with CK_ECDH1_DERIVE_PARAMS: the peer's public value (raw, or as DER
+    /// OCTET STRING), and the KDF (CKD_NULL or CKD_SHA*_KDF with optional shared data).
+    private static func ecdhSecret(_ params: CK_ECDH1_DERIVE_PARAMS, key: AsymmetricKey, template: Template) throws(CKError) -> SecureBytes {
+        let publicData = try parameterBytes(params.pPublicData, params.ulPublicDataLen, what: "ECDH public data")
+        let sharedData = try parameterBytes(params.pSharedData, params.ulSharedDataLen, what: "ECDH shared data")
+        let kdf: Digest.Algorithm?
+        switch params.kdf {
+        case UInt(CKD_NULL):
+            guard sharedData.isEmpty else { throw Mechanisms.paramInvalid("CKD_NULL takes no shared data") }
+            kdf = nil
+        case UInt(CKD_SHA1_KDF): kdf = .sha1
+        case UInt(CKD_SHA224_KDF): kdf = .sha224
+        case UInt(CKD_SHA256_KDF): kdf = .sha256
+        case UInt(CKD_SHA384_KDF): kdf = .sha384
+        case UInt(CKD_SHA512_KDF): kdf = .sha512
+        default: throw Mechanisms.paramInvalid("unsupported KDF \(params.kdf)")
+        }
+        let peer: AsymmetricKey
+        do {
+            switch key.kind {
+            case .ec(let curve):
+                peer = try AsymmetricKey.ec(curve, point: KeyFactory.point(publicData, length: 1 + 2 * curve.coordinateLength), scalar: nil)
+            default:
+                peer = try AsymmetricKey.raw(key.kind, privateKey: nil, publicKey: KeyFactory.point(publicData, length: key.kind.rawKeyLength ?? 0))
+            }
+        } catch {
+            throw Mechanisms.paramInvalid("the peer's public value is not a point of this curve")
+        }
+        do {
+            let z = try key.sharedSecret(with: peer)
+            guard let kdf else { return z }
+            let wanted = requestedLength(template) ?? kdf.outputSize
+            return try X963KDF.derive(kdf, secret: z, sharedInfo: sharedData, length: wanted)
+        } catch {
+            throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "\(error)")
+        }
+    }
+
+    /// CKM_AES_ECB_ENCRYPT_DATA (CK_KEY_DERIVATION_STRING_DATA) and CKM_AES_CBC_ENCRYPT_DATA
+    /// (CK_AES_CBC_ENCRYPT_DATA_PARAMS): the data, whole blocks, encrypted under the base key; the
+    /// new key takes the first CKA_VALUE_LEN bytes, which the data must cover.
+    private static func encryptedData(_ parameter: MechanismParameter, mode: SymmetricCipher.Mode, key: SecureBytes,
+                                      template: Template) throws(CKError) -> SecureBytes {
+        var data: [UInt8]
+        var iv: [UInt8] = []
+        if mode == .cbc {
+            let params = try parameter.read(CK_AES_CBC_ENCRYPT_DATA_PARAMS.self)
+            iv = withUnsafeBytes(of: params.iv) { Array($0) }
+            data = try parameterBytes(params.pData, params.length, what: "data to encrypt")
+        } else {
+            let params = try parameter.read(CK_KEY_DERIVATION_STRING_DATA.self)
+            data = try parameterBytes(params.pData, params.ulLen, what: "data to encrypt")
+        }
+        defer { wipe(&data) }
+        guard !data.isEmpty, data.count % SymmetricCipher.blockSize == 0 else {
+            throw Mechanisms.paramInvalid("the data to encrypt must be whole 16-byte blocks")
+        }
+        if let wanted = requestedLength(template), wanted > data.count {
+            throw Mechanisms.paramInvalid("\(data.count) bytes of data cannot make a \(wanted)-byte key")
+        }
+        do {
+            let cipher = try SymmetricCipher(mode: mode, key: key, iv: iv, encrypting: true)
+            var output = try data.withUnsafeBytes { try cipher.update($0) } + cipher.finish()
+            defer { wipe(&output) }
+            return SecureBytes(output)
+        } catch {
+            throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)")
         }
     }
 

@@ -12,7 +12,16 @@ enum Mechanisms {
     static let aesKeyWrap: UInt = 0x2109
     static let aesKeyWrapPad: UInt = 0x210A
 
-    static let all: [CK_MECHANISM_TYPE: Mechanism] = {
+    /// The mechanisms of each key policy (DESIGN §10): the compatible table offers RSA from
+    /// 1,024 bits, P-192 and the legacy algorithms; the modern one does not.
+    static let compatible = table(.compatible)
+    static let modern = table(.modern)
+
+    static func table(for policy: KeyPolicy) -> [CK_MECHANISM_TYPE: Mechanism] {
+        policy == .modern ? modern : compatible
+    }
+
+    private static func table(_ policy: KeyPolicy) -> [CK_MECHANISM_TYPE: Mechanism] {
         var table: [CK_MECHANISM_TYPE: Mechanism] = [:]
         func add(_ type: UInt, _ min: Int, _ max: Int, _ flags: UInt, _ configure: (inout Mechanism) -> Void = { _ in }) {
             var mechanism = Mechanism(type: CK_MECHANISM_TYPE(type), minimumKeySize: CK_ULONG(min), maximumKeySize: CK_ULONG(max), flags: CK_FLAGS(flags))
@@ -40,8 +49,9 @@ enum Mechanisms {
         add(UInt(CKM_GENERIC_SECRET_KEY_GEN), 8, 4096, UInt(CKF_GENERATE)) { $0.generates = .genericSecret }
 
         // RSA (§2.1).
-        let rsaMin = KeyFactory.rsaImportBits.lowerBound, rsaMax = KeyFactory.rsaImportBits.upperBound
-        add(UInt(CKM_RSA_PKCS_KEY_PAIR_GEN), KeyFactory.rsaGenerationBits.lowerBound, KeyFactory.rsaGenerationBits.upperBound, UInt(CKF_GENERATE_KEY_PAIR)) {
+        // Operations take any key the policy stores (public keys from 512 bits when compatible).
+        let rsaMin = policy.rsaPublicBits.lowerBound, rsaMax = policy.rsaPublicBits.upperBound
+        add(UInt(CKM_RSA_PKCS_KEY_PAIR_GEN), policy.rsaBits.lowerBound, policy.rsaBits.upperBound, UInt(CKF_GENERATE_KEY_PAIR)) {
             $0.generates = .rsa
         }
         add(UInt(CKM_RSA_PKCS), rsaMin, rsaMax, signVerify | encryptDecrypt | wrapUnwrap) {
@@ -80,11 +90,13 @@ enum Mechanisms {
 
         // Elliptic curves (§2.3).
         let ecFlags = UInt(CKF_EC_F_P | CKF_EC_NAMEDCURVE | CKF_EC_UNCOMPRESS)
-        add(UInt(CKM_EC_KEY_PAIR_GEN), 256, 521, UInt(CKF_GENERATE_KEY_PAIR) | ecFlags) { $0.generates = .ec }
+        let curveBits = Curve.allCases.filter(policy.allows).map(\.bits)
+        let ecMin = curveBits.min() ?? 256, ecMax = curveBits.max() ?? 521
+        add(UInt(CKM_EC_KEY_PAIR_GEN), ecMin, ecMax, UInt(CKF_GENERATE_KEY_PAIR) | ecFlags) { $0.generates = .ec }
         let ecdsa: [(UInt, Digest.Algorithm?)] = [(UInt(CKM_ECDSA), nil), (UInt(CKM_ECDSA_SHA1), .sha1), (UInt(CKM_ECDSA_SHA224), .sha224),
                                                    (UInt(CKM_ECDSA_SHA256), .sha256), (UInt(CKM_ECDSA_SHA384), .sha384), (UInt(CKM_ECDSA_SHA512), .sha512)]
         for (type, digest) in ecdsa {
-            add(type, 256, 521, signVerify | ecFlags) {
+            add(type, ecMin, ecMax, signVerify | ecFlags) {
                 $0.keyTypes = [.ec]
                 $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .ecdsa(digest: digest) }
             }
@@ -132,13 +144,20 @@ enum Mechanisms {
             $0.keyWrap = .kwp
         }
         // Key agreement: ECDH on the NIST curves and on X25519/X448 (sizes in bits).
-        add(UInt(CKM_ECDH1_DERIVE), 255, 521, UInt(CKF_DERIVE) | ecFlags) { $0.keyTypes = [.ec, .ecMontgomery] }
+        add(UInt(CKM_ECDH1_DERIVE), min(ecMin, 255), ecMax, UInt(CKF_DERIVE) | ecFlags) {
+            $0.keyTypes = [.ec, .ecMontgomery]
+            $0.derivation = .ecdh
+        }
+        // Keys derived by encrypting data with an AES key (current mechanisms §2.15).
+        add(UInt(CKM_AES_ECB_ENCRYPT_DATA), 16, 32, UInt(CKF_DERIVE)) {
+            $0.keyTypes = [.aes]
+            $0.derivation = .encryptData(.ecb)
+        }
+        add(UInt(CKM_AES_CBC_ENCRYPT_DATA), 16, 32, UInt(CKF_DERIVE)) {
+            $0.keyTypes = [.aes]
+            $0.derivation = .encryptData(.cbc)
+        }
         return table
-    }()
-
-    static func mechanism(_ type: CK_MECHANISM_TYPE) throws(CKError) -> Mechanism {
-        guard let mechanism = all[type] else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(type, radix: 16)) is not supported") }
-        return mechanism
     }
 
     static func paramInvalid(_ reason: String) -> CKError { CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), reason) }
@@ -159,7 +178,7 @@ enum Mechanisms {
 
     /// SHA-1 and SHA-2 only: OpenSSL's RSA padding code has no SHA-3 MGF1 here.
     private static func sha2Digest(_ mechanism: CK_MECHANISM_TYPE) -> Digest.Algorithm? {
-        guard let algorithm = all[mechanism]?.digest, [.sha1, .sha224, .sha256, .sha384, .sha512].contains(algorithm) else { return nil }
+        guard let algorithm = compatible[mechanism]?.digest, [.sha1, .sha224, .sha256, .sha384, .sha512].contains(algorithm) else { return nil }
         return algorithm
     }
 
@@ -196,13 +215,13 @@ enum Mechanisms {
         return .eddsa
     }
 
-    /// CK_AES_CTR_PARAMS: counter bits and a 16-byte counter block. OpenSSL increments the whole
-    /// block, so only the full 128-bit counter is offered.
+    /// CK_AES_CTR_PARAMS: a 16-byte counter block whose low ulCounterBits (1–128) bits are the
+    /// counter; running past the counter's range is CKR_DATA_LEN_RANGE, never a wrap into the nonce.
     private static func ctrSpec(_ parameter: MechanismParameter) throws(CKError) -> CipherSpec {
         let params = try parameter.read(CK_AES_CTR_PARAMS.self)
-        guard params.ulCounterBits == 128 else { throw paramInvalid("only a 128-bit counter is supported") }
+        guard (1...128).contains(params.ulCounterBits) else { throw paramInvalid("the CTR counter must have 1–128 bits") }
         let block = withUnsafeBytes(of: params.cb) { Array($0) }
-        return .symmetric(.ctr, iv: block, associatedData: [])
+        return .symmetric(.ctr(counterBits: Int(params.ulCounterBits)), iv: block, associatedData: [])
     }
 
     /// CK_GCM_PARAMS: IV (1–256 bytes, 12 recommended), additional data, tag bits 96–128 in
@@ -222,4 +241,16 @@ struct EdDSAParameters {
     var prehash: CK_BBOOL
     var contextLength: CK_ULONG
     var context: UnsafeMutablePointer<CK_BYTE>?
+}
+
+extension ModuleState {
+    /// The mechanisms this process offers, by its key policy.
+    var mechanisms: [CK_MECHANISM_TYPE: Mechanism] { Mechanisms.table(for: configuration.keyPolicy) }
+
+    func mechanism(_ type: CK_MECHANISM_TYPE) throws(CKError) -> Mechanism {
+        guard let mechanism = mechanisms[type] else {
+            throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(type, radix: 16)) is not supported")
+        }
+        return mechanism
+    }
 }

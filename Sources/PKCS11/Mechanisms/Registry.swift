@@ -8,6 +8,14 @@ enum CipherSpec {
     case rsa(RSACipher.Padding)
 }
 
+/// How C_DeriveKey makes the new key's value.
+enum Derivation {
+    /// ECDH with CK_ECDH1_DERIVE_PARAMS.
+    case ecdh
+    /// The base key encrypts the parameter's data (CKM_AES_ECB_ENCRYPT_DATA, …_CBC_…).
+    case encryptData(SymmetricCipher.Mode)
+}
+
 /// What a mechanism does, as data: C_GetMechanismList/Info and every *Init read this table.
 /// A mechanism has one capability per kind of operation it serves; `flags` says which.
 struct Mechanism: Sendable {
@@ -27,6 +35,7 @@ struct Mechanism: Sendable {
     var generates: KeyType?
     /// AES key wrap (the RSA wrapping mechanisms use their `cipher`).
     var keyWrap: KeyWrap.Mode?
+    var derivation: Derivation?
 
     /// CKF_HW is set on every mechanism: the operation runs inside the token (the module), with
     /// its keys, never in the calling application — which is what clients test the flag for.

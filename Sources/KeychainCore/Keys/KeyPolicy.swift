@@ -1,0 +1,53 @@
+import KeychainCrypto
+
+/// Which key sizes, curves and legacy algorithms a process accepts (DESIGN §10: compatibility by
+/// default, strictness by choice). `key_policy = modern` in the configuration file, or
+/// `KEYCHAIN_PKCS11_KEY_POLICY=modern`, selects the strict one.
+public enum KeyPolicy: String, Sendable, CaseIterable {
+    /// What OpenSSL's default provider accepts: RSA from 1,024 bits, every named curve it knows
+    /// (P-192 included), and SoftHSM's legacy mechanisms (DES, DES3, DSA, DH, MD5).
+    case compatible
+    /// RSA from 2,048 bits, no P-192, none of the legacy mechanisms.
+    case modern
+
+    /// RSA modulus sizes for generation and import (bits).
+    public var rsaBits: ClosedRange<Int> {
+        switch self {
+        case .compatible: return 1024...8192
+        case .modern: return 2048...8192
+        }
+    }
+
+    /// RSA public keys accepted for verification and encryption: the compatible policy also
+    /// takes the 512-bit keys of old certificates (python-pkcs11's X.509 test verifies one).
+    /// No private key of that size is generated or imported.
+    public var rsaPublicBits: ClosedRange<Int> {
+        switch self {
+        case .compatible: return 512...16384
+        case .modern: return rsaBits
+        }
+    }
+
+    public func allows(_ curve: Curve) -> Bool { self == .compatible || !curve.isLegacy }
+
+    /// Whether DES, DES3, DSA, DH and MD5 are offered.
+    public var allowsLegacyAlgorithms: Bool { self == .compatible }
+
+    /// Checks a key kind and (for RSA) size against the policy: a refused RSA size is
+    /// CKR_KEY_SIZE_RANGE when generating, a bad CKA_MODULUS when importing; a refused curve is
+    /// a bad CKA_EC_PARAMS.
+    func check(_ kind: AsymmetricKind, bits: Int, generating: Bool, publicOnly: Bool = false) throws(KeychainError) {
+        switch kind {
+        case .rsa:
+            let range = publicOnly ? rsaPublicBits : rsaBits
+            guard range.contains(bits) else {
+                throw KeychainError(generating ? .keySizeRange : .attributeValueInvalid,
+                                    "RSA \(publicOnly ? "public " : "")keys of \(bits) bits are outside the \(rawValue) key policy (\(range.lowerBound)–\(range.upperBound))")
+            }
+        case .ec(let curve):
+            guard allows(curve) else { throw KeychainError(.attributeValueInvalid, "the curve \(curve.rawValue) is refused by the \(rawValue) key policy") }
+        default:
+            break
+        }
+    }
+}

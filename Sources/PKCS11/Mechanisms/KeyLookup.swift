@@ -1,0 +1,124 @@
+import CPKCS11
+import KeychainCore
+import KeychainCrypto
+
+/// The keys operations run with: visibility, class, type, usage and CKA_ALLOWED_MECHANISMS
+/// checks, and the parsed keys kept per login.
+extension ModuleState {
+
+    /// The attributes of a key object visible to the session.
+    func keyAttributes(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> ObjectAttributes {
+        guard let entry = handles[handle], entry.slotID == session.slotID, !entry.isPrivate || token.login == .user else {
+            throw CKError(CK_RV(CKR_KEY_HANDLE_INVALID), "no such key")
+        }
+        switch entry.location {
+        case .session(let object): return object.attributes
+        case .token(let rowID):
+            do { return try token.keychain.object(id: rowID, master: token.userMaster) } catch where error.code == .objectNotFound {
+                throw CKError(CK_RV(CKR_KEY_HANDLE_INVALID), "the key is gone")
+            } catch { throw CKError(error) }
+        }
+    }
+
+    /// A key's attributes without its secret parts, from the policy cache while the keychain is
+    /// unchanged (no record is decrypted then).
+    func keyPolicy(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> ObjectAttributes {
+        guard case .token? = handles[handle]?.location else { return try keyAttributes(handle, session: session, token: token) }
+        let version = try translating { () throws(KeychainError) in try token.keychain.version() }
+        if let cached = token.policyCache[handle], cached.version == version,
+           handles[handle].map({ !$0.isPrivate || token.login == .user }) == true {
+            return cached.attributes
+        }
+        let attributes = try keyAttributes(handle, session: session, token: token)
+        token.policyCache[handle] = (version, attributes.withoutSecrets)
+        return attributes
+    }
+
+    /// The checks every key operation makes: the right class and type, this usage allowed, this
+    /// mechanism allowed. Returns the attributes (secret parts only if they were just read).
+    func checkedKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
+                    mechanism: Mechanism) throws(CKError) -> ObjectAttributes {
+        let attributes = try keyPolicy(handle, session: session, token: token)
+        guard attributes.objectClass == objectClass, let keyType = attributes.keyType, mechanism.keyTypes.contains(keyType) else {
+            throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "this key does not fit the mechanism")
+        }
+        guard attributes.bool(usage) else {
+            throw CKError(CK_RV(CKR_KEY_FUNCTION_NOT_PERMITTED), "the key's attribute \(usage) is CK_FALSE")
+        }
+        if let allowed = attributes[.allowedMechanisms], !allowed.isEmpty {
+            let types = stride(from: 0, to: allowed.count, by: AttributeValue.ulongSize).compactMap {
+                AttributeValue.decodeULong(Array(allowed[$0..<($0 + AttributeValue.ulongSize)]))
+            }
+            guard types.contains(UInt(mechanism.type)) else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not in CKA_ALLOWED_MECHANISMS") }
+        }
+        return attributes
+    }
+
+    func asymmetricKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
+                       mechanism: Mechanism) throws(CKError) -> AsymmetricKey {
+        let attributes = try checkedKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism)
+        guard let key = try readyKey(handle, policy: attributes, session: session, token: token).asymmetric else {
+            throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not an asymmetric key")
+        }
+        try Self.checkSize(Self.mechanismKeySize(key), mechanism)
+        return key
+    }
+
+    func secretKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, usage: AttributeType, mechanism: Mechanism) throws(CKError) -> SecureBytes {
+        let attributes = try checkedKey(handle, session: session, token: token, objectClass: .secretKey, usage: usage, mechanism: mechanism)
+        guard let value = try readyKey(handle, policy: attributes, session: session, token: token).secret else {
+            throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not a secret key")
+        }
+        try Self.checkSize(value.count, mechanism)
+        return value
+    }
+
+    /// The parsed key; the full record is read only when the key is not parsed yet.
+    private func readyKey(_ handle: CK_OBJECT_HANDLE, policy: ObjectAttributes, session: Session, token: Token) throws(CKError) -> ReadyKey {
+        if policy.hasSealedSecrets {
+            // Never cached: each use presents the application password again.
+            if let key = session.revealedKeys[handle] { return key }
+            var error = CKError(CK_RV(CKR_USER_NOT_LOGGED_IN), "the key's application password must be presented with C_Login(CKU_CONTEXT_SPECIFIC)")
+            error.awaitingCredentialFor = handle
+            throw error
+        }
+        if let key = token.keyCache[handle] { return key }
+        // Public keys have no secret parts; for the others, `policy` holds them only when it was
+        // just read in full (`withoutSecrets` strips every sensitive attribute).
+        let complete = policy.objectClass == .publicKey || policy.values.keys.contains { AttributeTable.rule($0)?.flags.contains(.sensitive) == true }
+        let attributes = complete ? policy : try keyAttributes(handle, session: session, token: token)
+        return try token.readyKey(for: handle, attributes: attributes)
+    }
+
+    private static func checkSize(_ size: Int, _ mechanism: Mechanism) throws(CKError) {
+        guard mechanism.minimumKeySize == 0 || (CK_ULONG(size) >= mechanism.minimumKeySize && CK_ULONG(size) <= mechanism.maximumKeySize) else {
+            throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "a key of size \(size) is outside this mechanism's range")
+        }
+    }
+
+    /// Key size in the units CK_MECHANISM_INFO uses: modulus bits, curve bits, 255 or 448
+    /// for the Edwards and Montgomery curves.
+    static func mechanismKeySize(_ key: AsymmetricKey) -> Int {
+        switch key.kind {
+        case .rsa: return key.bits
+        case .ec(let curve): return curve.bits
+        case .ed25519, .x25519: return 255
+        case .ed448, .x448: return 448
+        }
+    }
+}
+
+extension Token {
+    /// The usable form of a key object, parsed once while logged in.
+    func readyKey(for handle: CK_OBJECT_HANDLE, attributes: ObjectAttributes) throws(CKError) -> ReadyKey {
+        if let key = keyCache[handle] { return key }
+        let key = try Self.parse(attributes)
+        keyCache[handle] = key
+        return key
+    }
+
+    static func parse(_ attributes: ObjectAttributes) throws(CKError) -> ReadyKey {
+        if attributes.objectClass == .secretKey { return .secret(SecureBytes(attributes[.value] ?? [])) }
+        return .asymmetric(try translating { () throws(KeychainError) in try KeyFactory.key(of: attributes) })
+    }
+}

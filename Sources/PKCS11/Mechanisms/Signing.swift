@@ -1,0 +1,176 @@
+import CPKCS11
+import KeychainCore
+import KeychainCrypto
+
+/// PKCS#11 §5.10–§5.12: digesting, signing and verifying (MACs included), single- and multi-part.
+extension ModuleState {
+    // MARK: digest
+
+    func digestInit(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism) throws(CKError) {
+        try begin(handle, .digest, mechanism: mechanism) { [unowned self] _, _, mechanism throws(CKError) in
+            guard let algorithm = try self.mechanism(mechanism.type).digest else {
+                throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a digest mechanism")
+            }
+            try mechanism.parameter.requireEmpty()
+            do {
+                return ActiveOperation(engine: .digest(try StreamingDigest(algorithm)), outputLength: algorithm.outputSize)
+            } catch {
+                throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)")
+            }
+        }
+    }
+
+    /// C_DigestKey: feeds a secret key's value into the digest; other keys are indigestible.
+    func digestKey(_ handle: CK_SESSION_HANDLE, key: CK_OBJECT_HANDLE) throws(CKError) {
+        let session = try session(handle)
+        guard let token = slots[session.slotID]?.token else { throw CKError(CK_RV(CKR_DEVICE_REMOVED), "the keychain is gone") }
+        try step(handle, .digest, .update) { operation throws(CKError) -> ((), Bool) in
+            let attributes = try keyAttributes(key, session: session, token: token)
+            guard attributes.objectClass == .secretKey, let value = attributes[.value] else {
+                throw CKError(CK_RV(CKR_KEY_INDIGESTIBLE), "only secret keys can be digested")
+            }
+            try SecureBytes(value).withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(CKError) in try operation.absorb(bytes) }
+            return ((), false)
+        }
+    }
+
+    // MARK: sign and verify
+
+    func signInit(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, key: CK_OBJECT_HANDLE) throws(CKError) {
+        try begin(handle, .sign, mechanism: mechanism) { [unowned self] session, token, mechanism throws(CKError) in
+            try authenticationOperation(mechanism, key: key, signing: true, session: session, token: token)
+        }
+    }
+
+    func verifyInit(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, key: CK_OBJECT_HANDLE) throws(CKError) {
+        try begin(handle, .verify, mechanism: mechanism) { [unowned self] session, token, mechanism throws(CKError) in
+            try authenticationOperation(mechanism, key: key, signing: false, session: session, token: token)
+        }
+    }
+
+    /// A signature (asymmetric) or MAC (secret key) operation.
+    private func authenticationOperation(_ mechanism: CallerMechanism, key handle: CK_OBJECT_HANDLE, signing: Bool, session: Session,
+                                         token: Token) throws(CKError) -> ActiveOperation {
+        let entry = try self.mechanism(mechanism.type)
+        guard entry.supports(signing ? CKF_SIGN : CKF_VERIFY) else {
+            throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) cannot \(signing ? "sign" : "verify")")
+        }
+        if let algorithm = entry.mac {
+            try mechanism.parameter.requireEmpty()
+            let secret = try secretKey(handle, session: session, token: token, usage: signing ? .sign : .verify, mechanism: entry)
+            do {
+                return ActiveOperation(engine: .mac(try StreamingMAC(algorithm, key: secret)), outputLength: algorithm.outputSize)
+            } catch {
+                throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "\(error)")
+            }
+        }
+        guard let makeScheme = entry.signature else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a signature mechanism") }
+        let key = try asymmetricKey(handle, session: session, token: token, objectClass: signing ? .privateKey : .publicKey,
+                                    usage: signing ? .sign : .verify, mechanism: entry)
+        let scheme = try makeScheme(mechanism.parameter, key)
+        let active: ActiveOperation
+        do {
+            let operation = try SignatureOperation(key: key, scheme: scheme, signing: signing)
+            active = ActiveOperation(engine: .signature(operation), outputLength: operation.signatureLength)
+        } catch {
+            throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "\(error)")
+        }
+        if signing { active.alwaysAuthenticate = try alwaysAuthenticates(handle, session: session, token: token) }
+        return active
+    }
+
+    /// Whether a private key asks for the PIN at every use (CKA_ALWAYS_AUTHENTICATE).
+    func alwaysAuthenticates(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> Bool {
+        try keyPolicy(handle, session: session, token: token).bool(.alwaysAuthenticate)
+    }
+
+    /// C_Login(CKU_CONTEXT_SPECIFIC): the user PIN, checked (and counted) like a login, releases
+    /// the session's sign or decrypt operation with a CKA_ALWAYS_AUTHENTICATE key; that operation
+    /// alone. Presenting it again for an operation already released is accepted.
+    func contextLogin(_ session: Session, token: Token, pin: UnsafeRawBufferPointer) throws(CKError) {
+        guard token.login == .user else { throw CKError.userNotLoggedIn }
+        let candidates = [OperationKind.sign, .decrypt].compactMap { session.operations[$0] }.filter(\.alwaysAuthenticate)
+        guard let waiting = candidates.first(where: \.awaitsContextLogin) ?? candidates.first else {
+            throw CKError(CK_RV(CKR_OPERATION_NOT_INITIALIZED), "no operation of this session uses a CKA_ALWAYS_AUTHENTICATE key")
+        }
+        if let pending = waiting.pending {
+            // The PIN here is the key's application password: it opens the key, which builds the operation.
+            let attributes = try keyAttributes(pending.key, session: session, token: token)
+            let revealed = try translating { () throws(KeychainError) in try token.keychain.reveal(attributes, applicationPassword: pin) }
+            session.revealedKeys[pending.key] = try Token.parse(revealed)
+            defer { session.revealedKeys[pending.key] = nil }
+            waiting.resume(with: try pending.build(session, token))
+        } else if let key = waiting.sealedKey {
+            // Presented again: checked against the seal (not counted against the user PIN).
+            let attributes = try keyAttributes(key, session: session, token: token)
+            _ = try translating { () throws(KeychainError) in try token.keychain.reveal(attributes, applicationPassword: pin) }
+        } else {
+            _ = try checkPIN(.user, pin, of: token)
+        }
+        waiting.awaitsContextLogin = false
+    }
+
+    // MARK: the data steps of digest, sign and verify
+
+    /// C_Digest / C_Sign: the whole input at once, under the call-twice convention.
+    func finishSinglePart(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, data: UnsafeRawBufferPointer,
+                          output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+        try step(handle, kind, .singlePart) { operation throws(CKError) in
+            guard try Self.hasRoom(operation.outputLength, output: output, length: length) else { return ((), false) }
+            try operation.absorb(data)
+            try OutputBuffer.write(try operation.result(), to: output, length: length)
+            return ((), true)
+        }
+    }
+
+    func update(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, data: UnsafeRawBufferPointer) throws(CKError) {
+        try step(handle, kind, .update) { operation throws(CKError) in
+            try operation.absorb(data)
+            return ((), false)
+        }
+    }
+
+    /// C_DigestFinal / C_SignFinal.
+    func finishMultiPart(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+        try step(handle, kind, .final) { operation throws(CKError) in
+            guard try Self.hasRoom(operation.outputLength, output: output, length: length) else { return ((), false) }
+            try OutputBuffer.write(try operation.result(), to: output, length: length)
+            return ((), true)
+        }
+    }
+
+    /// C_Verify (with data) and C_VerifyFinal (data == nil).
+    func verify(_ handle: CK_SESSION_HANDLE, data: UnsafeRawBufferPointer?, signature: UnsafeRawBufferPointer) throws(CKError) {
+        try step(handle, .verify, data == nil ? .final : .singlePart) { operation throws(CKError) in
+            if let data { try operation.absorb(data) }
+            guard signature.count == operation.outputLength else {
+                throw CKError(CK_RV(CKR_SIGNATURE_LEN_RANGE), "a signature has \(operation.outputLength) bytes")
+            }
+            let valid: Bool
+            switch operation.engine {
+            case .signature(let verifier):
+                do { valid = try verifier.verify(Array(signature)) } catch { throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)") }
+            case .mac:
+                valid = ConstantTime.equals(try operation.result(), Array(signature))
+            default:
+                throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a verification")
+            }
+            guard valid else { throw CKError(CK_RV(CKR_SIGNATURE_INVALID), "the signature does not verify") }
+            return ((), true)
+        }
+    }
+
+    /// Answers a length query (false) or checks there is room for `needed` bytes (true).
+    static func hasRoom(_ needed: Int, output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) -> Bool {
+        guard let length else { throw CKError.argumentsBad }
+        guard output != nil else {
+            length.pointee = CK_ULONG(needed)
+            return false
+        }
+        guard length.pointee >= CK_ULONG(needed) else {
+            length.pointee = CK_ULONG(needed)
+            throw CKError.bufferTooSmall(required: needed)
+        }
+        return true
+    }
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Runs python-pkcs11 0.10.1's own unit-test suite (its sdist's tests/, fetched from PyPI) against
+# a PKCS#11 module on a fresh token labelled TEST, and ends with
+# "python-pkcs11: N passed, N failed, N skipped" (exit 0 only when nothing failed).
+#
+# Usage: scripts/python-pkcs11-tests.sh MODULE_PATH KEYCHAINCTL_PATH
+# With MODULE_PATH …/libsofthsm2.so the token is made with softhsm2-util in a private
+# SOFTHSM2_CONF instead (KEYCHAINCTL_PATH may then be omitted): the comparison run.
+# PKCS11_MODULE2, if set, is the second module of test_multilib (default: SoftHSM's, if any).
+# The sdist and a venv with python-pkcs11, pytest, pytest-timeout, cryptography and parameterized
+# are cached in $PYTHON_PKCS11_CACHE (default /tmp/python-pkcs11-0.10.1); needs network to PyPI
+# on the first run, and the Debian packages of scripts/install-deps.sh (python3-venv, python3-dev,
+# gcc for the Cython extension; opensc for pkcs11-tool).
+set -euo pipefail
+version=0.10.1
+[ $# -ge 1 ] || { echo "usage: $0 MODULE_PATH KEYCHAINCTL_PATH" >&2; exit 64; }
+here=$(cd "$(dirname "$0")" && pwd)
+MODULE=$(realpath "$1")
+[ -f "$MODULE" ] || { echo "python-pkcs11: no module at $1" >&2; exit 64; }
+softhsm=false
+[ "$(basename "$MODULE")" = libsofthsm2.so ] && softhsm=true
+if ! $softhsm; then
+    [ $# -ge 2 ] && [ -x "$2" ] || { echo "usage: $0 MODULE_PATH KEYCHAINCTL_PATH" >&2; exit 64; }
+    KEYCHAINCTL=$(realpath "$2")
+fi
+cache=${PYTHON_PKCS11_CACHE:-/tmp/python-pkcs11-$version}
+# Debian's interpreter (python3-venv, python3-dev), not one that happens to come first in PATH.
+python=/usr/bin/python3
+[ -x "$python" ] || python=python3
+
+# The venv, built once: python-pkcs11 from the unpacked sdist (compiles its Cython extension),
+# the test dependencies, and a copy of tests/ away from the source tree's pkcs11/ folder
+# (pytest puts the tests package's parent on sys.path, which would shadow the installed build).
+if [ ! -f "$cache/ready" ]; then
+    echo "python-pkcs11: preparing $cache (PyPI download and build, once)"
+    rm -rf "$cache" && mkdir -p "$cache/sdist" "$cache/suite"
+    pip_log="$cache/setup.log"
+    {
+        "$python" -m venv "$cache/venv"
+        "$cache/venv/bin/pip" download --no-binary python-pkcs11 --no-deps "python-pkcs11==$version" -d "$cache/sdist"
+        tar -xzf "$cache"/sdist/python*pkcs11-"$version".tar.gz -C "$cache/sdist"
+        "$cache/venv/bin/pip" install "$cache/sdist/python_pkcs11-$version" \
+            pytest pytest-timeout cryptography parameterized asn1crypto
+    } >"$pip_log" 2>&1 || { tail -n 30 "$pip_log" >&2; echo "python-pkcs11: setup failed, see $pip_log" >&2; exit 1; }
+    cp -r "$cache/sdist/python_pkcs11-$version/tests" "$cache/suite/"
+    touch "$cache/ready"
+fi
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+so_pin=12345678
+user_pin=1234
+# Private state for both kinds of module, whichever is under test or the second one below:
+# a fresh keychain folder with a cheap PIN KDF, and SoftHSM's own token folder.
+export KEYCHAIN_PKCS11_DIR="$WORK/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="$WORK/state/device-key"
+export KEYCHAIN_PKCS11_KDF_LOG_N=10
+mkdir "$WORK/tokens"
+printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$WORK/tokens" >"$WORK/softhsm2.conf"
+export SOFTHSM2_CONF="$WORK/softhsm2.conf"
+if $softhsm; then
+    softhsm2-util --init-token --free --label TEST --so-pin "$so_pin" --pin "$user_pin" >/dev/null
+else
+    # The token made as the interop tests make theirs.
+    export MODULE KEYCHAINCTL WORK
+    # shellcheck source=../Tests/interop/lib.sh
+    . "$here/../Tests/interop/lib.sh"
+    new_keychain TEST "$so_pin" "$user_pin"
+    kc list | grep -qw TEST || fail "keychainctl list does not show the keychain TEST"
+fi
+# test_multilib loads PKCS11_MODULE2 next to the module under test (else it is skipped):
+# SoftHSM by default when it is installed and not the module under test.
+softhsm_lib=/usr/lib/softhsm/libsofthsm2.so
+if [ -z "${PKCS11_MODULE2:-}" ] && ! $softhsm && [ -f "$softhsm_lib" ]; then
+    export PKCS11_MODULE2="$softhsm_lib"
+fi
+
+# The suite keeps eight tests (sessions, slots and tokens, explicit EC parameters) to SoftHSM by
+# the module's file name (@Only.softhsm2; nothing in it is skipped or expected to fail *for*
+# SoftHSM): our module runs them too, through a link of that name.
+suite_module=$MODULE
+if ! $softhsm; then
+    mkdir "$WORK/as-softhsm"
+    ln -s "$MODULE" "$WORK/as-softhsm/libsofthsm2.so"
+    suite_module=$WORK/as-softhsm/libsofthsm2.so
+fi
+export PKCS11_MODULE="$suite_module" PKCS11_TOKEN_LABEL=TEST PKCS11_TOKEN_PIN="$user_pin" PKCS11_TOKEN_SO_PIN="$so_pin"
+log=${PYTHON_PKCS11_LOG:-$cache/pytest-$(basename "$MODULE" .so).log}
+junit="$WORK/junit.xml"
+status=0
+# 120 s per test (pytest-timeout); the outer timeout guards a hang inside a C call.
+(cd "$cache/suite" && timeout --kill-after=30 1800 "$cache/venv/bin/python" -m pytest tests \
+    -p no:cacheprovider --timeout 120 -rfEs -v --junitxml "$junit") >"$log" 2>&1 || status=$?
+echo "python-pkcs11: full pytest output in $log"
+if [ ! -f "$junit" ]; then
+    tail -n 20 "$log" >&2
+    echo "python-pkcs11: pytest ended with status $status and no results"
+    exit 1
+fi
+# junit counts: xfailed tests are "skipped", errors (setUpClass) count as failures.
+read -r passed failed skipped < <("$cache/venv/bin/python" - "$junit" <<'EOF'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+n = lambda k: sum(int(s.get(k, 0)) for s in suites)
+print(n("tests") - n("failures") - n("errors") - n("skipped"), n("failures") + n("errors"), n("skipped"))
+EOF
+)
+grep -E '^(FAILED|ERROR) ' "$log" || true
+echo "python-pkcs11: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ] && [ "$status" -eq 0 ]
