@@ -5,9 +5,12 @@ import Glibc
 public enum Digest {
     public enum Algorithm: Sendable, CaseIterable {
         case sha1, sha224, sha256, sha384, sha512, sha3_224, sha3_256, sha3_384, sha3_512
+        /// Legacy (collisions are practical): offered only under the compatible key policy.
+        case md5
 
         var md: OpaquePointer? {
             switch self {
+            case .md5: return EVP_md5()
             case .sha1: return EVP_sha1()
             case .sha224: return EVP_sha224()
             case .sha256: return EVP_sha256()
@@ -22,6 +25,7 @@ public enum Digest {
 
         public var outputSize: Int {
             switch self {
+            case .md5: return 16
             case .sha1: return 20
             case .sha224, .sha3_224: return 28
             case .sha256, .sha3_256: return 32
@@ -33,6 +37,7 @@ public enum Digest {
         /// OpenSSL's name, for EVP_MAC and parameter lists.
         public var name: String {
             switch self {
+            case .md5: return "MD5"
             case .sha1: return "SHA1"
             case .sha224: return "SHA2-224"
             case .sha256: return "SHA2-256"

@@ -29,19 +29,6 @@ final class PKCS12Bundle {
 
     deinit { PKCS12_free(handle) }
 
-    /// OpenSSL's legacy provider (RC2, DES), loaded at the first bundle that needs it; the
-    /// default provider stays available.
-    private static let legacyProviderLoaded: Bool = {
-        guard let provider = OSSL_PROVIDER_try_load(nil, "legacy", 1) else { return false }
-        legacyProvider = provider
-        // Unloaded before OpenSSL's own exit handler (registered earlier, so run later) frees the
-        // library context: else the provider's child context is left behind (LeakSanitizer).
-        atexit {
-            if let provider = PKCS12Bundle.legacyProvider { _ = OSSL_PROVIDER_unload(provider) }
-        }
-        return true
-    }()
-    nonisolated(unsafe) private static var legacyProvider: OpaquePointer?
 
     // MARK: reading
 
@@ -68,7 +55,7 @@ final class PKCS12Bundle {
         }
         if let contents = try parse(password) { return contents }
         if Self.lastErrorIsUnsupportedAlgorithm() {
-            guard Self.legacyProviderLoaded else { throw .unsupported(Self.legacyMessage) }
+            guard LegacyProvider.load() else { throw .unsupported(Self.legacyMessage) }
             if let contents = try parse(password) { return contents }
             if Self.lastErrorIsUnsupportedAlgorithm() { throw .unsupported(Self.legacyMessage) }
         }

@@ -32,11 +32,14 @@ public final class StreamingMAC {
     public enum Algorithm: Sendable, Equatable {
         case hmac(Digest.Algorithm)
         case aesCMAC
+        /// CMAC over triple DES (SP 800-38B), keys of 16 (two-key) or 24 bytes.
+        case tripleDESCMAC
 
         public var outputSize: Int {
             switch self {
             case .hmac(let digest): return digest.outputSize
             case .aesCMAC: return 16
+            case .tripleDESCMAC: return 8
             }
         }
     }
@@ -53,6 +56,9 @@ public final class StreamingMAC {
         case .aesCMAC:
             guard [16, 24, 32].contains(key.count) else { throw CryptoError(.invalidInput, "AES key length \(key.count)") }
             (macName, parameterName, parameterValue) = ("CMAC", "cipher", "AES-\(key.count * 8)-CBC")
+        case .tripleDESCMAC:
+            guard [16, 24].contains(key.count) else { throw CryptoError(.invalidInput, "DES3 key length \(key.count)") }
+            (macName, parameterName, parameterValue) = ("CMAC", "cipher", key.count == 16 ? "DES-EDE-CBC" : "DES-EDE3-CBC")
         }
         guard let mac = EVP_MAC_fetch(nil, macName, nil) else { throw CryptoError.library("EVP_MAC_fetch") }
         defer { EVP_MAC_free(mac) }

@@ -1,7 +1,23 @@
 internal import COpenSSL
 
-/// AES in the modes PKCS#11 offers, streaming through EVP_CIPHER_CTX.
+/// AES, triple DES and single DES in the modes PKCS#11 offers, streaming through EVP_CIPHER_CTX.
 public final class SymmetricCipher {
+    /// The block cipher. Triple DES takes two-key (16-byte) and three-key (24-byte) keys; single
+    /// DES lives in OpenSSL's legacy provider, loaded the first time it is used.
+    public enum Algorithm: Sendable, Hashable {
+        case aes, tripleDES, des
+
+        public var blockSize: Int { self == .aes ? 16 : 8 }
+
+        public func accepts(keyLength: Int) -> Bool {
+            switch self {
+            case .aes: return [16, 24, 32].contains(keyLength)
+            case .tripleDES: return keyLength == 16 || keyLength == 24
+            case .des: return keyLength == 8
+            }
+        }
+    }
+
     public enum Mode: Sendable, Hashable {
         case ecb, cbc, cbcPad
         /// Counter mode whose counter is the low `counterBits` (1–128) bits of the counter block;
@@ -12,6 +28,7 @@ public final class SymmetricCipher {
     }
 
     public let mode: Mode
+    public let algorithm: Algorithm
     public let encrypting: Bool
     private var ctx: OpaquePointer
     /// GCM decryption holds all ciphertext until the tag is checked at the end.
@@ -24,7 +41,10 @@ public final class SymmetricCipher {
     /// bits for as long as the counter does not wrap: so the input is bounded, never wrapped.
     private var counterBudget: UInt64?
 
+    /// AES's block size, the largest of the three.
     public static let blockSize = 16
+    /// This cipher's block size.
+    public var blockSize: Int { algorithm.blockSize }
     /// GCM decryption returns nothing before the tag checks, so it holds the ciphertext: this much.
     public static let maximumHeldInput = 64 << 20
 
@@ -32,19 +52,27 @@ public final class SymmetricCipher {
     /// produce output, so they need no trial copy.
     public var updatesHoldInput: Bool { tagLength != nil && !encrypting }
 
-    public init(mode: Mode, key: SecureBytes, iv: [UInt8], associatedData: [UInt8] = [], encrypting: Bool) throws {
-        guard let cipher = Self.cipher(mode: mode, keyLength: key.count) else { throw CryptoError(.invalidInput, "AES key length \(key.count)") }
+    public init(mode: Mode, key: SecureBytes, iv: [UInt8], associatedData: [UInt8] = [], encrypting: Bool, algorithm: Algorithm = .aes) throws {
+        guard algorithm.accepts(keyLength: key.count) else { throw CryptoError(.invalidInput, "\(algorithm) key length \(key.count)") }
+        if algorithm != .aes {
+            guard mode == .ecb || mode == .cbc || mode == .cbcPad else { throw CryptoError(.invalidInput, "\(algorithm) in \(mode)") }
+            guard algorithm != .des || LegacyProvider.load() else { throw CryptoError(.library, "OpenSSL's legacy provider (single DES) does not load") }
+        }
+        guard let cipher = Self.cipher(algorithm, mode: mode, keyLength: key.count) else {
+            throw CryptoError(.invalidInput, "no \(algorithm) cipher for a \(key.count)-byte key in \(mode)")
+        }
         guard let ctx = EVP_CIPHER_CTX_new() else { throw CryptoError.library("EVP_CIPHER_CTX_new") }
         self.ctx = ctx
         self.mode = mode
+        self.algorithm = algorithm
         self.encrypting = encrypting
         guard EVP_CipherInit_ex(ctx, cipher, nil, nil, nil, encrypting ? 1 : 0) == 1 else { throw CryptoError.library("EVP_CipherInit_ex") }
         if case .gcm = mode {
             guard iv.count >= 1, EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, Int32(iv.count), nil) == 1 else {
                 throw CryptoError(.invalidInput, "GCM IV length")
             }
-        } else if mode != .ecb, iv.count != Self.blockSize {
-            throw CryptoError(.invalidInput, "the IV must have 16 bytes")
+        } else if mode != .ecb, iv.count != algorithm.blockSize {
+            throw CryptoError(.invalidInput, "the IV must have \(algorithm.blockSize) bytes")
         }
         let ok = key.withUnsafeBytes { k in
             EVP_CipherInit_ex(ctx, nil, nil, k.baseAddress?.assumingMemoryBound(to: UInt8.self), iv.isEmpty ? nil : iv, encrypting ? 1 : 0)
@@ -98,8 +126,8 @@ public final class SymmetricCipher {
                 }
                 ivLength = iv.count
             }
-        } else if mode != .ecb, iv.count != Self.blockSize {
-            throw CryptoError(.invalidInput, "the IV must have 16 bytes")
+        } else if mode != .ecb, iv.count != blockSize {
+            throw CryptoError(.invalidInput, "the IV must have \(blockSize) bytes")
         }
         wipe(&heldCiphertext)
         heldCiphertext = []
@@ -115,6 +143,7 @@ public final class SymmetricCipher {
         guard let ctx = EVP_CIPHER_CTX_new() else { throw CryptoError.library("EVP_CIPHER_CTX_new") }
         self.ctx = ctx
         mode = other.mode
+        algorithm = other.algorithm
         encrypting = other.encrypting
         heldCiphertext = other.heldCiphertext
         buffered = other.buffered
@@ -149,14 +178,14 @@ public final class SymmetricCipher {
         if tagLength != nil && !encrypting { return 0 }
         if case .ctr = mode { return count }
         if tagLength != nil { return count }
-        return ((buffered + count) / Self.blockSize) * Self.blockSize
+        return ((buffered + count) / blockSize) * blockSize
     }
 
     /// The most the final step can produce.
     public var maximumFinalOutput: Int {
         if let tagLength { return encrypting ? tagLength : max(0, heldCiphertext.count - tagLength) }
         switch mode {
-        case .cbcPad: return Self.blockSize
+        case .cbcPad: return blockSize
         default: return 0
         }
     }
@@ -271,40 +300,56 @@ public final class SymmetricCipher {
     }
 
     /// The OpenSSL algorithm name for `mode` with a key of `keyLength` bytes.
-    static func algorithmName(mode: Mode, keyLength: Int) -> String? {
-        guard [16, 24, 32].contains(keyLength) else { return nil }
-        let suffix: String
-        switch mode {
-        case .ecb: suffix = "ECB"
-        case .cbc, .cbcPad: suffix = "CBC"
-        case .ctr: suffix = "CTR"
-        case .gcm: suffix = "GCM"
+    static func algorithmName(_ algorithm: Algorithm, mode: Mode, keyLength: Int) -> String? {
+        guard algorithm.accepts(keyLength: keyLength) else { return nil }
+        switch algorithm {
+        case .aes:
+            let suffix: String
+            switch mode {
+            case .ecb: suffix = "ECB"
+            case .cbc, .cbcPad: suffix = "CBC"
+            case .ctr: suffix = "CTR"
+            case .gcm: suffix = "GCM"
+            }
+            return "AES-\(keyLength * 8)-\(suffix)"
+        case .tripleDES, .des:
+            let prefix = algorithm == .des ? "DES" : keyLength == 16 ? "DES-EDE" : "DES-EDE3"
+            switch mode {
+            case .ecb: return prefix + "-ECB"
+            case .cbc, .cbcPad: return prefix + "-CBC"
+            case .ctr, .gcm: return nil
+            }
         }
-        return "AES-\(keyLength * 8)-\(suffix)"
     }
 
-    /// Every AES cipher fetched once for the process: a legacy `EVP_aes_*()` handle makes each new
-    /// context fetch its implementation again (about 3,000 instructions per C_EncryptInit).
+    /// Every AES and triple-DES cipher fetched once for the process: a legacy `EVP_aes_*()`
+    /// handle makes each new context fetch its implementation again (about 3,000 instructions per
+    /// C_EncryptInit). Single DES is fetched when first used (after its provider loads).
     nonisolated(unsafe) private static let fetched: [String: OpaquePointer] = {
         var table: [String: OpaquePointer] = [:]
+        var names: [String] = []
         for bits in [128, 192, 256] {
-            for suffix in ["ECB", "CBC", "CTR", "GCM"] {
-                let name = "AES-\(bits)-\(suffix)"
-                if let cipher = EVP_CIPHER_fetch(nil, name, nil) { table[name] = cipher }
-            }
+            for suffix in ["ECB", "CBC", "CTR", "GCM"] { names.append("AES-\(bits)-\(suffix)") }
+        }
+        names += ["DES-EDE-ECB", "DES-EDE-CBC", "DES-EDE3-ECB", "DES-EDE3-CBC"]
+        for name in names {
+            if let cipher = EVP_CIPHER_fetch(nil, name, nil) { table[name] = cipher }
         }
         return table
     }()
 
-    static func cipher(mode: Mode, keyLength: Int) -> OpaquePointer? {
-        guard let name = algorithmName(mode: mode, keyLength: keyLength) else { return nil }
-        return fetched[name] ?? EVP_get_cipherbyname(name)
+    static func cipher(_ algorithm: Algorithm, mode: Mode, keyLength: Int) -> OpaquePointer? {
+        guard let name = algorithmName(algorithm, mode: mode, keyLength: keyLength) else { return nil }
+        if let cipher = fetched[name] { return cipher }
+        let cipher = EVP_get_cipherbyname(name)
+        if cipher == nil { OpenSSLErrorQueue.discardOwn() }
+        return cipher
     }
 
-    /// AES-ECB of one zero block under `key`: the source of an AES key's CKA_CHECK_VALUE.
-    public static func encryptZeroBlock(key: SecureBytes) throws -> [UInt8] {
-        let cipher = try SymmetricCipher(mode: .ecb, key: key, iv: [], encrypting: true)
-        let zeros = [UInt8](repeating: 0, count: blockSize)
+    /// A secret key's CKA_CHECK_VALUE source: one zero block encrypted in ECB mode.
+    public static func encryptZeroBlock(key: SecureBytes, algorithm: Algorithm) throws -> [UInt8] {
+        let cipher = try SymmetricCipher(mode: .ecb, key: key, iv: [], encrypting: true, algorithm: algorithm)
+        let zeros = [UInt8](repeating: 0, count: algorithm.blockSize)
         return try zeros.withUnsafeBytes { try cipher.update($0) } + cipher.finish()
     }
 }

@@ -51,13 +51,15 @@ final class MechanismTests: ModuleTestCase {
         var list = [CK_MECHANISM_TYPE](repeating: 0, count: Int(count))
         XCTAssertRV(p11.C_GetMechanismList!(slot, &list, &count), CKR_OK)
         XCTAssertTrue(list.contains(CK_MECHANISM_TYPE(CKM_SHA256_RSA_PKCS)))
-        XCTAssertFalse(list.contains(CK_MECHANISM_TYPE(CKM_MD5)), "legacy algorithms are not offered")
+        XCTAssertTrue(list.contains(CK_MECHANISM_TYPE(CKM_MD5)), "the compatible key policy offers the legacy algorithms")
         var info = CK_MECHANISM_INFO()
         XCTAssertRV(p11.C_GetMechanismInfo!(slot, CK_MECHANISM_TYPE(CKM_RSA_PKCS_KEY_PAIR_GEN), &info), CKR_OK)
         XCTAssertEqual(info.ulMinKeySize, 1024, "the compatible key policy: RSA from 1,024 bits")
         XCTAssertEqual(info.ulMaxKeySize, 8192)
         XCTAssertEqual(info.flags, CK_FLAGS(CKF_GENERATE_KEY_PAIR | CKF_HW))
-        XCTAssertRV(p11.C_GetMechanismInfo!(slot, CK_MECHANISM_TYPE(CKM_DES_CBC), &info), CKR_MECHANISM_INVALID)
+        XCTAssertRV(p11.C_GetMechanismInfo!(slot, CK_MECHANISM_TYPE(CKM_DES3_CBC_PAD), &info), CKR_OK)
+        XCTAssertEqual([info.ulMinKeySize, info.ulMaxKeySize], [112, 168], "DES sizes are effective key bits")
+        XCTAssertRV(p11.C_GetMechanismInfo!(slot, CK_MECHANISM_TYPE(CKM_RC4), &info), CKR_MECHANISM_INVALID)
     }
 
     func test_digest_single_multi_part_and_call_twice() {

@@ -233,6 +233,9 @@ public enum AttributeTable {
                                         defaults: publicByDefault),
         SchemaKey(.secretKey, .aes): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
         SchemaKey(.secretKey, .genericSecret): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
+        SchemaKey(.secretKey, .des): keySchema(secretKey, material: [.value], required: [.value]),
+        SchemaKey(.secretKey, .des2): keySchema(secretKey, material: [.value], required: [.value]),
+        SchemaKey(.secretKey, .des3): keySchema(secretKey, material: [.value], required: [.value]),
     ]
 
     struct SchemaKey: Hashable {

@@ -1,3 +1,4 @@
+import KeychainCrypto
 /// A PKCS#11 attribute type (`CKA_*`), as a Swift value: KeychainCore has no C types.
 public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
     public let rawValue: UInt
@@ -229,16 +230,39 @@ public struct KeyType: RawRepresentable, Hashable, Sendable {
 
     /// CKK_RSA
     public static let rsa = KeyType(rawValue: 0x0)
+    /// CKK_DSA
+    public static let dsa = KeyType(rawValue: 0x1)
+    /// CKK_DH
+    public static let dh = KeyType(rawValue: 0x2)
     /// CKK_EC
     public static let ec = KeyType(rawValue: 0x3)
     /// CKK_GENERIC_SECRET
     public static let genericSecret = KeyType(rawValue: 0x10)
+    /// CKK_DES (single DES: legacy, through OpenSSL's legacy provider)
+    public static let des = KeyType(rawValue: 0x13)
+    /// CKK_DES2 (two-key triple DES)
+    public static let des2 = KeyType(rawValue: 0x14)
+    /// CKK_DES3 (three-key triple DES)
+    public static let des3 = KeyType(rawValue: 0x15)
     /// CKK_AES
     public static let aes = KeyType(rawValue: 0x1F)
     /// CKK_EC_EDWARDS
     public static let ecEdwards = KeyType(rawValue: 0x40)
     /// CKK_EC_MONTGOMERY
     public static let ecMontgomery = KeyType(rawValue: 0x41)
+}
+
+extension KeyType {
+    /// The block cipher of a DES or AES key, and its value length in bytes (nil: 16, 24 or 32).
+    public var blockCipher: (algorithm: SymmetricCipher.Algorithm, keyLength: Int?)? {
+        switch self {
+        case .aes: return (.aes, nil)
+        case .des3: return (.tripleDES, 24)
+        case .des2: return (.tripleDES, 16)
+        case .des: return (.des, 8)
+        default: return nil
+        }
+    }
 }
 
 /// Encodings of attribute values in their PKCS#11 in-memory form on this platform:

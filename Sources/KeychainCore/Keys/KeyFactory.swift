@@ -113,7 +113,7 @@ public enum KeyFactory {
         case .ecEdwards?:
             return isPublic ? [.encrypt: false, .verify: true, .wrap: false, .verifyRecover: false, .derive: false]
                             : [.decrypt: false, .sign: true, .unwrap: false, .signRecover: false, .derive: false]
-        case .aes?:
+        case .aes?, .des?, .des2?, .des3?:
             return [.encrypt: true, .decrypt: true, .sign: true, .verify: true, .wrap: true, .unwrap: true, .derive: false]
         case .genericSecret?:
             return [.encrypt: false, .decrypt: false, .sign: true, .verify: true, .wrap: false, .unwrap: false, .derive: false]
@@ -168,19 +168,24 @@ public enum KeyFactory {
     /// the policy history flags.
     static func completeSecret(_ object: inout ObjectAttributes, given: Set<AttributeType>, generated: Bool = false) throws(KeychainError) {
         let value = object[.value] ?? []
-        switch object.keyType {
-        case .aes?:
-            guard [16, 24, 32].contains(value.count) else { throw KeychainError(.attributeValueInvalid, "AES keys have 16, 24 or 32 bytes") }
-        default:
+        let cipher = object.keyType?.blockCipher
+        if let cipher {
+            guard cipher.algorithm.accepts(keyLength: value.count), cipher.keyLength.map({ $0 == value.count }) ?? true else {
+                throw KeychainError(.attributeValueInvalid, "a key of this type cannot have \(value.count) bytes")
+            }
+        } else {
             guard !value.isEmpty else { throw KeychainError(.attributeValueInvalid, "a secret key needs a value") }
         }
-        var computed: [AttributeType: [UInt8]] = [.valueLength: AttributeValue.ulong(UInt(value.count))]
+        // DES keys have no CKA_VALUE_LEN (their length is their type's).
+        var computed: [AttributeType: [UInt8]] = cipher?.keyLength == nil ? [.valueLength: AttributeValue.ulong(UInt(value.count))] : [:]
         do {
             let secret = SecureBytes(value)
-            let check = object.keyType == .aes ? try SymmetricCipher.encryptZeroBlock(key: secret) : try Digest.hash(.sha1, value)
+            let check = try cipher.map { try SymmetricCipher.encryptZeroBlock(key: secret, algorithm: $0.algorithm) } ?? Digest.hash(.sha1, value)
             computed[.checkValue] = Array(check.prefix(3))
-        } catch {
+        } catch let error as CryptoError where error.code == .library {
             throw KeychainError(.storageFailure, "cannot compute the check value: \(error)")
+        } catch {
+            throw KeychainError(.attributeValueInvalid, "cannot compute the check value: \(error)")
         }
         for (type, expected) in computed {
             if given.contains(type), object[type] != expected {

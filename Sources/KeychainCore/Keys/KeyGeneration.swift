@@ -65,15 +65,27 @@ public enum KeyGeneration {
             throw KeychainError(.templateInconsistent, "CKA_KEY_TYPE does not fit the mechanism")
         }
         if template.contains(where: { $0.type == .value }) { throw KeychainError(.templateInconsistent, "CKA_VALUE is made by the token") }
-        guard let lengthValue = template.first(where: { $0.type == .valueLength })?.value else {
-            throw KeychainError(.templateIncomplete, "CKA_VALUE_LEN is required")
+        let length: UInt
+        if let fixed = keyType.blockCipher?.keyLength {
+            // DES keys: the type fixes the length, and CKA_VALUE_LEN is not theirs to give.
+            if template.contains(where: { $0.type == .valueLength }) { throw KeychainError(.attributeTypeInvalid, "DES keys have no CKA_VALUE_LEN") }
+            length = UInt(fixed)
+        } else {
+            guard let lengthValue = template.first(where: { $0.type == .valueLength })?.value else {
+                throw KeychainError(.templateIncomplete, "CKA_VALUE_LEN is required")
+            }
+            guard let given = AttributeValue.decodeULong(lengthValue) else { throw KeychainError(.attributeValueInvalid, "CKA_VALUE_LEN") }
+            let valid = keyType == .aes ? [16, 24, 32].contains(given) : (1...512).contains(given)
+            guard valid else { throw KeychainError(.keySizeRange, "no \(given)-byte key of this type") }
+            length = given
         }
-        guard let length = AttributeValue.decodeULong(lengthValue) else { throw KeychainError(.attributeValueInvalid, "CKA_VALUE_LEN") }
-        let valid = keyType == .aes ? [16, 24, 32].contains(length) : (1...512).contains(length)
-        guard valid else { throw KeychainError(.keySizeRange, "no \(length)-byte key of this type") }
         var value: [UInt8]
         do { value = try Random.bytes(Int(length)) } catch { throw KeychainError(.storageFailure, "random generator failed") }
         defer { wipe(&value) }
+        if keyType.blockCipher?.keyLength != nil {
+            // DES key bytes carry odd parity in their low bit (FIPS 46-3).
+            for index in value.indices { value[index] = (value[index] & 0xFE) | ((value[index] >> 1).nonzeroBitCount % 2 == 0 ? 1 : 0) }
+        }
         var full = template.filter { $0.type != .objectClass && $0.type != .keyType }
         full += [(.objectClass, AttributeValue.ulong(ObjectClass.secretKey.rawValue)), (.keyType, AttributeValue.ulong(keyType.rawValue)),
                  (.value, value), (.local, AttributeValue.bool(true)), (.keyGenMechanism, AttributeValue.ulong(mechanism))]

@@ -64,6 +64,8 @@ public enum KeyTransport {
         if let lengthValue = template.first(where: { $0.type == .valueLength })?.value {
             guard let raw = AttributeValue.decodeULong(lengthValue) else { throw KeychainError(.attributeValueInvalid, "CKA_VALUE_LEN") }
             length = Int(clamping: raw)
+        } else if let fixed = keyType.blockCipher?.keyLength {
+            length = fixed
         } else if keyType == .genericSecret {
             length = secret.count
         } else {

@@ -29,7 +29,8 @@ extension ModuleState {
                         try idle.restart(iv: iv, associatedData: associatedData)
                         cipher = idle
                     } else {
-                        cipher = try SymmetricCipher(mode: mode, key: secret, iv: iv, associatedData: associatedData, encrypting: encrypting)
+                        cipher = try SymmetricCipher(mode: mode, key: secret, iv: iv, associatedData: associatedData, encrypting: encrypting,
+                                                     algorithm: entry.blockCipher)
                     }
                     let operation = ActiveOperation(engine: .symmetric(cipher), outputLength: 0)
                     operation.reusable = reuse.map { ($0, secret) }

@@ -126,7 +126,7 @@ extension ModuleState {
             case .encryptData(let mode):
                 let secret = try secretKey(baseKey, session: session, token: token, usage: .derive, mechanism: entry)
                 fullTemplate = try mergedDeriveTemplate(template, baseKey: baseKey, session: session, token: token)
-                shared = try Self.encryptedData(mechanism.parameter, mode: mode, key: secret, template: fullTemplate)
+                shared = try Self.encryptedData(mechanism.parameter, mode: mode, algorithm: entry.blockCipher, key: secret, template: fullTemplate)
             }
             let base = try keyAttributes(baseKey, session: session, token: token)
             let id = try Self.newUniqueID()
@@ -181,30 +181,37 @@ extension ModuleState {
         }
     }
 
-    /// CKM_AES_ECB_ENCRYPT_DATA (CK_KEY_DERIVATION_STRING_DATA) and CKM_AES_CBC_ENCRYPT_DATA
-    /// (CK_AES_CBC_ENCRYPT_DATA_PARAMS): the data, whole blocks, encrypted under the base key; the
-    /// new key takes the first CKA_VALUE_LEN bytes, which the data must cover.
-    private static func encryptedData(_ parameter: MechanismParameter, mode: SymmetricCipher.Mode, key: SecureBytes,
-                                      template: Template) throws(CKError) -> SecureBytes {
+    /// CKM_AES_ECB_ENCRYPT_DATA and CKM_DES3_ECB_ENCRYPT_DATA (CK_KEY_DERIVATION_STRING_DATA),
+    /// CKM_AES_CBC_ENCRYPT_DATA (CK_AES_CBC_ENCRYPT_DATA_PARAMS) and CKM_DES3_CBC_ENCRYPT_DATA
+    /// (CK_DES_CBC_ENCRYPT_DATA_PARAMS): the data, whole blocks, encrypted under the base key; the
+    /// new key takes the first CKA_VALUE_LEN bytes (or its type's length), which the data must cover.
+    private static func encryptedData(_ parameter: MechanismParameter, mode: SymmetricCipher.Mode, algorithm: SymmetricCipher.Algorithm,
+                                      key: SecureBytes, template: Template) throws(CKError) -> SecureBytes {
         var data: [UInt8]
         var iv: [UInt8] = []
-        if mode == .cbc {
+        switch (mode, algorithm) {
+        case (.cbc, .aes):
             let params = try parameter.read(CK_AES_CBC_ENCRYPT_DATA_PARAMS.self)
             iv = withUnsafeBytes(of: params.iv) { Array($0) }
             data = try parameterBytes(params.pData, params.length, what: "data to encrypt")
-        } else {
+        case (.cbc, _):
+            let params = try parameter.read(CK_DES_CBC_ENCRYPT_DATA_PARAMS.self)
+            iv = withUnsafeBytes(of: params.iv) { Array($0) }
+            data = try parameterBytes(params.pData, params.length, what: "data to encrypt")
+        default:
             let params = try parameter.read(CK_KEY_DERIVATION_STRING_DATA.self)
             data = try parameterBytes(params.pData, params.ulLen, what: "data to encrypt")
         }
         defer { wipe(&data) }
-        guard !data.isEmpty, data.count % SymmetricCipher.blockSize == 0 else {
-            throw Mechanisms.paramInvalid("the data to encrypt must be whole 16-byte blocks")
+        guard !data.isEmpty, data.count % algorithm.blockSize == 0 else {
+            throw Mechanisms.paramInvalid("the data to encrypt must be whole \(algorithm.blockSize)-byte blocks")
         }
-        if let wanted = requestedLength(template), wanted > data.count {
+        let keyType = template.first { $0.type == .keyType }.flatMap { AttributeValue.decodeULong($0.value) }.map(KeyType.init(rawValue:))
+        if let wanted = requestedLength(template) ?? keyType?.blockCipher?.keyLength, wanted > data.count {
             throw Mechanisms.paramInvalid("\(data.count) bytes of data cannot make a \(wanted)-byte key")
         }
         do {
-            let cipher = try SymmetricCipher(mode: mode, key: key, iv: iv, encrypting: true)
+            let cipher = try SymmetricCipher(mode: mode, key: key, iv: iv, encrypting: true, algorithm: algorithm)
             var output = try data.withUnsafeBytes { try cipher.update($0) } + cipher.finish()
             defer { wipe(&output) }
             return SecureBytes(output)

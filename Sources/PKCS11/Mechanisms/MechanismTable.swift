@@ -47,6 +47,13 @@ enum Mechanisms {
             }
         }
         add(UInt(CKM_GENERIC_SECRET_KEY_GEN), 8, 4096, UInt(CKF_GENERATE)) { $0.generates = .genericSecret }
+        if policy.allowsLegacyAlgorithms {
+            add(UInt(CKM_MD5), 0, 0, UInt(CKF_DIGEST)) { $0.digest = .md5 }
+            add(UInt(CKM_MD5_HMAC), 1, 512, signVerify) {
+                $0.keyTypes = [.genericSecret]
+                $0.mac = .hmac(.md5)
+            }
+        }
 
         // RSA (§2.1).
         // Operations take any key the policy stores (public keys from 512 bits when compatible).
@@ -81,6 +88,12 @@ enum Mechanisms {
             add(pss, rsaMin, rsaMax, signVerify) {
                 $0.keyTypes = [.rsa]
                 $0.signature = { p, key throws(CKError) in try pssScheme(p, key: key, mechanismDigest: digest) }
+            }
+        }
+        if policy.allowsLegacyAlgorithms {
+            add(UInt(CKM_MD5_RSA_PKCS), rsaMin, rsaMax, signVerify) {
+                $0.keyTypes = [.rsa]
+                $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .rsaPKCS1(digest: .md5) }
             }
         }
         add(UInt(CKM_RSA_PKCS_PSS), rsaMin, rsaMax, signVerify) {
@@ -143,6 +156,8 @@ enum Mechanisms {
             $0.keyTypes = [.aes]
             $0.keyWrap = .kwp
         }
+        if policy.allowsLegacyAlgorithms { addDES(&table) }
+
         // Key agreement: ECDH on the NIST curves and on X25519/X448 (sizes in bits).
         add(UInt(CKM_ECDH1_DERIVE), min(ecMin, 255), ecMax, UInt(CKF_DERIVE) | ecFlags) {
             $0.keyTypes = [.ec, .ecMontgomery]
@@ -158,6 +173,57 @@ enum Mechanisms {
             $0.derivation = .encryptData(.cbc)
         }
         return table
+    }
+
+    /// Triple DES (two- and three-key) from OpenSSL's default provider, and single DES when its
+    /// legacy provider is installed (loaded at the first use). Sizes are effective key bits, as
+    /// PKCS#11 gives them for DES.
+    private static func addDES(_ table: inout [CK_MECHANISM_TYPE: Mechanism]) {
+        func add(_ type: UInt, _ min: Int, _ max: Int, _ flags: UInt, _ configure: (inout Mechanism) -> Void) {
+            var mechanism = Mechanism(type: CK_MECHANISM_TYPE(type), minimumKeySize: CK_ULONG(min), maximumKeySize: CK_ULONG(max), flags: CK_FLAGS(flags))
+            configure(&mechanism)
+            table[mechanism.type] = mechanism
+        }
+        let encryptDecrypt = UInt(CKF_ENCRYPT | CKF_DECRYPT)
+        add(UInt(CKM_DES2_KEY_GEN), 112, 112, UInt(CKF_GENERATE)) { $0.generates = .des2 }
+        add(UInt(CKM_DES3_KEY_GEN), 168, 168, UInt(CKF_GENERATE)) { $0.generates = .des3 }
+        var ciphers: [(UInt, SymmetricCipher.Mode, SymmetricCipher.Algorithm, Set<KeyType>, Int, Int)] = [
+            (UInt(CKM_DES3_ECB), .ecb, .tripleDES, [.des2, .des3], 112, 168), (UInt(CKM_DES3_CBC), .cbc, .tripleDES, [.des2, .des3], 112, 168),
+            (UInt(CKM_DES3_CBC_PAD), .cbcPad, .tripleDES, [.des2, .des3], 112, 168),
+        ]
+        if LegacyProvider.isInstalled {
+            add(UInt(CKM_DES_KEY_GEN), 56, 56, UInt(CKF_GENERATE)) { $0.generates = .des }
+            ciphers += [(UInt(CKM_DES_ECB), .ecb, .des, [.des], 56, 56), (UInt(CKM_DES_CBC), .cbc, .des, [.des], 56, 56),
+                        (UInt(CKM_DES_CBC_PAD), .cbcPad, .des, [.des], 56, 56)]
+        }
+        for (type, mode, algorithm, keyTypes, min, max) in ciphers {
+            add(type, min, max, encryptDecrypt) {
+                $0.keyTypes = keyTypes
+                $0.blockCipher = algorithm
+                $0.cipher = { p throws(CKError) in
+                    if mode == .ecb { try p.requireEmpty(); return .symmetric(.ecb, iv: [], associatedData: []) }
+                    guard p.length == algorithm.blockSize, p.pointer != nil else {
+                        throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "the IV must have \(algorithm.blockSize) bytes")
+                    }
+                    return .symmetric(mode, iv: p.bytes, associatedData: [])
+                }
+            }
+        }
+        add(UInt(CKM_DES3_CMAC), 112, 168, UInt(CKF_SIGN | CKF_VERIFY)) {
+            $0.keyTypes = [.des2, .des3]
+            $0.blockCipher = .tripleDES
+            $0.mac = .tripleDESCMAC
+        }
+        add(UInt(CKM_DES3_ECB_ENCRYPT_DATA), 112, 168, UInt(CKF_DERIVE)) {
+            $0.keyTypes = [.des2, .des3]
+            $0.blockCipher = .tripleDES
+            $0.derivation = .encryptData(.ecb)
+        }
+        add(UInt(CKM_DES3_CBC_ENCRYPT_DATA), 112, 168, UInt(CKF_DERIVE)) {
+            $0.keyTypes = [.des2, .des3]
+            $0.blockCipher = .tripleDES
+            $0.derivation = .encryptData(.cbc)
+        }
     }
 
     static func paramInvalid(_ reason: String) -> CKError { CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), reason) }

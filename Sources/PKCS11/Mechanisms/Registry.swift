@@ -12,7 +12,8 @@ enum CipherSpec {
 enum Derivation {
     /// ECDH with CK_ECDH1_DERIVE_PARAMS.
     case ecdh
-    /// The base key encrypts the parameter's data (CKM_AES_ECB_ENCRYPT_DATA, …_CBC_…).
+    /// The base key encrypts the parameter's data (CKM_AES_ECB_ENCRYPT_DATA, …_CBC_…, and the
+    /// triple-DES ones).
     case encryptData(SymmetricCipher.Mode)
 }
 
@@ -36,6 +37,8 @@ struct Mechanism: Sendable {
     /// AES key wrap (the RSA wrapping mechanisms use their `cipher`).
     var keyWrap: KeyWrap.Mode?
     var derivation: Derivation?
+    /// The block cipher of symmetric cipher, MAC and encrypt-data mechanisms.
+    var blockCipher: SymmetricCipher.Algorithm = .aes
 
     /// CKF_HW is set on every mechanism: the operation runs inside the token (the module), with
     /// its keys, never in the calling application — which is what clients test the flag for.

@@ -1,0 +1,195 @@
+import CPKCS11
+import Glibc
+import XCTest
+@testable import PKCS11
+
+/// The legacy mechanisms SoftHSM offers (DES, triple DES, MD5; DESIGN §10), with published or
+/// OpenSSL-computed vectors, and their absence under `key_policy = modern`.
+final class LegacyMechanismTests: ModuleTestCase {
+    private func loggedInSession() -> CK_SESSION_HANDLE {
+        let session = openSession(makeToken(), readWrite: true)
+        XCTAssertRV(login(session), CKR_OK)
+        return session
+    }
+
+    private func secretKey(_ session: CK_SESSION_HANDLE, type: UInt, value: [UInt8], expect: UInt = CKR_OK) -> CK_OBJECT_HANDLE {
+        var handle: CK_OBJECT_HANDLE = 0
+        let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(type)),
+                                           (UInt(CKA_VALUE), value), (UInt(CKA_DERIVE), [1]), (UInt(CKA_EXTRACTABLE), [1]), (UInt(CKA_SENSITIVE), [0])]
+        XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &handle) }, expect)
+        return handle
+    }
+
+    private func withParameter(_ type: UInt, _ bytes: [UInt8], _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
+        var bytes = bytes
+        return bytes.withUnsafeMutableBytes { buffer in
+            var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(type), pParameter: buffer.count == 0 ? nil : buffer.baseAddress,
+                                         ulParameterLen: CK_ULONG(buffer.count))
+            return body(&mechanism)
+        }
+    }
+
+    /// C_EncryptInit/C_DecryptInit + a single-part call.
+    private func crypt(_ session: CK_SESSION_HANDLE, _ type: UInt, iv: [UInt8], key: CK_OBJECT_HANDLE, encrypt: Bool, _ input: [UInt8]) -> (CK_RV, [UInt8]) {
+        let initResult = withParameter(type, iv) { encrypt ? p11.C_EncryptInit!(session, $0, key) : p11.C_DecryptInit!(session, $0, key) }
+        guard initResult == CK_RV(CKR_OK) else { return (initResult, []) }
+        var input = input
+        var output = [UInt8](repeating: 0, count: input.count + 16)
+        var length = CK_ULONG(output.count)
+        let call = encrypt ? p11.C_Encrypt! : p11.C_Decrypt!
+        let result = call(session, &input, CK_ULONG(input.count), &output, &length)
+        return (result, Array(output.prefix(Int(length))))
+    }
+
+    private func mechanisms() -> [CK_MECHANISM_TYPE] {
+        var count: CK_ULONG = 0
+        XCTAssertRV(p11.C_GetMechanismList!(1, nil, &count), CKR_OK)
+        var list = [CK_MECHANISM_TYPE](repeating: 0, count: Int(count))
+        XCTAssertRV(p11.C_GetMechanismList!(1, &list, &count), CKR_OK)
+        return list
+    }
+
+    private static let message = Array("Now is the time for all ".utf8)
+
+    func test_triple_des_matches_openssl_and_takes_two_and_three_key_keys() {
+        let session = loggedInSession()
+        let three = secretKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"))
+        var result = crypt(session, UInt(CKM_DES3_ECB), iv: [], key: three, encrypt: true, Self.message)
+        XCTAssertRV(result.0, CKR_OK)
+        XCTAssertEqual(result.1, hex("314f8327fa7a09a84362760cc13ba7daff55c5f80faaac45"), "openssl enc -des-ede3")
+        result = crypt(session, UInt(CKM_DES3_ECB), iv: [], key: three, encrypt: false, result.1)
+        XCTAssertEqual(result.1, Self.message)
+
+        let two = secretKey(session, type: UInt(CKK_DES2), value: hex("0123456789abcdef23456789abcdef01"))
+        result = crypt(session, UInt(CKM_DES3_CBC_PAD), iv: hex("1234567890abcdef"), key: two, encrypt: true, Self.message)
+        XCTAssertEqual(result.1, hex("134b98f8eeb3f6079f1a82e0640d5f2f8e090661c42864a149f0cf718dd78b61"), "openssl enc -des-ede-cbc")
+        result = crypt(session, UInt(CKM_DES3_CBC_PAD), iv: hex("1234567890abcdef"), key: two, encrypt: false, result.1)
+        XCTAssertEqual(result.1, Self.message)
+        XCTAssertRV(crypt(session, UInt(CKM_DES3_CBC), iv: [UInt8](repeating: 0, count: 16), key: two, encrypt: true, Self.message).0,
+                    CKR_MECHANISM_PARAM_INVALID, "a triple-DES IV has 8 bytes")
+        XCTAssertRV(crypt(session, UInt(CKM_DES3_CBC), iv: hex("1234567890abcdef"), key: two, encrypt: true, [1, 2, 3]).0, CKR_DATA_LEN_RANGE)
+
+        _ = secretKey(session, type: UInt(CKK_DES3), value: [UInt8](repeating: 1, count: 16), expect: CKR_ATTRIBUTE_VALUE_INVALID)
+        let aes = secretKey(session, type: UInt(CKK_AES), value: [UInt8](repeating: 1, count: 24))
+        XCTAssertRV(crypt(session, UInt(CKM_DES3_ECB), iv: [], key: aes, encrypt: true, Self.message).0, CKR_KEY_TYPE_INCONSISTENT)
+        XCTAssertEqual(value(session, three, UInt(CKA_VALUE_LEN)).0, CK_RV(CKR_ATTRIBUTE_TYPE_INVALID), "DES keys have no CKA_VALUE_LEN")
+    }
+
+    func test_generated_des_keys_have_their_type_length_and_odd_parity() {
+        let session = loggedInSession()
+        for (generator, length) in [(UInt(CKM_DES2_KEY_GEN), 16), (UInt(CKM_DES3_KEY_GEN), 24)] {
+            var key: CK_OBJECT_HANDLE = 0
+            XCTAssertRV(withTemplate([(UInt(CKA_EXTRACTABLE), [1]), (UInt(CKA_SENSITIVE), [0])]) { t, c in
+                mechanism(generator) { p11.C_GenerateKey!(session, $0, t, c, &key) }
+            }, CKR_OK)
+            let bytes = value(session, key).1 ?? []
+            XCTAssertEqual(bytes.count, length)
+            XCTAssertTrue(bytes.allSatisfy { $0.nonzeroBitCount % 2 == 1 }, "odd parity in every byte")
+            let roundTrip = crypt(session, UInt(CKM_DES3_CBC_PAD), iv: [UInt8](repeating: 7, count: 8), key: key, encrypt: true, Array("PLAIN TEXT_".utf8))
+            XCTAssertRV(roundTrip.0, CKR_OK)
+            XCTAssertEqual(crypt(session, UInt(CKM_DES3_CBC_PAD), iv: [UInt8](repeating: 7, count: 8), key: key, encrypt: false, roundTrip.1).1,
+                           Array("PLAIN TEXT_".utf8))
+            XCTAssertRV(withTemplate([(UInt(CKA_VALUE_LEN), Self.ulong(UInt(length)))]) { t, c in
+                mechanism(generator) { p11.C_GenerateKey!(session, $0, t, c, &key) }
+            }, CKR_ATTRIBUTE_TYPE_INVALID)
+        }
+    }
+
+    func test_single_des_through_the_legacy_provider_matches_fips_81() throws {
+        guard mechanisms().contains(CK_MECHANISM_TYPE(CKM_DES_CBC)) else {
+            throw XCTSkip("OpenSSL's legacy provider is not installed: single DES is not offered")
+        }
+        let session = loggedInSession()
+        let key = secretKey(session, type: UInt(CKK_DES), value: hex("0123456789abcdef"))
+        let result = crypt(session, UInt(CKM_DES_CBC), iv: hex("1234567890abcdef"), key: key, encrypt: true, Self.message)
+        XCTAssertRV(result.0, CKR_OK)
+        XCTAssertEqual(result.1, hex("e5c7cdde872bf27c43e934008c389c0f683788499a7c05f6"))
+    }
+
+    func test_des3_cmac_md5_and_md5_hmac_match_their_vectors() {
+        let session = loggedInSession()
+        var data = Self.message
+        let three = secretKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"))
+        var mac = [UInt8](repeating: 0, count: 16)
+        var length = CK_ULONG(mac.count)
+        XCTAssertRV(mechanism(UInt(CKM_DES3_CMAC)) { p11.C_SignInit!(session, $0, three) }, CKR_OK)
+        XCTAssertRV(p11.C_Sign!(session, &data, CK_ULONG(data.count), &mac, &length), CKR_OK)
+        XCTAssertEqual(Array(mac.prefix(Int(length))), hex("a9019df17165438a"), "openssl mac -cipher DES-EDE3-CBC CMAC")
+
+        var abc = Array("abc".utf8)
+        length = CK_ULONG(mac.count)
+        XCTAssertRV(mechanism(UInt(CKM_MD5)) { p11.C_DigestInit!(session, $0) }, CKR_OK)
+        XCTAssertRV(p11.C_Digest!(session, &abc, 3, &mac, &length), CKR_OK)
+        XCTAssertEqual(Array(mac.prefix(Int(length))), hex("900150983cd24fb0d6963f7d28e17f72"), "RFC 1321")
+
+        // RFC 2104's first test case.
+        let hmacKey = secretKey(session, type: UInt(CKK_GENERIC_SECRET), value: [UInt8](repeating: 0x0b, count: 16))
+        var hiThere = Array("Hi There".utf8)
+        length = CK_ULONG(mac.count)
+        XCTAssertRV(mechanism(UInt(CKM_MD5_HMAC)) { p11.C_SignInit!(session, $0, hmacKey) }, CKR_OK)
+        XCTAssertRV(p11.C_Sign!(session, &hiThere, CK_ULONG(hiThere.count), &mac, &length), CKR_OK)
+        XCTAssertEqual(Array(mac.prefix(Int(length))), hex("9294727a3638bb1c13f48ef8158bfc9d"))
+    }
+
+    func test_encrypt_data_derivations_take_whole_blocks_and_enough_of_them() {
+        let session = loggedInSession()
+        let aes = secretKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"))
+        func derive(_ type: UInt, _ parameter: [UInt8], base: CK_OBJECT_HANDLE, keyType: UInt, length: UInt?) -> (CK_RV, [UInt8]) {
+            var key: CK_OBJECT_HANDLE = 0
+            var template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(keyType)),
+                                               (UInt(CKA_EXTRACTABLE), [1]), (UInt(CKA_SENSITIVE), [0])]
+            if let length { template.append((UInt(CKA_VALUE_LEN), Self.ulong(length))) }
+            let result = withTemplate(template) { t, c in withParameter(type, parameter) { p11.C_DeriveKey!(session, $0, base, t, c, &key) } }
+            return (result, result == CK_RV(CKR_OK) ? value(session, key).1 ?? [] : [])
+        }
+        // FIPS 197 C.1: AES-128 of 00112233…ff under 000102…0f.
+        var plaintext = hex("00112233445566778899aabbccddeeff")
+        // Each parameter points into `plaintext` for the length of the call.
+        XCTAssertEqual(plaintext.withUnsafeMutableBytes { buffer in
+            var params = CK_KEY_DERIVATION_STRING_DATA(pData: buffer.baseAddress?.assumingMemoryBound(to: CK_BYTE.self), ulLen: 16)
+            return withUnsafeBytes(of: &params) { derive(UInt(CKM_AES_ECB_ENCRYPT_DATA), Array($0), base: aes, keyType: UInt(CKK_AES), length: 16).1 }
+        }, hex("69c4e0d86a7b0430d8cdb78070b4c55a"))
+        XCTAssertRV(plaintext.withUnsafeMutableBytes { buffer in
+            var params = CK_KEY_DERIVATION_STRING_DATA(pData: buffer.baseAddress?.assumingMemoryBound(to: CK_BYTE.self), ulLen: 15)
+            return withUnsafeBytes(of: &params) { derive(UInt(CKM_AES_ECB_ENCRYPT_DATA), Array($0), base: aes, keyType: UInt(CKK_AES), length: 16).0 }
+        }, CKR_MECHANISM_PARAM_INVALID, "not a whole block")
+        XCTAssertRV(plaintext.withUnsafeMutableBytes { buffer in
+            var params = CK_KEY_DERIVATION_STRING_DATA(pData: buffer.baseAddress?.assumingMemoryBound(to: CK_BYTE.self), ulLen: 16)
+            return withUnsafeBytes(of: &params) { derive(UInt(CKM_AES_ECB_ENCRYPT_DATA), Array($0), base: aes, keyType: UInt(CKK_AES), length: 32).0 }
+        }, CKR_MECHANISM_PARAM_INVALID, "16 bytes of data cannot make a 32-byte key")
+
+        // Triple DES, CBC: a DES3 key from 24 bytes of data, under the two-key vector's key and IV.
+        let two = secretKey(session, type: UInt(CKK_DES2), value: hex("0123456789abcdef23456789abcdef01"))
+        var message = Self.message
+        let derived = message.withUnsafeMutableBytes { buffer in
+            var params = CK_DES_CBC_ENCRYPT_DATA_PARAMS()
+            withUnsafeMutableBytes(of: &params.iv) { $0.copyBytes(from: hex("1234567890abcdef")) }
+            params.pData = buffer.baseAddress?.assumingMemoryBound(to: CK_BYTE.self)
+            params.length = 24
+            return withUnsafeBytes(of: &params) { derive(UInt(CKM_DES3_CBC_ENCRYPT_DATA), Array($0), base: two, keyType: UInt(CKK_DES3), length: nil) }
+        }
+        XCTAssertRV(derived.0, CKR_OK)
+        XCTAssertEqual(derived.1, Array(hex("134b98f8eeb3f6079f1a82e0640d5f2f8e090661c42864a149f0cf718dd78b61").prefix(24)))
+    }
+
+    func test_the_modern_policy_offers_no_legacy_mechanism() {
+        XCTAssertTrue(mechanisms().contains(CK_MECHANISM_TYPE(CKM_DES3_CBC_PAD)))
+        XCTAssertTrue(mechanisms().contains(CK_MECHANISM_TYPE(CKM_MD5)))
+        XCTAssertRV(p11.C_Finalize!(nil), CKR_OK)
+        setenv("KEYCHAIN_PKCS11_KEY_POLICY", "modern", 1)
+        defer {
+            unsetenv("KEYCHAIN_PKCS11_KEY_POLICY")
+            _ = p11.C_Finalize!(nil)
+            _ = p11.C_Initialize!(nil)
+        }
+        XCTAssertRV(p11.C_Initialize!(nil), CKR_OK)
+        let offered = mechanisms()
+        for legacy in [CKM_DES3_CBC_PAD, CKM_DES3_KEY_GEN, CKM_DES_CBC, CKM_MD5, CKM_MD5_HMAC, CKM_MD5_RSA_PKCS, CKM_DES3_CMAC] {
+            XCTAssertFalse(offered.contains(CK_MECHANISM_TYPE(legacy)), "0x\(String(legacy, radix: 16))")
+        }
+        let session = loggedInSession()
+        var info = CK_MECHANISM_INFO()
+        XCTAssertRV(p11.C_GetMechanismInfo!(1, CK_MECHANISM_TYPE(CKM_MD5), &info), CKR_MECHANISM_INVALID)
+        XCTAssertRV(mechanism(UInt(CKM_MD5)) { p11.C_DigestInit!(session, $0) }, CKR_MECHANISM_INVALID)
+    }
+}
