@@ -3,6 +3,8 @@
 #include <openssl/param_build.h>
 #include <openssl/rsa.h>
 #include <openssl/ec.h>
+#include <openssl/dsa.h>
+#include <openssl/dh.h>
 #include <openssl/x509.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

@@ -6,10 +6,14 @@ public enum AsymmetricKind: Equatable, Sendable {
     case ec(Curve)
     case ed25519, ed448
     case x25519, x448
+    /// FIPS 186 DSA and PKCS #3 Diffie-Hellman over a prime field (legacy: compatible policy only).
+    case dsa, dh
 
     var openSSLName: String {
         switch self {
         case .rsa: return "RSA"
+        case .dsa: return "DSA"
+        case .dh: return "DH"
         case .ec: return "EC"
         case .ed25519: return "ED25519"
         case .ed448: return "ED448"
@@ -130,7 +134,7 @@ private enum RSAParameter {
 }
 
 /// Selection bits of EVP_PKEY_fromdata (OSSL_KEYMGMT_SELECT_*; the composite macros do not import).
-private enum Selection {
+enum Selection {
     static let publicKey: Int32 = 0x02 | 0x04 | 0x80
     static let keyPair: Int32 = 0x01 | publicKey
 }
@@ -361,7 +365,7 @@ public final class AsymmetricKey: @unchecked Sendable {
 
     // MARK: helpers
 
-    private func bigNumber(_ name: String) throws -> [UInt8] {
+    func bigNumber(_ name: String) throws -> [UInt8] {
         var bn: OpaquePointer?
         guard EVP_PKEY_get_bn_param(pkey, name, &bn) == 1, let bn else { throw CryptoError.library("parameter \(name)") }
         defer { BN_clear_free(bn) }
@@ -475,6 +479,8 @@ public final class AsymmetricKey: @unchecked Sendable {
     static func kindOf(_ pkey: OpaquePointer) -> AsymmetricKind? {
         switch EVP_PKEY_get_base_id(pkey) {
         case EVP_PKEY_RSA: return .rsa
+        case EVP_PKEY_DSA: return .dsa
+        case EVP_PKEY_DH, EVP_PKEY_DHX: return .dh
         case EVP_PKEY_ED25519: return .ed25519
         case EVP_PKEY_ED448: return .ed448
         case EVP_PKEY_X25519: return .x25519
@@ -489,7 +495,7 @@ public final class AsymmetricKey: @unchecked Sendable {
         }
     }
 
-    private static func fromData(kind: AsymmetricKind, params: UnsafeMutablePointer<OSSL_PARAM>, isPrivate: Bool) throws -> AsymmetricKey {
+    static func fromData(kind: AsymmetricKind, params: UnsafeMutablePointer<OSSL_PARAM>, isPrivate: Bool) throws -> AsymmetricKey {
         guard let ctx = EVP_PKEY_CTX_new_from_name(nil, kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
         defer { EVP_PKEY_CTX_free(ctx) }
         var pkey: OpaquePointer?
@@ -501,7 +507,7 @@ public final class AsymmetricKey: @unchecked Sendable {
         return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: isPrivate)
     }
 
-    private static func withParameters(_ fill: (ParameterBuilder) throws -> Void, build: (UnsafeMutablePointer<OSSL_PARAM>) throws -> AsymmetricKey) throws -> AsymmetricKey {
+    static func withParameters(_ fill: (ParameterBuilder) throws -> Void, build: (UnsafeMutablePointer<OSSL_PARAM>) throws -> AsymmetricKey) throws -> AsymmetricKey {
         let builder = try ParameterBuilder()
         try fill(builder)
         guard let params = OSSL_PARAM_BLD_to_param(builder.handle) else { throw CryptoError.library("OSSL_PARAM_BLD_to_param") }
@@ -513,7 +519,7 @@ public final class AsymmetricKey: @unchecked Sendable {
 
 /// OSSL_PARAM_BLD with what it references — big numbers (cleared when freed) and the parameter
 /// names, which OpenSSL stores by pointer — kept alive as long as the builder.
-private final class ParameterBuilder {
+final class ParameterBuilder {
     let handle: OpaquePointer
     private var numbers: [OpaquePointer] = []
     private var strings: [UnsafeMutablePointer<CChar>] = []

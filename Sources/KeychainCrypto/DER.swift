@@ -44,6 +44,10 @@ extension AsymmetricKey {
             return Self.derSequence(Self.derInteger(parts.modulus) + Self.derInteger(parts.publicExponent))
         case .ec:
             return try ecPoint()
+        case .dsa, .dh:
+            // y, as PKCS#11's CKA_VALUE of the public key holds it.
+            guard let y = try finiteFieldComponents().publicValue else { throw CryptoError(.invalidInput, "no public value") }
+            return y
         default:
             return try rawPublicKey()
         }

@@ -227,8 +227,10 @@ enum OpenSSHKey {
             type = key.kind == .ed25519 ? "ssh-ed25519" : "ssh-ed448"
             writer.string(Array(type.utf8))
             writer.string(try key.rawPublicKey())
-        case .x25519, .x448:
-            throw CryptoError(.invalidInput, "SSH has no public key format for X25519/X448 keys")
+        case .x25519, .x448, .dh:
+            throw CryptoError(.invalidInput, "SSH has no public key format for key-agreement keys")
+        case .dsa:
+            throw CryptoError(.invalidInput, "ssh-dss keys are no longer accepted by OpenSSH")
         }
         return (type, writer.bytes)
     }

@@ -17,6 +17,8 @@ public enum SignatureScheme: Sendable, Hashable {
     case ecdsa(digest: Digest.Algorithm?)
     /// Pure EdDSA (Ed25519, Ed448) over the whole message.
     case eddsa
+    /// DSA; signatures are r‖s, each as long as the subprime q (PKCS#11 form, not DER).
+    case dsa(digest: Digest.Algorithm?)
 }
 
 /// A signature being made or checked. Hashing schemes stream; the others collect the input.
@@ -61,6 +63,7 @@ public final class SignatureOperation {
         case .rsaPKCS1(let digest?): return digest
         case .rsaPSS(let digest, _, _, true): return digest
         case .ecdsa(let digest?): return digest
+        case .dsa(let digest?): return digest
         default: return nil
         }
     }
@@ -101,15 +104,15 @@ public final class SignatureOperation {
                 return Array(out.prefix(length))
             }
         }
-        if case .ecdsa = scheme { return try Self.derToRaw(signature, curve: key.kind) }
+        if let width = rawSignatureWidth { return try Self.derToRaw(signature, width: width) }
         return signature
     }
 
     /// Whether `signature` is valid; a malformed signature is simply invalid.
     public func verify(_ signature: [UInt8]) throws -> Bool {
         var encoded = signature
-        if case .ecdsa = scheme {
-            guard let der = Self.rawToDER(signature, curve: key.kind) else { return false }
+        if let width = rawSignatureWidth {
+            guard let der = Self.rawToDER(signature, width: width) else { return false }
             encoded = der
         }
         defer { OpenSSLErrorQueue.discardOwn() }
@@ -129,9 +132,19 @@ public final class SignatureOperation {
         switch key.kind {
         case .rsa: return (key.bits + 7) / 8
         case .ec(let curve): return 2 * curve.coordinateLength
+        case .dsa: return 2 * key.subprimeLength
         case .ed25519: return 64
         case .ed448: return 114
-        case .x25519, .x448: return 0
+        case .x25519, .x448, .dh: return 0
+        }
+    }
+
+    /// ECDSA and DSA: the width of r and of s in the r‖s form PKCS#11 uses (OpenSSL uses DER).
+    private var rawSignatureWidth: Int? {
+        switch (scheme, key.kind) {
+        case (.ecdsa, .ec(let curve)): return curve.coordinateLength
+        case (.dsa, .dsa): return key.subprimeLength
+        default: return nil
         }
     }
 
@@ -228,7 +241,7 @@ public final class SignatureOperation {
                 OpenSSLErrorQueue.discardOwn()
                 throw CryptoError(.invalidInput, "PSS parameters rejected")
             }
-        case .ecdsa, .eddsa:
+        case .ecdsa, .eddsa, .dsa:
             break
         }
     }
@@ -236,12 +249,18 @@ public final class SignatureOperation {
     // MARK: ECDSA signature forms
 
     /// An ECDSA signature r‖s as DER (X9.62), and back.
-    public static func ecdsaDER(fromRaw raw: [UInt8], key: AsymmetricKey) -> [UInt8]? { rawToDER(raw, curve: key.kind) }
-    public static func ecdsaRaw(fromDER der: [UInt8], key: AsymmetricKey) throws -> [UInt8] { try derToRaw(der, curve: key.kind) }
+    public static func ecdsaDER(fromRaw raw: [UInt8], key: AsymmetricKey) -> [UInt8]? {
+        guard case .ec(let curve) = key.kind else { return nil }
+        return rawToDER(raw, width: curve.coordinateLength)
+    }
+    public static func ecdsaRaw(fromDER der: [UInt8], key: AsymmetricKey) throws -> [UInt8] {
+        guard case .ec(let curve) = key.kind else { return der }
+        return try derToRaw(der, width: curve.coordinateLength)
+    }
 
-    static func derToRaw(_ der: [UInt8], curve kind: AsymmetricKind) throws -> [UInt8] {
-        guard case .ec(let curve) = kind else { return der }
-        if let raw = rawFromDER(der, width: curve.coordinateLength) { return raw }
+    /// SEQUENCE { r INTEGER, s INTEGER } (ECDSA-Sig-Value, Dss-Sig-Value) to r‖s of `width` bytes each.
+    static func derToRaw(_ der: [UInt8], width: Int) throws -> [UInt8] {
+        if let raw = rawFromDER(der, width: width) { return raw }
         var pointer: UnsafePointer<UInt8>?
         let parsed = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
             pointer = buffer.baseAddress
@@ -249,7 +268,6 @@ public final class SignatureOperation {
         }
         guard let signature = parsed else { throw CryptoError.library("d2i_ECDSA_SIG") }
         defer { ECDSA_SIG_free(signature) }
-        let width = curve.coordinateLength
         var r = [UInt8](repeating: 0, count: width)
         var s = [UInt8](repeating: 0, count: width)
         guard BN_bn2binpad(ECDSA_SIG_get0_r(signature), &r, Int32(width)) == width,
@@ -290,9 +308,8 @@ public final class SignatureOperation {
         return index == der.count ? raw : nil
     }
 
-    static func rawToDER(_ raw: [UInt8], curve kind: AsymmetricKind) -> [UInt8]? {
-        guard case .ec(let curve) = kind, raw.count == 2 * curve.coordinateLength else { return nil }
-        let width = curve.coordinateLength
+    static func rawToDER(_ raw: [UInt8], width: Int) -> [UInt8]? {
+        guard width > 0, raw.count == 2 * width else { return nil }
         guard let signature = ECDSA_SIG_new() else { return nil }
         defer { ECDSA_SIG_free(signature) }
         guard let r = BN_bin2bn(raw, Int32(width), nil) else { return nil }

@@ -59,6 +59,8 @@ struct ItemDescription {
             case .x25519: return "X25519"
             case .x448: return "X448"
             case .rsa: return "RSA"
+            case .dsa: return "DSA"
+            case .dh: return "DH"
             }
         }
         if keyType == .aes { return "AES-\((object[.valueLength].flatMap(AttributeValue.decodeULong) ?? 0).multipliedReportingOverflow(by: 8).partialValue)" }

@@ -29,6 +29,8 @@ enum KeyStorage {
         case .ec: return 0x1040
         case .ed25519, .ed448: return 0x1055
         case .x25519, .x448: return 0x1056
+        case .dsa: return 0x10
+        case .dh: return 0x20
         }
     }
 

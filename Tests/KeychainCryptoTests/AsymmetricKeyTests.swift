@@ -114,7 +114,7 @@ final class ECDSASignatureFormatTests: XCTestCase {
                 try [UInt8](repeating: UInt8(round & 0xFF), count: 32).withUnsafeBytes { try operation.update($0) }
                 let raw = try operation.sign()
                 XCTAssertEqual(raw.count, 2 * curve.coordinateLength)
-                let der = try XCTUnwrap(SignatureOperation.rawToDER(raw, curve: .ec(curve)))
+                let der = try XCTUnwrap(SignatureOperation.rawToDER(raw, width: curve.coordinateLength))
                 XCTAssertEqual(SignatureOperation.rawFromDER(der, width: curve.coordinateLength), raw)
                 let verifier = try SignatureOperation(key: key, scheme: .ecdsa(digest: nil), signing: false)
                 try [UInt8](repeating: UInt8(round & 0xFF), count: 32).withUnsafeBytes { try verifier.update($0) }
@@ -127,7 +127,7 @@ final class ECDSASignatureFormatTests: XCTestCase {
                 crafted[0] = r0
                 crafted[1] = 0
                 crafted[width] = s0
-                let der = try XCTUnwrap(SignatureOperation.rawToDER(crafted, curve: .ec(curve)))
+                let der = try XCTUnwrap(SignatureOperation.rawToDER(crafted, width: width))
                 XCTAssertEqual(SignatureOperation.rawFromDER(der, width: width), crafted)
             }
         }

@@ -192,4 +192,101 @@ final class LegacyMechanismTests: ModuleTestCase {
         XCTAssertRV(p11.C_GetMechanismInfo!(1, CK_MECHANISM_TYPE(CKM_MD5), &info), CKR_MECHANISM_INVALID)
         XCTAssertRV(mechanism(UInt(CKM_MD5)) { p11.C_DigestInit!(session, $0) }, CKR_MECHANISM_INVALID)
     }
+
+    func test_cbc_macs_are_the_last_block_of_zero_padded_cbc() {
+        let session = loggedInSession()
+        let aes = secretKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"))
+        func mac(_ type: UInt, _ parameter: [UInt8], key: CK_OBJECT_HANDLE, _ data: [UInt8]) -> (CK_RV, [UInt8]) {
+            var data = data
+            var out = [UInt8](repeating: 0, count: 32)
+            var length = CK_ULONG(out.count)
+            let initResult = withParameter(type, parameter) { p11.C_SignInit!(session, $0, key) }
+            guard initResult == CK_RV(CKR_OK) else { return (initResult, []) }
+            let result = p11.C_Sign!(session, &data, CK_ULONG(data.count), &out, &length)
+            return (result, Array(out.prefix(Int(length))))
+        }
+        // One block: the AES encryption of FIPS 197 C.1, half of it for CKM_AES_MAC.
+        XCTAssertEqual(mac(UInt(CKM_AES_MAC), [], key: aes, hex("00112233445566778899aabbccddeeff")).1, hex("69c4e0d86a7b0430"))
+        XCTAssertEqual(mac(UInt(CKM_AES_MAC_GENERAL), Self.ulong(12), key: aes, hex("00112233445566778899aabbccddeeff")).1,
+                       hex("69c4e0d86a7b0430d8cdb780"))
+        // A partial block is zero-padded (openssl enc -aes-128-ecb of "abc" and 13 zero bytes).
+        XCTAssertEqual(mac(UInt(CKM_AES_MAC_GENERAL), Self.ulong(16), key: aes, Array("abc".utf8)).1, hex("7516b2e97d7ecdc3ffd9c47b69c29174"))
+        XCTAssertRV(mac(UInt(CKM_AES_MAC_GENERAL), Self.ulong(17), key: aes, [1]).0, CKR_MECHANISM_PARAM_INVALID)
+        XCTAssertRV(mac(UInt(CKM_AES_MAC), Self.ulong(8), key: aes, [1]).0, CKR_MECHANISM_PARAM_INVALID, "CKM_AES_MAC takes no parameter")
+        // Triple DES: the last block of CBC with a zero IV (openssl enc -des-ede3-cbc).
+        let three = secretKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"))
+        XCTAssertEqual(mac(UInt(CKM_DES3_MAC), [], key: three, Self.message).1, hex("5351c9f3"))
+        XCTAssertEqual(mac(UInt(CKM_DES3_MAC_GENERAL), Self.ulong(8), key: three, Self.message).1, hex("5351c9f385748c81"))
+    }
+
+    // MARK: DSA and Diffie-Hellman (FIPS 186, PKCS #3)
+
+    private func generateDomain(_ session: CK_SESSION_HANDLE, _ type: UInt, bits: UInt) -> (CK_RV, CK_OBJECT_HANDLE) {
+        var handle: CK_OBJECT_HANDLE = 0
+        let result = withTemplate([(UInt(CKA_PRIME_BITS), Self.ulong(bits))]) { t, c in mechanism(type) { p11.C_GenerateKey!(session, $0, t, c, &handle) } }
+        return (result, handle)
+    }
+
+    private func generatePair(_ session: CK_SESSION_HANDLE, _ type: UInt, domain: [(UInt, [UInt8])]) -> (CK_RV, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE) {
+        var publicKey: CK_OBJECT_HANDLE = 0, privateKey: CK_OBJECT_HANDLE = 0
+        let result = withTemplate(domain) { pt, pc in
+            withTemplate([(UInt(CKA_SENSITIVE), [1])]) { vt, vc in mechanism(type) { p11.C_GenerateKeyPair!(session, $0, pt, pc, vt, vc, &publicKey, &privateKey) } }
+        }
+        return (result, publicKey, privateKey)
+    }
+
+    func test_dsa_parameters_keys_and_signatures() {
+        let session = loggedInSession()
+        let (result, domain) = generateDomain(session, UInt(CKM_DSA_PARAMETER_GEN), bits: 1024)
+        XCTAssertRV(result, CKR_OK)
+        XCTAssertEqual(value(session, domain, UInt(CKA_CLASS)).1, Self.ulong(UInt(CKO_DOMAIN_PARAMETERS)))
+        XCTAssertEqual(value(session, domain, UInt(CKA_PRIME_BITS)).1, Self.ulong(1024))
+        XCTAssertEqual(value(session, domain, UInt(CKA_SUB_PRIME_BITS)).1, Self.ulong(160))
+        let parts = [UInt(CKA_PRIME), UInt(CKA_SUBPRIME), UInt(CKA_BASE)].map { ($0, value(session, domain, $0).1 ?? []) }
+        XCTAssertEqual(parts[0].1.count, 128)
+        let pair = generatePair(session, UInt(CKM_DSA_KEY_PAIR_GEN), domain: parts)
+        XCTAssertRV(pair.0, CKR_OK)
+        XCTAssertGreaterThan(value(session, pair.1, UInt(CKA_VALUE)).1?.count ?? 0, 100, "y is public")
+        XCTAssertRV(value(session, pair.2, UInt(CKA_VALUE)).0, CKR_ATTRIBUTE_SENSITIVE, "x is not")
+
+        var data = Array("Message to sign".utf8)
+        var signature = [UInt8](repeating: 0, count: 64)
+        var length = CK_ULONG(signature.count)
+        XCTAssertRV(mechanism(UInt(CKM_DSA_SHA256)) { p11.C_SignInit!(session, $0, pair.2) }, CKR_OK)
+        XCTAssertRV(p11.C_Sign!(session, &data, CK_ULONG(data.count), &signature, &length), CKR_OK)
+        XCTAssertEqual(length, 40, "r‖s, 20 bytes each for a 160-bit q")
+        XCTAssertRV(mechanism(UInt(CKM_DSA_SHA256)) { p11.C_VerifyInit!(session, $0, pair.1) }, CKR_OK)
+        XCTAssertRV(p11.C_Verify!(session, &data, CK_ULONG(data.count), &signature, length), CKR_OK)
+        signature[5] ^= 1
+        XCTAssertRV(mechanism(UInt(CKM_DSA_SHA256)) { p11.C_VerifyInit!(session, $0, pair.1) }, CKR_OK)
+        XCTAssertRV(p11.C_Verify!(session, &data, CK_ULONG(data.count), &signature, length), CKR_SIGNATURE_INVALID)
+        XCTAssertRV(generatePair(session, UInt(CKM_DSA_KEY_PAIR_GEN), domain: Array(parts.prefix(1))).0, CKR_TEMPLATE_INCOMPLETE)
+        XCTAssertRV(generateDomain(session, UInt(CKM_DSA_PARAMETER_GEN), bits: 1000).0, CKR_KEY_SIZE_RANGE)
+    }
+
+    func test_diffie_hellman_parties_derive_the_same_key() {
+        let session = loggedInSession()
+        let (result, domain) = generateDomain(session, UInt(CKM_DH_PKCS_PARAMETER_GEN), bits: 1024)
+        XCTAssertRV(result, CKR_OK)
+        let parts = [UInt(CKA_PRIME), UInt(CKA_BASE)].map { ($0, value(session, domain, $0).1 ?? []) }
+        XCTAssertEqual(value(session, domain, UInt(CKA_SUBPRIME)).0, CK_RV(CKR_ATTRIBUTE_TYPE_INVALID), "a PKCS #3 group has no q")
+        let alice = generatePair(session, UInt(CKM_DH_PKCS_KEY_PAIR_GEN), domain: parts)
+        let bob = generatePair(session, UInt(CKM_DH_PKCS_KEY_PAIR_GEN), domain: parts)
+        XCTAssertRV(alice.0, CKR_OK)
+        XCTAssertRV(bob.0, CKR_OK)
+        func derive(_ mine: CK_OBJECT_HANDLE, _ theirs: [UInt8]) -> (CK_RV, [UInt8]) {
+            var key: CK_OBJECT_HANDLE = 0
+            let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_AES))),
+                                               (UInt(CKA_VALUE_LEN), Self.ulong(16)), (UInt(CKA_SENSITIVE), [0]), (UInt(CKA_EXTRACTABLE), [1])]
+            let rv = withTemplate(template) { t, c in withParameter(UInt(CKM_DH_PKCS_DERIVE), theirs) { p11.C_DeriveKey!(session, $0, mine, t, c, &key) } }
+            return (rv, rv == CK_RV(CKR_OK) ? value(session, key).1 ?? [] : [])
+        }
+        let alicePublic = value(session, alice.1, UInt(CKA_VALUE)).1 ?? []
+        let bobPublic = value(session, bob.1, UInt(CKA_VALUE)).1 ?? []
+        let ab = derive(alice.2, bobPublic), ba = derive(bob.2, alicePublic)
+        XCTAssertRV(ab.0, CKR_OK)
+        XCTAssertEqual(ab.1.count, 16)
+        XCTAssertEqual(ab.1, ba.1)
+        XCTAssertRV(derive(alice.2, [1]).0, CKR_MECHANISM_PARAM_INVALID, "1 is not a public value of the group")
+    }
 }

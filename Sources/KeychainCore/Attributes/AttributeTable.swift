@@ -166,6 +166,13 @@ public enum AttributeTable {
         // EC, Edwards and Montgomery (§6.3, §6.4)
         add(.ecParams, .bytes, [])
         add(.ecPoint, .bytes, [])
+        // DSA and DH keys and domain parameters (§6.2, §6.5 of the current mechanisms)
+        add(.prime, .bytes, [])
+        add(.subprime, .bytes, [])
+        add(.base, .bytes, [])
+        add(.primeBits, .ulong, [.computed])
+        add(.subprimeBits, .ulong, [.computed])
+        add(.valueBits, .ulong, [.computed])
         return table
     }()
 
@@ -233,6 +240,15 @@ public enum AttributeTable {
                                         defaults: publicByDefault),
         SchemaKey(.secretKey, .aes): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
         SchemaKey(.secretKey, .genericSecret): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
+        SchemaKey(.publicKey, .dsa): keySchema(publicKey, material: [.prime, .subprime, .base, .value], required: [.prime, .subprime, .base, .value]),
+        SchemaKey(.privateKey, .dsa): keySchema(privateKey, material: [.prime, .subprime, .base, .value], required: [.prime, .subprime, .base, .value]),
+        SchemaKey(.publicKey, .dh): keySchema(publicKey, material: [.prime, .base, .value], required: [.prime, .base, .value]),
+        SchemaKey(.privateKey, .dh): keySchema(privateKey, material: [.prime, .base, .value, .valueBits], required: [.prime, .base, .value]),
+        SchemaKey(.domainParameters, .dsa): Schema(attributes: Set(storage + [.keyType, .local, .prime, .subprime, .base, .primeBits, .subprimeBits]),
+                                                   required: [.prime, .subprime, .base], fixed: [.prime, .subprime, .base, .keyType],
+                                                   defaults: publicByDefault),
+        SchemaKey(.domainParameters, .dh): Schema(attributes: Set(storage + [.keyType, .local, .prime, .base, .primeBits]),
+                                                  required: [.prime, .base], fixed: [.prime, .base, .keyType], defaults: publicByDefault),
         SchemaKey(.secretKey, .des): keySchema(secretKey, material: [.value], required: [.value]),
         SchemaKey(.secretKey, .des2): keySchema(secretKey, material: [.value], required: [.value]),
         SchemaKey(.secretKey, .des3): keySchema(secretKey, material: [.value], required: [.value]),
@@ -250,6 +266,11 @@ public enum AttributeTable {
     /// Whether objects of this class carry CKA_KEY_TYPE.
     public static func isKeyClass(_ objectClass: ObjectClass) -> Bool {
         objectClass == .publicKey || objectClass == .privateKey || objectClass == .secretKey
+    }
+
+    /// Whether objects of this class carry CKA_KEY_TYPE to say which algorithm they serve.
+    public static func hasKeyType(_ objectClass: ObjectClass) -> Bool {
+        isKeyClass(objectClass) || objectClass == .domainParameters
     }
 
     public static func isSupported(_ objectClass: ObjectClass) -> Bool {

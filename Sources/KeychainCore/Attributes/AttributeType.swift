@@ -97,6 +97,18 @@ public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, C
     public static let exponent2 = AttributeType(0x127)
     /// CKA_COEFFICIENT
     public static let coefficient = AttributeType(0x128)
+    /// CKA_PRIME (DSA, DH: p)
+    public static let prime = AttributeType(0x130)
+    /// CKA_SUBPRIME (DSA: q)
+    public static let subprime = AttributeType(0x131)
+    /// CKA_BASE (DSA, DH: g)
+    public static let base = AttributeType(0x132)
+    /// CKA_PRIME_BITS (domain parameter generation)
+    public static let primeBits = AttributeType(0x133)
+    /// CKA_SUB_PRIME_BITS (domain parameter generation)
+    public static let subprimeBits = AttributeType(0x134)
+    /// CKA_VALUE_BITS (DH private keys: bits of x)
+    public static let valueBits = AttributeType(0x160)
     /// CKA_PUBLIC_KEY_INFO
     public static let publicKeyInfo = AttributeType(0x129)
     /// CKA_VALUE_LEN
@@ -209,6 +221,8 @@ public struct ObjectClass: RawRepresentable, Hashable, Sendable {
     public static let privateKey = ObjectClass(rawValue: 0x3)
     /// CKO_SECRET_KEY
     public static let secretKey = ObjectClass(rawValue: 0x4)
+    /// CKO_DOMAIN_PARAMETERS (DSA and DH groups)
+    public static let domainParameters = ObjectClass(rawValue: 0x6)
     /// CKO_KC_CREDENTIAL (vendor): a session object presenting an item's credential (its
     /// application password, or the user PIN), after which the item's secret is readable in that session.
     public static let credential = ObjectClass(rawValue: 0x8000_0000 | 0x4B43_0001)

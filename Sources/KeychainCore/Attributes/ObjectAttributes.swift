@@ -22,8 +22,10 @@ public struct ObjectAttributes: Sendable, Equatable {
     }
 
     /// The attributes without secret key parts (what may be kept in memory between operations).
+    /// A public key has none: its CKA_VALUE (DSA and DH: y) is public.
     public var withoutSecrets: ObjectAttributes {
-        ObjectAttributes(values.filter { AttributeTable.rule($0.key)?.flags.contains(.sensitive) != true })
+        guard objectClass != .publicKey else { return self }
+        return ObjectAttributes(values.filter { AttributeTable.rule($0.key)?.flags.contains(.sensitive) != true })
     }
 
     /// Whether reading `type` must be refused: a secret part of a sensitive or unextractable key.
@@ -81,6 +83,8 @@ public enum ObjectTemplate {
             try KeyFactory.completeImported(&object, given: Set(template.map(\.type)), policy: policy)
         } else if object.objectClass == .certificate {
             try CertificateFactory.complete(&object, given: Set(template.map(\.type)))
+        } else if object.objectClass == .domainParameters {
+            try KeyFactory.completeDomainParameters(&object, policy: policy)
         }
         return object
     }
@@ -108,7 +112,7 @@ public enum ObjectTemplate {
                 throw KeychainError(.attributeValueInvalid, "only X.509 certificates (CKC_X_509) are supported")
             }
         }
-        if AttributeTable.isKeyClass(objectClass) {
+        if AttributeTable.hasKeyType(objectClass) {
             guard let value = template.first(where: { $0.type == .keyType })?.value else {
                 throw KeychainError(.templateIncomplete, "CKA_KEY_TYPE is missing")
             }

@@ -22,7 +22,7 @@ enum CurveParameters {
         case .ec: matchesType = keyType == .ec
         case .ed25519, .ed448: matchesType = keyType == .ecEdwards
         case .x25519, .x448: matchesType = keyType == .ecMontgomery
-        case .rsa: matchesType = false
+        case .rsa, .dsa, .dh: matchesType = false
         }
         guard matchesType else { throw KeychainError(.templateInconsistent, "CKA_EC_PARAMS does not fit CKA_KEY_TYPE") }
         return entry.kind

@@ -39,6 +39,11 @@ public enum KeyFactory {
                 let kind = try CurveParameters.kind(object[.ecParams] ?? [], keyType: keyType)
                 if isPrivate { return try AsymmetricKey.raw(kind, privateKey: object[.value], publicKey: nil) }
                 return try AsymmetricKey.raw(kind, privateKey: nil, publicKey: point(object[.ecPoint] ?? [], length: kind.rawKeyLength ?? 0))
+            case .dsa, .dh:
+                let parts = FiniteFieldComponents(prime: object[.prime] ?? [], subprime: keyType == .dsa ? object[.subprime] ?? [] : nil,
+                                                  base: object[.base] ?? [], publicValue: isPrivate ? nil : object[.value],
+                                                  privateValue: isPrivate ? object[.value] : nil)
+                return try AsymmetricKey.finiteField(keyType == .dsa ? .dsa : .dh, parts)
             default:
                 throw KeychainError(.attributeValueInvalid, "key type 0x\(String(keyType.rawValue, radix: 16)) is not an asymmetric key")
             }
@@ -69,6 +74,20 @@ public enum KeyFactory {
         try fillComputed(&object, key: key, given: given)
     }
 
+    /// Checks a DSA or DH group and fills CKA_PRIME_BITS (and CKA_SUB_PRIME_BITS).
+    static func completeDomainParameters(_ object: inout ObjectAttributes, policy: KeyPolicy) throws(KeychainError) {
+        let kind: AsymmetricKind = object.keyType == .dsa ? .dsa : .dh
+        let domain = FiniteFieldComponents(prime: object[.prime] ?? [], subprime: object[.subprime], base: object[.base] ?? [])
+        try policy.check(kind, bits: domain.primeBits, generating: false)
+        guard AsymmetricKey.finiteFieldPrimeBits.contains(domain.primeBits), !domain.base.allSatisfy({ $0 == 0 }) else {
+            throw KeychainError(.attributeValueInvalid, "a \(domain.primeBits)-bit prime is outside \(AsymmetricKey.finiteFieldPrimeBits)")
+        }
+        object[.primeBits] = AttributeValue.ulong(UInt(domain.primeBits))
+        if kind == .dsa, let q = object[.subprime] {
+            object[.subprimeBits] = AttributeValue.ulong(UInt(FiniteFieldComponents(prime: q, base: []).primeBits))
+        }
+    }
+
     /// The attributes of a freshly generated key pair's two halves (key material and the
     /// values computed from it), to merge into the caller's templates.
     public static func generatedMaterial(_ key: AsymmetricKey) throws(KeychainError) -> (publicKey: [AttributeType: [UInt8]], privateKey: [AttributeType: [UInt8]]) {
@@ -90,6 +109,20 @@ public enum KeyFactory {
                 let params = CurveParameters.der(for: key.kind)
                 let publicParts: [AttributeType: [UInt8]] = [.ecParams: params, .ecPoint: DER.octetString(try key.ecPoint())]
                 return (publicParts, key.isPrivate ? [.ecParams: params, .value: try key.ecScalar().bytes] : [:])
+            case .dsa, .dh:
+                let parts = try key.finiteFieldComponents()
+                var domain: [AttributeType: [UInt8]] = [.prime: parts.prime, .base: parts.base]
+                if key.kind == .dsa { domain[.subprime] = parts.subprime ?? [] }
+                var publicParts = domain
+                publicParts[.value] = parts.publicValue ?? []
+                guard key.isPrivate, let x = parts.privateValue else { return (publicParts, [:]) }
+                var privateParts = domain
+                privateParts[.value] = x
+                if key.kind == .dh {
+                    let bits = x.drop { $0 == 0 }.first.map { x.drop { $0 == 0 }.count * 8 - $0.leadingZeroBitCount } ?? 0
+                    privateParts[.valueBits] = AttributeValue.ulong(UInt(bits))
+                }
+                return (publicParts, privateParts)
             default:
                 let params = CurveParameters.der(for: key.kind)
                 let publicParts: [AttributeType: [UInt8]] = [.ecParams: params, .ecPoint: DER.octetString(try key.rawPublicKey())]
@@ -117,9 +150,12 @@ public enum KeyFactory {
             return [.encrypt: true, .decrypt: true, .sign: true, .verify: true, .wrap: true, .unwrap: true, .derive: false]
         case .genericSecret?:
             return [.encrypt: false, .decrypt: false, .sign: true, .verify: true, .wrap: false, .unwrap: false, .derive: false]
-        case .ecMontgomery?:
+        case .ecMontgomery?, .dh?:
             return isPublic ? [.encrypt: false, .verify: false, .wrap: false, .verifyRecover: false, .derive: false]
                             : [.decrypt: false, .sign: false, .unwrap: false, .signRecover: false, .derive: true]
+        case .dsa?:
+            return isPublic ? [.encrypt: false, .verify: true, .wrap: false, .verifyRecover: false, .derive: false]
+                            : [.decrypt: false, .sign: true, .unwrap: false, .signRecover: false, .derive: false]
         default:
             return [:]
         }
@@ -208,6 +244,8 @@ public enum KeyFactory {
         case .ec: return .ec
         case .ed25519, .ed448: return .ecEdwards
         case .x25519, .x448: return .ecMontgomery
+        case .dsa: return .dsa
+        case .dh: return .dh
         }
     }
 

@@ -12,6 +12,8 @@ public enum KeyGeneration {
         public let keyType: KeyType
         public let bits: Int
         public let publicExponent: [UInt8]?
+        /// DSA and DH: the domain (CKA_PRIME, CKA_SUBPRIME, CKA_BASE of the public template).
+        public var domain: FiniteFieldComponents? = nil
     }
 
     /// Reads the request from the public template (CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT,
@@ -50,9 +52,51 @@ public enum KeyGeneration {
             let kind = try CurveParameters.kind(params, keyType: keyType)
             try policy.check(kind, bits: 0, generating: true)
             return Request(kind: kind, keyType: keyType, bits: 0, publicExponent: nil)
+        case .dsa, .dh:
+            let kind: AsymmetricKind = keyType == .dsa ? .dsa : .dh
+            guard let prime = find(.prime), let base = find(.base) else {
+                throw KeychainError(.templateIncomplete, "CKA_PRIME and CKA_BASE are required")
+            }
+            let subprime = find(.subprime)
+            if kind == .dsa, subprime == nil { throw KeychainError(.templateIncomplete, "CKA_SUBPRIME is required") }
+            let domain = FiniteFieldComponents(prime: prime, subprime: kind == .dsa ? subprime : nil, base: base)
+            try policy.check(kind, bits: domain.primeBits, generating: true)
+            return Request(kind: kind, keyType: keyType, bits: domain.primeBits, publicExponent: nil, domain: domain)
         default:
             throw KeychainError(.templateInconsistent, "not an asymmetric key type")
         }
+    }
+
+    /// C_GenerateKey with CKM_DSA_PARAMETER_GEN or CKM_DH_PKCS_PARAMETER_GEN: a domain-parameters
+    /// object with a new group of CKA_PRIME_BITS bits.
+    public static func domainParameters(keyType: KeyType, mechanism: UInt, template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool,
+                                        policy: KeyPolicy) throws(KeychainError) -> ObjectAttributes {
+        if let value = template.first(where: { $0.type == .objectClass })?.value, AttributeValue.decodeULong(value) != ObjectClass.domainParameters.rawValue {
+            throw KeychainError(.templateInconsistent, "CKA_CLASS does not fit domain parameters")
+        }
+        if let value = template.first(where: { $0.type == .keyType })?.value, AttributeValue.decodeULong(value) != keyType.rawValue {
+            throw KeychainError(.templateInconsistent, "CKA_KEY_TYPE does not fit the mechanism")
+        }
+        guard let bitsValue = template.first(where: { $0.type == .primeBits })?.value else {
+            throw KeychainError(.templateIncomplete, "CKA_PRIME_BITS is required")
+        }
+        guard let bits = AttributeValue.decodeULong(bitsValue) else { throw KeychainError(.attributeValueInvalid, "CKA_PRIME_BITS") }
+        let kind: AsymmetricKind = keyType == .dsa ? .dsa : .dh
+        try policy.check(kind, bits: Int(clamping: bits), generating: true)
+        guard AsymmetricKey.finiteFieldPrimeBits.contains(Int(clamping: bits)), bits % 64 == 0 else {
+            throw KeychainError(.keySizeRange, "primes of \(AsymmetricKey.finiteFieldPrimeBits.lowerBound)–\(AsymmetricKey.finiteFieldPrimeBits.upperBound) bits, multiples of 64")
+        }
+        let domain: FiniteFieldComponents
+        do { domain = try AsymmetricKey.generateDomainParameters(kind, primeBits: Int(bits)) } catch {
+            throw KeychainError(.storageFailure, "domain parameter generation failed: \(error)")
+        }
+        var full = template.filter { ![.objectClass, .keyType, .primeBits, .subprimeBits].contains($0.type) }
+        full += [(.objectClass, AttributeValue.ulong(ObjectClass.domainParameters.rawValue)), (.keyType, AttributeValue.ulong(keyType.rawValue)),
+                 (.prime, domain.prime), (.base, domain.base), (.local, AttributeValue.bool(true))]
+        if let q = domain.subprime { full.append((.subprime, q)) }
+        var object = try ObjectTemplate.assemble(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer, generated: [.local])
+        try KeyFactory.completeDomainParameters(&object, policy: policy)
+        return object
     }
 
     /// A generated secret key (C_GenerateKey): CKA_VALUE_LEN from the template (AES: 16, 24, 32;

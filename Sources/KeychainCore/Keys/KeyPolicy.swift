@@ -30,7 +30,8 @@ public enum KeyPolicy: String, Sendable, CaseIterable {
 
     public func allows(_ curve: Curve) -> Bool { self == .compatible || !curve.isLegacy }
 
-    /// Whether DES, DES3, DSA, DH and MD5 are offered.
+    /// Whether DES, DES3, DSA, DH and MD5 are offered (DSA and DH groups from 512 bits, as
+    /// SoftHSM and OpenSSL take them).
     public var allowsLegacyAlgorithms: Bool { self == .compatible }
 
     /// Checks a key kind and (for RSA) size against the policy: a refused RSA size is
@@ -44,6 +45,8 @@ public enum KeyPolicy: String, Sendable, CaseIterable {
                 throw KeychainError(generating ? .keySizeRange : .attributeValueInvalid,
                                     "RSA \(publicOnly ? "public " : "")keys of \(bits) bits are outside the \(rawValue) key policy (\(range.lowerBound)–\(range.upperBound))")
             }
+        case .dsa, .dh:
+            guard allowsLegacyAlgorithms else { throw KeychainError(generating ? .keySizeRange : .attributeValueInvalid, "DSA and DH keys are refused by the \(rawValue) key policy") }
         case .ec(let curve):
             guard allows(curve) else { throw KeychainError(.attributeValueInvalid, "the curve \(curve.rawValue) is refused by the \(rawValue) key policy") }
         default:

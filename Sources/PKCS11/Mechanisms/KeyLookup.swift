@@ -97,11 +97,11 @@ extension ModuleState {
         }
     }
 
-    /// Key size in the units CK_MECHANISM_INFO uses: modulus bits, curve bits, 255 or 448
-    /// for the Edwards and Montgomery curves.
+    /// Key size in the units CK_MECHANISM_INFO uses: modulus or prime bits, curve bits, 255 or
+    /// 448 for the Edwards and Montgomery curves.
     static func mechanismKeySize(_ key: AsymmetricKey) -> Int {
         switch key.kind {
-        case .rsa: return key.bits
+        case .rsa, .dsa, .dh: return key.bits
         case .ec(let curve): return curve.bits
         case .ed25519, .x25519: return 255
         case .ed448, .x448: return 448

@@ -17,7 +17,13 @@ extension ModuleState {
             }
             let key: AsymmetricKey
             do {
-                key = try AsymmetricKey.generate(request.kind, bits: request.bits, publicExponent: request.publicExponent)
+                if let domain = request.domain {
+                    key = try AsymmetricKey.generate(request.kind, domain: domain)
+                } else {
+                    key = try AsymmetricKey.generate(request.kind, bits: request.bits, publicExponent: request.publicExponent)
+                }
+            } catch let error as CryptoError where error.code == .invalidInput {
+                throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "the domain parameters are unusable: \(error)")
             } catch {
                 throw CKError(CK_RV(CKR_DEVICE_ERROR), "key generation failed: \(error)")
             }
@@ -51,7 +57,11 @@ extension ModuleState {
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
             let object = try translating { () throws(KeychainError) in
-                try KeyGeneration.secretKey(keyType: keyType, mechanism: UInt(mechanism.type), template: template, uniqueID: id.text, bySecurityOfficer: bySO)
+                if entry.generatesDomainParameters {
+                    return try KeyGeneration.domainParameters(keyType: keyType, mechanism: UInt(mechanism.type), template: template, uniqueID: id.text,
+                                                              bySecurityOfficer: bySO, policy: configuration.keyPolicy)
+                }
+                return try KeyGeneration.secretKey(keyType: keyType, mechanism: UInt(mechanism.type), template: template, uniqueID: id.text, bySecurityOfficer: bySO)
             }
             return try store(object, uid: id.bytes, session: session, token: token)
         }

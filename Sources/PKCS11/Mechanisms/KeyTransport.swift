@@ -123,6 +123,10 @@ extension ModuleState {
                 let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
                 fullTemplate = try mergedDeriveTemplate(template, baseKey: baseKey, session: session, token: token)
                 shared = try Self.ecdhSecret(params, key: key, template: fullTemplate)
+            case .diffieHellman:
+                let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
+                fullTemplate = try mergedDeriveTemplate(template, baseKey: baseKey, session: session, token: token)
+                shared = try Self.diffieHellmanSecret(mechanism.parameter, key: key, template: fullTemplate)
             case .encryptData(let mode):
                 let secret = try secretKey(baseKey, session: session, token: token, usage: .derive, mechanism: entry)
                 fullTemplate = try mergedDeriveTemplate(template, baseKey: baseKey, session: session, token: token)
@@ -179,6 +183,26 @@ extension ModuleState {
         } catch {
             throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "\(error)")
         }
+    }
+
+    /// CKM_DH_PKCS_DERIVE: the parameter is the other party's public value y; PKCS #3's secret,
+    /// as long as the prime, is cut to the new key's length from its leading end (PKCS#11 §2.5.6).
+    private static func diffieHellmanSecret(_ parameter: MechanismParameter, key: AsymmetricKey, template: Template) throws(CKError) -> SecureBytes {
+        let peer = parameter.bytes
+        guard !peer.isEmpty else { throw Mechanisms.paramInvalid("the other party's public value is missing") }
+        let secret: SecureBytes
+        do { secret = try key.diffieHellmanSecret(peerPublicValue: peer) } catch let error as CryptoError where error.code == .invalidInput {
+            throw Mechanisms.paramInvalid(error.reason)
+        } catch {
+            throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)")
+        }
+        let keyType = template.first { $0.type == .keyType }.flatMap { AttributeValue.decodeULong($0.value) }.map(KeyType.init(rawValue:))
+        guard let wanted = requestedLength(template) ?? keyType?.blockCipher?.keyLength, wanted < secret.count else { return secret }
+        let trailing = SecureBytes(count: wanted)
+        secret.withUnsafeBytes { source in
+            trailing.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: source.suffix(wanted))) }
+        }
+        return trailing
     }
 
     /// CKM_AES_ECB_ENCRYPT_DATA and CKM_DES3_ECB_ENCRYPT_DATA (CK_KEY_DERIVATION_STRING_DATA),

@@ -148,6 +148,16 @@ enum Mechanisms {
             $0.keyTypes = [.aes]
             $0.mac = .aesCMAC
         }
+        // CBC-MAC (FIPS 113): half a block, or the length the parameter gives.
+        add(UInt(CKM_AES_MAC), 16, 32, signVerify) {
+            $0.keyTypes = [.aes]
+            $0.mac = .cbcMAC(.aes, length: 8)
+        }
+        add(UInt(CKM_AES_MAC_GENERAL), 16, 32, signVerify) {
+            $0.keyTypes = [.aes]
+            $0.mac = .cbcMAC(.aes, length: 16)
+            $0.macLengthIsParameter = true
+        }
         add(aesKeyWrap, 16, 32, wrapUnwrap) {
             $0.keyTypes = [.aes]
             $0.keyWrap = .kw
@@ -156,7 +166,10 @@ enum Mechanisms {
             $0.keyTypes = [.aes]
             $0.keyWrap = .kwp
         }
-        if policy.allowsLegacyAlgorithms { addDES(&table) }
+        if policy.allowsLegacyAlgorithms {
+            addDES(&table)
+            addFiniteField(&table)
+        }
 
         // Key agreement: ECDH on the NIST curves and on X25519/X448 (sizes in bits).
         add(UInt(CKM_ECDH1_DERIVE), min(ecMin, 255), ecMax, UInt(CKF_DERIVE) | ecFlags) {
@@ -214,6 +227,17 @@ enum Mechanisms {
             $0.blockCipher = .tripleDES
             $0.mac = .tripleDESCMAC
         }
+        add(UInt(CKM_DES3_MAC), 112, 168, UInt(CKF_SIGN | CKF_VERIFY)) {
+            $0.keyTypes = [.des2, .des3]
+            $0.blockCipher = .tripleDES
+            $0.mac = .cbcMAC(.tripleDES, length: 4)
+        }
+        add(UInt(CKM_DES3_MAC_GENERAL), 112, 168, UInt(CKF_SIGN | CKF_VERIFY)) {
+            $0.keyTypes = [.des2, .des3]
+            $0.blockCipher = .tripleDES
+            $0.mac = .cbcMAC(.tripleDES, length: 8)
+            $0.macLengthIsParameter = true
+        }
         add(UInt(CKM_DES3_ECB_ENCRYPT_DATA), 112, 168, UInt(CKF_DERIVE)) {
             $0.keyTypes = [.des2, .des3]
             $0.blockCipher = .tripleDES
@@ -223,6 +247,40 @@ enum Mechanisms {
             $0.keyTypes = [.des2, .des3]
             $0.blockCipher = .tripleDES
             $0.derivation = .encryptData(.cbc)
+        }
+    }
+
+    /// DSA (FIPS 186) and PKCS #3 Diffie-Hellman, parameter generation included; sizes are
+    /// prime bits.
+    private static func addFiniteField(_ table: inout [CK_MECHANISM_TYPE: Mechanism]) {
+        func add(_ type: UInt, _ flags: UInt, _ configure: (inout Mechanism) -> Void) {
+            let bits = AsymmetricKey.finiteFieldPrimeBits
+            var mechanism = Mechanism(type: CK_MECHANISM_TYPE(type), minimumKeySize: CK_ULONG(bits.lowerBound), maximumKeySize: CK_ULONG(bits.upperBound),
+                                      flags: CK_FLAGS(flags))
+            configure(&mechanism)
+            table[mechanism.type] = mechanism
+        }
+        add(UInt(CKM_DSA_PARAMETER_GEN), UInt(CKF_GENERATE)) {
+            $0.generates = .dsa
+            $0.generatesDomainParameters = true
+        }
+        add(UInt(CKM_DSA_KEY_PAIR_GEN), UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .dsa }
+        let dsa: [(UInt, Digest.Algorithm?)] = [(UInt(CKM_DSA), nil), (UInt(CKM_DSA_SHA1), .sha1), (UInt(CKM_DSA_SHA224), .sha224),
+                                                (UInt(CKM_DSA_SHA256), .sha256), (UInt(CKM_DSA_SHA384), .sha384), (UInt(CKM_DSA_SHA512), .sha512)]
+        for (type, digest) in dsa {
+            add(type, UInt(CKF_SIGN | CKF_VERIFY)) {
+                $0.keyTypes = [.dsa]
+                $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .dsa(digest: digest) }
+            }
+        }
+        add(UInt(CKM_DH_PKCS_PARAMETER_GEN), UInt(CKF_GENERATE)) {
+            $0.generates = .dh
+            $0.generatesDomainParameters = true
+        }
+        add(UInt(CKM_DH_PKCS_KEY_PAIR_GEN), UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .dh }
+        add(UInt(CKM_DH_PKCS_DERIVE), UInt(CKF_DERIVE)) {
+            $0.keyTypes = [.dh]
+            $0.derivation = .diffieHellman
         }
     }
 

@@ -12,6 +12,8 @@ enum CipherSpec {
 enum Derivation {
     /// ECDH with CK_ECDH1_DERIVE_PARAMS.
     case ecdh
+    /// PKCS #3 Diffie-Hellman with the other party's public value as the parameter.
+    case diffieHellman
     /// The base key encrypts the parameter's data (CKM_AES_ECB_ENCRYPT_DATA, …_CBC_…, and the
     /// triple-DES ones).
     case encryptData(SymmetricCipher.Mode)
@@ -32,8 +34,12 @@ struct Mechanism: Sendable {
     var digest: Digest.Algorithm?
     var signature: SchemeBuilder?
     var mac: StreamingMAC.Algorithm?
+    /// A _GENERAL MAC: its length comes as CK_MAC_GENERAL_PARAMS.
+    var macLengthIsParameter = false
     var cipher: CipherBuilder?
     var generates: KeyType?
+    /// C_GenerateKey makes domain parameters (CKO_DOMAIN_PARAMETERS) of `generates`, not a key.
+    var generatesDomainParameters = false
     /// AES key wrap (the RSA wrapping mechanisms use their `cipher`).
     var keyWrap: KeyWrap.Mode?
     var derivation: Derivation?

@@ -55,8 +55,15 @@ extension ModuleState {
         guard entry.supports(signing ? CKF_SIGN : CKF_VERIFY) else {
             throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) cannot \(signing ? "sign" : "verify")")
         }
-        if let algorithm = entry.mac {
-            try mechanism.parameter.requireEmpty()
+        if var algorithm = entry.mac {
+            if case .cbcMAC(let cipher, _) = algorithm, entry.macLengthIsParameter {
+                // CK_MAC_GENERAL_PARAMS: the MAC length, 1 to a block.
+                let length = try mechanism.parameter.read(CK_ULONG.self)
+                guard length >= 1, length <= CK_ULONG(cipher.blockSize) else { throw Mechanisms.paramInvalid("a MAC of 1–\(cipher.blockSize) bytes") }
+                algorithm = .cbcMAC(cipher, length: Int(length))
+            } else {
+                try mechanism.parameter.requireEmpty()
+            }
             let secret = try secretKey(handle, session: session, token: token, usage: signing ? .sign : .verify, mechanism: entry)
             do {
                 return ActiveOperation(engine: .mac(try StreamingMAC(algorithm, key: secret)), outputLength: algorithm.outputSize)
