@@ -250,17 +250,15 @@ extension ModuleState {
         }
     }
 
-    func findObjects(_ handle: CK_SESSION_HANDLE, into buffer: UnsafeMutablePointer<CK_OBJECT_HANDLE>?, maximum: CK_ULONG) throws(CKError) -> CK_ULONG {
+    /// The next handles of the search, at most `maximum` of them.
+    func findObjects(_ handle: CK_SESSION_HANDLE, maximum: CK_ULONG) throws(CKError) -> ArraySlice<CK_OBJECT_HANDLE> {
         let session = try session(handle)
         guard var find = session.find else { throw CKError(CK_RV(CKR_OPERATION_NOT_INITIALIZED), "C_FindObjectsInit first") }
         let count = Int(min(CK_ULONG(find.remaining.count), maximum))
-        if count > 0 {
-            guard let buffer else { throw CKError.argumentsBad }
-            for (offset, objectHandle) in find.remaining.prefix(count).enumerated() { buffer[offset] = objectHandle }
-            find.remaining = find.remaining.dropFirst(count)
-            session.find = find
-        }
-        return CK_ULONG(count)
+        let handles = find.remaining.prefix(count)
+        find.remaining = find.remaining.dropFirst(count)
+        session.find = find
+        return handles
     }
 
     func findObjectsFinal(_ handle: CK_SESSION_HANDLE) throws(CKError) {

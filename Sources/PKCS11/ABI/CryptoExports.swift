@@ -11,17 +11,17 @@ public func C_EncryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK
 }
 public func C_Encrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
     Exports.operationStep(#function, s, .encrypt) { state throws(CKError) in
-        try state.cipherSinglePart(s, encrypting: true, input: try CallerBytes.input(d, count: dl), output: o, length: ol)
+        try state.cipherSinglePart(s, encrypting: true, input: try CallerBytes.input(d, count: dl), output: try CallerOutput(o, ol))
     }
 }
 public func C_EncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
     Exports.operationStep(#function, s, .encrypt) { state throws(CKError) in
-        try state.cipherUpdate(s, encrypting: true, input: try CallerBytes.input(d, count: dl), output: o, length: ol)
+        try state.cipherUpdate(s, encrypting: true, input: try CallerBytes.input(d, count: dl), output: try CallerOutput(o, ol))
     }
 }
 public func C_EncryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
     Exports.operationStep(#function, s, .encrypt) { state throws(CKError) in
-        try state.cipherFinal(s, encrypting: true, output: o, length: ol)
+        try state.cipherFinal(s, encrypting: true, output: try CallerOutput(o, ol))
     }
 }
 public func C_DecryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
@@ -33,17 +33,17 @@ public func C_DecryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK
 }
 public func C_Decrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
     Exports.operationStep(#function, s, .decrypt) { state throws(CKError) in
-        try state.cipherSinglePart(s, encrypting: false, input: try CallerBytes.input(d, count: dl), output: o, length: ol)
+        try state.cipherSinglePart(s, encrypting: false, input: try CallerBytes.input(d, count: dl), output: try CallerOutput(o, ol))
     }
 }
 public func C_DecryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
     Exports.operationStep(#function, s, .decrypt) { state throws(CKError) in
-        try state.cipherUpdate(s, encrypting: false, input: try CallerBytes.input(d, count: dl), output: o, length: ol)
+        try state.cipherUpdate(s, encrypting: false, input: try CallerBytes.input(d, count: dl), output: try CallerOutput(o, ol))
     }
 }
 public func C_DecryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
     Exports.operationStep(#function, s, .decrypt) { state throws(CKError) in
-        try state.cipherFinal(s, encrypting: false, output: o, length: ol)
+        try state.cipherFinal(s, encrypting: false, output: try CallerOutput(o, ol))
     }
 }
 public func C_DigestInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer) -> CK_RV {
@@ -55,7 +55,7 @@ public func C_DigestInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer) -> CK_RV
 }
 public func C_Digest(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
     Exports.operationStep(#function, s, .digest) { state throws(CKError) in
-        try state.finishSinglePart(s, .digest, data: try CallerBytes.input(d, count: dl), output: o, length: ol)
+        try state.finishSinglePart(s, .digest, data: try CallerBytes.input(d, count: dl), output: try CallerOutput(o, ol))
     }
 }
 public func C_DigestUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV {
@@ -70,7 +70,7 @@ public func C_DigestKey(_ s: CK_SESSION_HANDLE, _ k: CK_OBJECT_HANDLE) -> CK_RV 
 }
 public func C_DigestFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
     Exports.operationStep(#function, s, .digest) { state throws(CKError) in
-        try state.finishMultiPart(s, .digest, output: o, length: ol)
+        try state.finishMultiPart(s, .digest, output: try CallerOutput(o, ol))
     }
 }
 public func C_SignInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
@@ -82,7 +82,7 @@ public func C_SignInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OB
 }
 public func C_Sign(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
     Exports.operationStep(#function, s, .sign) { state throws(CKError) in
-        try state.finishSinglePart(s, .sign, data: try CallerBytes.input(d, count: dl), output: o, length: ol)
+        try state.finishSinglePart(s, .sign, data: try CallerBytes.input(d, count: dl), output: try CallerOutput(o, ol))
     }
 }
 public func C_SignUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV {
@@ -92,7 +92,7 @@ public func C_SignUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULON
 }
 public func C_SignFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
     Exports.operationStep(#function, s, .sign) { state throws(CKError) in
-        try state.finishMultiPart(s, .sign, output: o, length: ol)
+        try state.finishMultiPart(s, .sign, output: try CallerOutput(o, ol))
     }
 }
 public func C_SignRecoverInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notYetSupported(#function, s) }
@@ -143,7 +143,7 @@ public func C_GenerateKeyPair(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ p
 }
 public func C_WrapKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ w: CK_OBJECT_HANDLE, _ k: CK_OBJECT_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
-        try state.wrapKey(s, mechanism: try CallerMechanism(m), wrappingKey: w, key: k, output: o, length: ol)
+        try state.wrapKey(s, mechanism: try CallerMechanism(m), wrappingKey: w, key: k, output: try CallerOutput(o, ol))
     }
 }
 public func C_UnwrapKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ u: CK_OBJECT_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ t: AttributePointer, _ c: CK_ULONG,

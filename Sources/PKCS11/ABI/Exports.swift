@@ -60,19 +60,33 @@ enum Exports {
 // MARK: general (§5.4)
 
 public func C_Initialize(_ args: UnsafeMutableRawPointer?) -> CK_RV {
-    Exports.run(#function) { () throws(CKError) in try General.initialize(args) }
+    Exports.run(#function) { () throws(CKError) in
+        let arguments = args.map { pointer -> General.InitializeArguments in
+            let given = pointer.assumingMemoryBound(to: CK_C_INITIALIZE_ARGS.self).pointee
+            let callbacks = [given.CreateMutex != nil, given.DestroyMutex != nil, given.LockMutex != nil, given.UnlockMutex != nil]
+            return General.InitializeArguments(mutexCallbacks: callbacks.filter { $0 }.count, osLockingOK: given.flags & CK_FLAGS(CKF_OS_LOCKING_OK) != 0,
+                                               reservedGiven: given.pReserved != nil)
+        }
+        try General.initialize(arguments)
+    }
 }
 
 public func C_Finalize(_ reserved: UnsafeMutableRawPointer?) -> CK_RV {
-    Exports.run(#function) { () throws(CKError) in try General.finalize(reserved) }
+    Exports.run(#function) { () throws(CKError) in try General.finalize(reservedGiven: reserved != nil) }
 }
 
 public func C_GetInfo(_ info: UnsafeMutablePointer<CK_INFO>?) -> CK_RV {
-    Exports.run(#function) { () throws(CKError) in try General.info(info, version: CK_VERSION(2, 40)) }
+    Exports.run(#function) { () throws(CKError) in
+        guard let info else { throw CKError.argumentsBad }
+        info.pointee = try General.info(version: CK_VERSION(2, 40))
+    }
 }
 
 func C_GetInfo_3_0(_ info: UnsafeMutablePointer<CK_INFO>?) -> CK_RV {
-    Exports.run(#function) { () throws(CKError) in try General.info(info, version: CK_VERSION(3, 0)) }
+    Exports.run(#function) { () throws(CKError) in
+        guard let info else { throw CKError.argumentsBad }
+        info.pointee = try General.info(version: CK_VERSION(3, 0))
+    }
 }
 
 public func C_GetFunctionList(_ list: UnsafeMutablePointer<UnsafeMutablePointer<CK_FUNCTION_LIST>?>?) -> CK_RV {
@@ -294,8 +308,12 @@ public func C_FindObjectsInit(_ session: CK_SESSION_HANDLE, _ template: Attribut
 
 public func C_FindObjects(_ session: CK_SESSION_HANDLE, _ objects: HandlePointer, _ maximum: CK_ULONG, _ count: ULongPointer) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
-        guard let count else { throw CKError.argumentsBad }
-        count.pointee = try state.findObjects(session, into: objects, maximum: maximum)
+        guard let count, objects != nil || maximum == 0 else { throw CKError.argumentsBad }
+        let found = try state.findObjects(session, maximum: maximum)
+        if let objects {
+            for (offset, handle) in found.enumerated() { objects[offset] = handle }
+        }
+        count.pointee = CK_ULONG(found.count)
     }
 }
 

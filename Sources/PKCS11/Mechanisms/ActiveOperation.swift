@@ -197,9 +197,9 @@ extension ModuleState {
             } catch {
                 guard let key = error.awaitingCredentialFor else { throw error }
                 // The key's application password is its context-specific PIN: nothing else opens it.
-                let owned = try mechanism.ownedCopy()
+                // The decoded mechanism owns its parameter: it is kept for that login.
                 operation = ActiveOperation(engine: .awaitingCredential, outputLength: 0)
-                operation.pending = (key, { session, token throws(CKError) in try make(session, token, owned) })
+                operation.pending = (key, { session, token throws(CKError) in try make(session, token, mechanism) })
                 operation.sealedKey = key
                 operation.alwaysAuthenticate = true
                 operation.awaitsContextLogin = true

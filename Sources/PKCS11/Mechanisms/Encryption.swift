@@ -49,52 +49,39 @@ extension ModuleState {
     }
 
     /// C_Encrypt / C_Decrypt.
-    func cipherSinglePart(_ handle: CK_SESSION_HANDLE, encrypting: Bool, input: UnsafeRawBufferPointer,
-                          output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+    func cipherSinglePart(_ handle: CK_SESSION_HANDLE, encrypting: Bool, input: UnsafeRawBufferPointer, output: CallerOutput) throws(CKError) {
         try step(handle, encrypting ? .encrypt : .decrypt, .singlePart) { operation throws(CKError) in
-            guard let length else { throw CKError.argumentsBad }
             let result: [UInt8]
             switch operation.engine {
             case .symmetric(let cipher):
-                let bound = cipher.oneShotBound(input.count)
-                if let output, length.pointee >= CK_ULONG(bound) {
-                    // Room for any result: straight into the caller's buffer (the operation ends
-                    // here whatever happens, so no trial copy is needed). Only `bound` bytes of
-                    // it are ever touched, whatever length the caller claims.
-                    let written = try Self.run(encrypting: encrypting) {
-                        try cipher.oneShot(input, into: UnsafeMutableRawBufferPointer(start: output, count: bound))
-                    }
-                    length.pointee = CK_ULONG(written)
-                    return ((), true)
+                // Room for any result: straight into the caller's buffer (the operation ends here
+                // whatever happens, so no trial copy is needed).
+                let direct = try output.writeDirectly(bound: cipher.oneShotBound(input.count)) { buffer throws(CKError) in
+                    try Self.run(encrypting: encrypting) { try cipher.oneShot(input, into: buffer) }
                 }
+                if direct { return ((), true) }
                 result = try Self.run(encrypting: encrypting) {
                     let trial = try cipher.copy()
                     return try trial.update(input) + trial.finish()
                 }
             case .rsa(let key, let padding, _):
-                if output == nil {
-                    length.pointee = CK_ULONG(operation.outputLength)
-                    return ((), false)
-                }
+                // The length query answers the modulus size (a decryption may give fewer bytes).
+                if output.isLengthQuery { return ((), try output.reserve(operation.outputLength)) }
                 result = try Self.rsa(Array(input), key: key, padding: padding, encrypting: encrypting, modulusBytes: operation.outputLength)
             default:
                 throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a cipher operation")
             }
-            guard try Self.hasRoom(result.count, output: output, length: length) else { return ((), false) }
-            try OutputBuffer.write(result, to: output, length: length)
-            return ((), true)
+            return ((), try output.deliver(result))
         }
     }
 
     /// C_EncryptUpdate / C_DecryptUpdate.
-    func cipherUpdate(_ handle: CK_SESSION_HANDLE, encrypting: Bool, input: UnsafeRawBufferPointer,
-                      output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+    func cipherUpdate(_ handle: CK_SESSION_HANDLE, encrypting: Bool, input: UnsafeRawBufferPointer, output: CallerOutput) throws(CKError) {
         try step(handle, encrypting ? .encrypt : .decrypt, .update) { operation throws(CKError) in
-            guard let length else { throw CKError.argumentsBad }
             switch operation.engine {
             case .symmetric(let cipher) where cipher.updatesHoldInput:
                 _ = try Self.run(encrypting: encrypting) { try cipher.update(input) }
-                length.pointee = 0
+                output.deliverNothing()
             case .symmetric(let cipher):
                 var trial: SymmetricCipher?
                 let produced = try Self.run(encrypting: encrypting) {
@@ -102,15 +89,13 @@ extension ModuleState {
                     trial = copy
                     return try copy.update(input)
                 }
-                guard try Self.hasRoom(produced.count, output: output, length: length) else { return ((), false) }
-                try OutputBuffer.write(produced, to: output, length: length)
-                if let trial { cipher.adopt(trial) }
+                if try output.deliver(produced), let trial { cipher.adopt(trial) }
             case .rsa:
                 guard operation.collected.count + input.count <= operation.outputLength else {
                     throw CKError(CK_RV(encrypting ? CKR_DATA_LEN_RANGE : CKR_ENCRYPTED_DATA_LEN_RANGE), "more input than one RSA block")
                 }
                 operation.collected += input
-                length.pointee = 0
+                output.deliverNothing()
             default:
                 throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a cipher operation")
             }
@@ -119,25 +104,19 @@ extension ModuleState {
     }
 
     /// C_EncryptFinal / C_DecryptFinal.
-    func cipherFinal(_ handle: CK_SESSION_HANDLE, encrypting: Bool, output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+    func cipherFinal(_ handle: CK_SESSION_HANDLE, encrypting: Bool, output: CallerOutput) throws(CKError) {
         try step(handle, encrypting ? .encrypt : .decrypt, .final) { operation throws(CKError) in
-            guard let length else { throw CKError.argumentsBad }
             let result: [UInt8]
             switch operation.engine {
             case .symmetric(let cipher):
                 result = try Self.run(encrypting: encrypting) { try cipher.copy().finish() }
             case .rsa(let key, let padding, _):
-                if output == nil {
-                    length.pointee = CK_ULONG(operation.outputLength)
-                    return ((), false)
-                }
+                if output.isLengthQuery { return ((), try output.reserve(operation.outputLength)) }
                 result = try Self.rsa(operation.collected, key: key, padding: padding, encrypting: encrypting, modulusBytes: operation.outputLength)
             default:
                 throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a cipher operation")
             }
-            guard try Self.hasRoom(result.count, output: output, length: length) else { return ((), false) }
-            try OutputBuffer.write(result, to: output, length: length)
-            return ((), true)
+            return ((), try output.deliver(result))
         }
     }
 

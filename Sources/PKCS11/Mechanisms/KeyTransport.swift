@@ -45,9 +45,8 @@ extension ModuleState {
     }
 
     func wrapKey(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, wrappingKey: CK_OBJECT_HANDLE, key: CK_OBJECT_HANDLE,
-                 output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+                 output: CallerOutput) throws(CKError) {
         try withSession(handle) { session, token throws(CKError) in
-            guard let length else { throw CKError.argumentsBad }
             let wrapper = try wrapper(mechanism, key: wrappingKey, wrapping: true, session: session, token: token)
             let target = try keyAttributes(key, session: session, token: token)
             let wrapping = try keyAttributes(wrappingKey, session: session, token: token)
@@ -71,7 +70,7 @@ extension ModuleState {
                 guard target.objectClass == .secretKey else { throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "RSA wraps secret keys only") }
                 wrapped = try Self.rsa(material.bytes, key: rsa, padding: padding, encrypting: true, modulusBytes: (rsa.bits + 7) / 8)
             }
-            try OutputBuffer.write(wrapped, to: output, length: length)
+            try output.deliver(wrapped)
         }
     }
 
@@ -119,10 +118,12 @@ extension ModuleState {
             let shared: SecureBytes
             switch derivation {
             case .ecdh:
-                let params = try mechanism.parameter.read(CK_ECDH1_DERIVE_PARAMS.self)
+                guard case .ecdh(let kdf, let sharedData, let publicData) = mechanism.parameter else {
+                    throw Mechanisms.paramInvalid("ECDH needs CK_ECDH1_DERIVE_PARAMS")
+                }
                 let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
                 fullTemplate = try mergedDeriveTemplate(template, baseKey: baseKey, session: session, token: token)
-                shared = try Self.ecdhSecret(params, key: key, template: fullTemplate)
+                shared = try Self.ecdhSecret(kdf: kdf, sharedData: sharedData, publicData: publicData, key: key, template: fullTemplate)
             case .diffieHellman:
                 let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
                 fullTemplate = try mergedDeriveTemplate(template, baseKey: baseKey, session: session, token: token)
@@ -149,11 +150,10 @@ extension ModuleState {
 
     /// CKM_ECDH1_DERIVE with CK_ECDH1_DERIVE_PARAMS: the peer's public value (raw, or as DER
     /// OCTET STRING), and the KDF (CKD_NULL or CKD_SHA*_KDF with optional shared data).
-    private static func ecdhSecret(_ params: CK_ECDH1_DERIVE_PARAMS, key: AsymmetricKey, template: Template) throws(CKError) -> SecureBytes {
-        let publicData = try parameterBytes(params.pPublicData, params.ulPublicDataLen, what: "ECDH public data")
-        let sharedData = try parameterBytes(params.pSharedData, params.ulSharedDataLen, what: "ECDH shared data")
+    private static func ecdhSecret(kdf kdfType: CK_ULONG, sharedData: [UInt8], publicData: [UInt8], key: AsymmetricKey,
+                                   template: Template) throws(CKError) -> SecureBytes {
         let kdf: Digest.Algorithm?
-        switch params.kdf {
+        switch kdfType {
         case UInt(CKD_NULL):
             guard sharedData.isEmpty else { throw Mechanisms.paramInvalid("CKD_NULL takes no shared data") }
             kdf = nil
@@ -162,7 +162,7 @@ extension ModuleState {
         case UInt(CKD_SHA256_KDF): kdf = .sha256
         case UInt(CKD_SHA384_KDF): kdf = .sha384
         case UInt(CKD_SHA512_KDF): kdf = .sha512
-        default: throw Mechanisms.paramInvalid("unsupported KDF \(params.kdf)")
+        default: throw Mechanisms.paramInvalid("unsupported KDF \(kdfType)")
         }
         let peer: AsymmetricKey
         do {
@@ -188,8 +188,7 @@ extension ModuleState {
     /// CKM_DH_PKCS_DERIVE: the parameter is the other party's public value y; PKCS #3's secret,
     /// as long as the prime, is cut to the new key's length from its leading end (PKCS#11 §2.5.6).
     private static func diffieHellmanSecret(_ parameter: MechanismParameter, key: AsymmetricKey, template: Template) throws(CKError) -> SecureBytes {
-        let peer = parameter.bytes
-        guard !peer.isEmpty else { throw Mechanisms.paramInvalid("the other party's public value is missing") }
+        guard case .bytes(let peer) = parameter, !peer.isEmpty else { throw Mechanisms.paramInvalid("the other party's public value is missing") }
         let secret: SecureBytes
         do { secret = try key.diffieHellmanSecret(peerPublicValue: peer) } catch let error as CryptoError where error.code == .invalidInput {
             throw Mechanisms.paramInvalid(error.reason)
@@ -211,32 +210,20 @@ extension ModuleState {
     /// new key takes the first CKA_VALUE_LEN bytes (or its type's length), which the data must cover.
     private static func encryptedData(_ parameter: MechanismParameter, mode: SymmetricCipher.Mode, algorithm: SymmetricCipher.Algorithm,
                                       key: SecureBytes, template: Template) throws(CKError) -> SecureBytes {
-        var data: [UInt8]
-        var iv: [UInt8] = []
-        switch (mode, algorithm) {
-        case (.cbc, .aes):
-            let params = try parameter.read(CK_AES_CBC_ENCRYPT_DATA_PARAMS.self)
-            iv = withUnsafeBytes(of: params.iv) { Array($0) }
-            data = try parameterBytes(params.pData, params.length, what: "data to encrypt")
-        case (.cbc, _):
-            let params = try parameter.read(CK_DES_CBC_ENCRYPT_DATA_PARAMS.self)
-            iv = withUnsafeBytes(of: params.iv) { Array($0) }
-            data = try parameterBytes(params.pData, params.length, what: "data to encrypt")
-        default:
-            let params = try parameter.read(CK_KEY_DERIVATION_STRING_DATA.self)
-            data = try parameterBytes(params.pData, params.ulLen, what: "data to encrypt")
+        guard case .derivationData(let iv, let secretData) = parameter, (mode == .cbc) == !iv.isEmpty else {
+            throw Mechanisms.paramInvalid("an encrypt-data derivation needs its CK_KEY_DERIVATION_STRING_DATA or CBC parameters")
         }
-        defer { wipe(&data) }
-        guard !data.isEmpty, data.count % algorithm.blockSize == 0 else {
+        let dataLength = secretData.count
+        guard dataLength > 0, dataLength % algorithm.blockSize == 0 else {
             throw Mechanisms.paramInvalid("the data to encrypt must be whole \(algorithm.blockSize)-byte blocks")
         }
         let keyType = template.first { $0.type == .keyType }.flatMap { AttributeValue.decodeULong($0.value) }.map(KeyType.init(rawValue:))
-        if let wanted = requestedLength(template) ?? keyType?.blockCipher?.keyLength, wanted > data.count {
-            throw Mechanisms.paramInvalid("\(data.count) bytes of data cannot make a \(wanted)-byte key")
+        if let wanted = requestedLength(template) ?? keyType?.blockCipher?.keyLength, wanted > dataLength {
+            throw Mechanisms.paramInvalid("\(dataLength) bytes of data cannot make a \(wanted)-byte key")
         }
         do {
             let cipher = try SymmetricCipher(mode: mode, key: key, iv: iv, encrypting: true, algorithm: algorithm)
-            var output = try data.withUnsafeBytes { try cipher.update($0) } + cipher.finish()
+            var output = try secretData.withUnsafeBytes { try cipher.update($0) } + cipher.finish()
             defer { wipe(&output) }
             return SecureBytes(output)
         } catch {

@@ -129,10 +129,7 @@ enum Mechanisms {
                 $0.keyTypes = [.aes]
                 $0.cipher = { p throws(CKError) in
                     if mode == .ecb { try p.requireEmpty(); return .symmetric(.ecb, iv: [], associatedData: []) }
-                    guard p.length == SymmetricCipher.blockSize, p.pointer != nil else {
-                        throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "the IV must have 16 bytes")
-                    }
-                    return .symmetric(mode, iv: p.bytes, associatedData: [])
+                    return .symmetric(mode, iv: try p.flatBytes(count: SymmetricCipher.blockSize, what: "IV"), associatedData: [])
                 }
             }
         }
@@ -215,10 +212,7 @@ enum Mechanisms {
                 $0.blockCipher = algorithm
                 $0.cipher = { p throws(CKError) in
                     if mode == .ecb { try p.requireEmpty(); return .symmetric(.ecb, iv: [], associatedData: []) }
-                    guard p.length == algorithm.blockSize, p.pointer != nil else {
-                        throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "the IV must have \(algorithm.blockSize) bytes")
-                    }
-                    return .symmetric(mode, iv: p.bytes, associatedData: [])
+                    return .symmetric(mode, iv: try p.flatBytes(count: algorithm.blockSize, what: "IV"), associatedData: [])
                 }
             }
         }
@@ -309,22 +303,21 @@ enum Mechanisms {
     /// CK_RSA_PKCS_PSS_PARAMS: hash, MGF1 hash and salt length; with a hashing mechanism the
     /// parameter's hash must be the mechanism's.
     private static func pssScheme(_ parameter: MechanismParameter, key: AsymmetricKey, mechanismDigest: Digest.Algorithm?) throws(CKError) -> SignatureScheme {
-        let params = try parameter.read(CK_RSA_PKCS_PSS_PARAMS.self)
-        guard let hash = sha2Digest(params.hashAlg), let mgf = mgf1(params.mgf) else { throw paramInvalid("unsupported PSS hash or MGF") }
+        guard case .rsaPSS(let hashType, let mgfType, let saltLength) = parameter else { throw paramInvalid("PSS needs CK_RSA_PKCS_PSS_PARAMS") }
+        guard let hash = sha2Digest(hashType), let mgf = mgf1(mgfType) else { throw paramInvalid("unsupported PSS hash or MGF") }
         if let mechanismDigest, mechanismDigest != hash { throw paramInvalid("the PSS hash must be the mechanism's hash") }
         let maximumSalt = (key.bits + 7) / 8 - hash.outputSize - 2
-        guard params.sLen <= CK_ULONG(max(maximumSalt, 0)) else { throw paramInvalid("PSS salt of \(params.sLen) bytes is too long for this key") }
-        return .rsaPSS(digest: hash, mgf1: mgf, saltLength: Int(params.sLen), hashesData: mechanismDigest != nil)
+        guard saltLength <= CK_ULONG(max(maximumSalt, 0)) else { throw paramInvalid("PSS salt of \(saltLength) bytes is too long for this key") }
+        return .rsaPSS(digest: hash, mgf1: mgf, saltLength: Int(saltLength), hashesData: mechanismDigest != nil)
     }
 
     /// CK_RSA_PKCS_OAEP_PARAMS: hash, MGF1 hash, and an optional label (CKZ_DATA_SPECIFIED).
     private static func oaepPadding(_ parameter: MechanismParameter) throws(CKError) -> RSACipher.Padding {
-        let params = try parameter.read(CK_RSA_PKCS_OAEP_PARAMS.self)
-        guard let hash = sha2Digest(params.hashAlg), let mgf = mgf1(params.mgf) else { throw paramInvalid("unsupported OAEP hash or MGF") }
-        var label: [UInt8] = []
-        if params.source == CK_RSA_PKCS_OAEP_SOURCE_TYPE(CKZ_DATA_SPECIFIED) {
-            label = try parameterBytes(params.pSourceData, params.ulSourceDataLen, what: "OAEP label")
-        } else if params.source != 0 || params.ulSourceDataLen != 0 {
+        guard case .rsaOAEP(let hashType, let mgfType, let source, let sourceLength, let label) = parameter else {
+            throw paramInvalid("OAEP needs CK_RSA_PKCS_OAEP_PARAMS")
+        }
+        guard let hash = sha2Digest(hashType), let mgf = mgf1(mgfType) else { throw paramInvalid("unsupported OAEP hash or MGF") }
+        if source != CK_RSA_PKCS_OAEP_SOURCE_TYPE(CKZ_DATA_SPECIFIED), source != 0 || sourceLength != 0 {
             throw paramInvalid("OAEP source must be CKZ_DATA_SPECIFIED")
         }
         return .oaep(digest: hash, mgf1: mgf, label: label)
@@ -333,38 +326,30 @@ enum Mechanisms {
     /// CKM_EDDSA takes no parameter or CK_EDDSA_PARAMS { phFlag, ulContextDataLen, pContextData };
     /// only pure EdDSA without a context is offered.
     private static func eddsaScheme(_ parameter: MechanismParameter) throws(CKError) -> SignatureScheme {
-        if parameter.isEmpty { return .eddsa }
-        let params = try parameter.read(EdDSAParameters.self)
-        guard params.prehash == 0, params.contextLength == 0 else { throw paramInvalid("pre-hashed EdDSA and contexts are not supported") }
-        return .eddsa
+        switch parameter {
+        case .none: return .eddsa
+        case .eddsa(let prehash, let context) where !prehash && context.isEmpty: return .eddsa
+        case .eddsa: throw paramInvalid("pre-hashed EdDSA and contexts are not supported")
+        default: throw paramInvalid("EdDSA takes CK_EDDSA_PARAMS or nothing")
+        }
     }
 
     /// CK_AES_CTR_PARAMS: a 16-byte counter block whose low ulCounterBits (1–128) bits are the
     /// counter; running past the counter's range is CKR_DATA_LEN_RANGE, never a wrap into the nonce.
     private static func ctrSpec(_ parameter: MechanismParameter) throws(CKError) -> CipherSpec {
-        let params = try parameter.read(CK_AES_CTR_PARAMS.self)
-        guard (1...128).contains(params.ulCounterBits) else { throw paramInvalid("the CTR counter must have 1–128 bits") }
-        let block = withUnsafeBytes(of: params.cb) { Array($0) }
-        return .symmetric(.ctr(counterBits: Int(params.ulCounterBits)), iv: block, associatedData: [])
+        guard case .counter(let bits, let block) = parameter else { throw paramInvalid("CTR needs CK_AES_CTR_PARAMS") }
+        guard (1...128).contains(bits) else { throw paramInvalid("the CTR counter must have 1–128 bits") }
+        return .symmetric(.ctr(counterBits: Int(bits)), iv: block, associatedData: [])
     }
 
     /// CK_GCM_PARAMS: IV (1–256 bytes, 12 recommended), additional data, tag bits 96–128 in
     /// multiples of 8 (and 32, 64 as NIST allows for short messages are refused).
     private static func gcmSpec(_ parameter: MechanismParameter) throws(CKError) -> CipherSpec {
-        let params = try parameter.read(CK_GCM_PARAMS.self)
-        guard params.ulIvLen >= 1, params.ulIvLen <= 256 else { throw paramInvalid("GCM IV length must be 1–256 bytes") }
-        guard params.ulTagBits >= 96, params.ulTagBits <= 128, params.ulTagBits % 8 == 0 else { throw paramInvalid("GCM tag must be 96–128 bits") }
-        let iv = try parameterBytes(params.pIv, params.ulIvLen, what: "GCM IV")
-        let aad = try parameterBytes(params.pAAD, params.ulAADLen, what: "GCM additional data")
-        return .symmetric(.gcm(tagLength: Int(params.ulTagBits / 8)), iv: iv, associatedData: aad)
+        guard case .gcm(let iv, let additionalData, let tagBits) = parameter else { throw paramInvalid("GCM needs CK_GCM_PARAMS") }
+        guard iv.count >= 1, iv.count <= 256 else { throw paramInvalid("GCM IV length must be 1–256 bytes") }
+        guard tagBits >= 96, tagBits <= 128, tagBits % 8 == 0 else { throw paramInvalid("GCM tag must be 96–128 bits") }
+        return .symmetric(.gcm(tagLength: Int(tagBits / 8)), iv: iv, associatedData: additionalData)
     }
-}
-
-/// CK_EDDSA_PARAMS (PKCS#11 3.0), which the 2.40 header lacks: CK_BBOOL, CK_ULONG, CK_BYTE_PTR.
-struct EdDSAParameters {
-    var prehash: CK_BBOOL
-    var contextLength: CK_ULONG
-    var context: UnsafeMutablePointer<CK_BYTE>?
 }
 
 extension ModuleState {

@@ -58,7 +58,7 @@ extension ModuleState {
         if var algorithm = entry.mac {
             if case .cbcMAC(let cipher, _) = algorithm, entry.macLengthIsParameter {
                 // CK_MAC_GENERAL_PARAMS: the MAC length, 1 to a block.
-                let length = try mechanism.parameter.read(CK_ULONG.self)
+                guard case .length(let length) = mechanism.parameter else { throw Mechanisms.paramInvalid("a _GENERAL MAC needs CK_MAC_GENERAL_PARAMS") }
                 guard length >= 1, length <= CK_ULONG(cipher.blockSize) else { throw Mechanisms.paramInvalid("a MAC of 1–\(cipher.blockSize) bytes") }
                 algorithm = .cbcMAC(cipher, length: Int(length))
             } else {
@@ -120,12 +120,11 @@ extension ModuleState {
     // MARK: the data steps of digest, sign and verify
 
     /// C_Digest / C_Sign: the whole input at once, under the call-twice convention.
-    func finishSinglePart(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, data: UnsafeRawBufferPointer,
-                          output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+    func finishSinglePart(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, data: UnsafeRawBufferPointer, output: CallerOutput) throws(CKError) {
         try step(handle, kind, .singlePart) { operation throws(CKError) in
-            guard try Self.hasRoom(operation.outputLength, output: output, length: length) else { return ((), false) }
+            guard try output.reserve(operation.outputLength) else { return ((), false) }
             try operation.absorb(data)
-            try OutputBuffer.write(try operation.result(), to: output, length: length)
+            try output.deliver(try operation.result())
             return ((), true)
         }
     }
@@ -138,10 +137,10 @@ extension ModuleState {
     }
 
     /// C_DigestFinal / C_SignFinal.
-    func finishMultiPart(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+    func finishMultiPart(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, output: CallerOutput) throws(CKError) {
         try step(handle, kind, .final) { operation throws(CKError) in
-            guard try Self.hasRoom(operation.outputLength, output: output, length: length) else { return ((), false) }
-            try OutputBuffer.write(try operation.result(), to: output, length: length)
+            guard try output.reserve(operation.outputLength) else { return ((), false) }
+            try output.deliver(try operation.result())
             return ((), true)
         }
     }
@@ -165,19 +164,5 @@ extension ModuleState {
             guard valid else { throw CKError(CK_RV(CKR_SIGNATURE_INVALID), "the signature does not verify") }
             return ((), true)
         }
-    }
-
-    /// Answers a length query (false) or checks there is room for `needed` bytes (true).
-    static func hasRoom(_ needed: Int, output: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) -> Bool {
-        guard let length else { throw CKError.argumentsBad }
-        guard output != nil else {
-            length.pointee = CK_ULONG(needed)
-            return false
-        }
-        guard length.pointee >= CK_ULONG(needed) else {
-            length.pointee = CK_ULONG(needed)
-            throw CKError.bufferTooSmall(required: needed)
-        }
-        return true
     }
 }
