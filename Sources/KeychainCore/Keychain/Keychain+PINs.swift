@@ -1,0 +1,121 @@
+import Glibc
+import KeychainCrypto
+import KeychainStore
+
+/// A keychain's PINs: policy, verification with counted failures, changes and resets.
+extension Keychain {
+    /// The scrypt parameters stored under `key` (a PIN's verifier, or the raised target).
+    func storedKDF(_ key: String) throws -> ScryptParameters? {
+        try store.metaBlob(key).flatMap { try? PINVerifier(encoded: $0).parameters }
+    }
+
+    /// What a new PIN is held to and wrapped with: the policy, and `requested` unless a raised
+    /// target is stronger. Reads only those settings (info() would also count every object).
+    func newPINSettings(_ requested: ScryptParameters) throws(KeychainError) -> (policy: PINPolicy, kdf: ScryptParameters) {
+        try translatingErrors {
+            try store.read {
+                let target = try storedKDF(Meta.targetKDF)
+                return (try policy(), target.map { requested.isWeaker(than: $0) ? $0 : requested } ?? requested)
+            }
+        }
+    }
+
+    func policy() throws -> PINPolicy {
+        PINPolicy(minimumLength: Int(try store.metaInteger(Meta.minimumLength) ?? Int64(PINPolicy.minimumLength)),
+                  maximumLength: Int(try store.metaInteger(Meta.maximumLength) ?? Int64(PINPolicy.maximumLength)),
+                  maximumFailures: try store.metaInteger(Meta.maximumFailures) ?? PINPolicy.defaultMaximumFailures)
+    }
+
+    func pinStatus(_ owner: PINOwner) throws -> PINStatus {
+        PINStatus(failures: try store.metaInteger(Meta.failures(owner)) ?? 0,
+                  maximumFailures: try store.metaInteger(Meta.maximumFailures) ?? PINPolicy.defaultMaximumFailures)
+    }
+
+    /// Records a slot ID for a file that had none, or whose ID another file already uses.
+    public func assignSlotID(_ slotID: UInt) throws(KeychainError) {
+        try translatingErrors { try store.write { try store.setMeta(Meta.slotID, integer: Int64(bitPattern: UInt64(slotID))) } }
+    }
+
+    /// Checks `pin` and returns the master key. Wrong PINs are counted; at the limit the PIN locks.
+    public func unlock(_ owner: PINOwner, pin: UnsafeRawBufferPointer) throws(KeychainError) -> MasterKey {
+        let (verifier, wrapped, status) = try translatingErrors { () throws -> (PINVerifier?, [UInt8]?, PINStatus) in
+            try store.read {
+                let verifier = try store.metaBlob(Meta.verifier(owner))
+                return (try verifier.map { (v: [UInt8]) throws(KeychainError) in try PINVerifier(encoded: v) },
+                        try store.metaBlob(Meta.wrappedMaster(owner)), try pinStatus(owner))
+            }
+        }
+        guard let verifier, let wrapped else {
+            throw KeychainError(owner == .user ? .userPINNotInitialized : .keychainUnrecognized, "the \(owner) PIN is not set")
+        }
+        guard !status.locked else { throw KeychainError(.pinLocked, "the \(owner) PIN is locked") }
+        do {
+            let kek = try verifier.keyEncryptionKey(pin: pin)
+            let master = try AESGCM.open(wrapped, key: kek, associatedData: verifier.associatedData(owner: owner))
+            guard master.count == AESGCM.keySize else { throw KeychainError(.keychainUnrecognized, "master key damaged") }
+            if status.failures > 0 {
+                try store.write { try store.setMeta(Meta.failures(owner), integer: 0) }
+            }
+            // A raised KDF cost takes effect at this PIN's next successful login: re-wrap now.
+            if let target = try storedKDF(Meta.targetKDF), verifier.parameters.isWeaker(than: target) {
+                try store.write { try Self.wrap(master, in: store, for: owner, pin: pin, kdf: target) }
+            }
+            let unlocked = try MasterKey(master)
+            if owner == .user, firstUnlock == nil { firstUnlock = try unlocked.afterFirstUnlock() }
+            return unlocked
+        } catch let error as CryptoError where error.code == .authenticationFailed {
+            try translatingErrors { try store.write { try store.incrementMeta(Meta.failures(owner), by: 1) } }
+            throw KeychainError(.pinIncorrect, "wrong \(owner) PIN")
+        } catch {
+            throw KeychainError(error)
+        }
+    }
+
+    /// Raises the scrypt cost of both PINs: each is re-wrapped at its next successful login
+    /// (the PIN is needed to derive the new key), and PINs set from now on use it.
+    public func raiseKDF(to parameters: ScryptParameters) throws(KeychainError) {
+        guard parameters.isWithinLimits else { throw KeychainError(.argumentsBad, "scrypt parameters out of bounds") }
+        if let existing = try translatingErrors({ try storedKDF(Meta.verifier(.user)) }), !existing.isWeaker(than: parameters) {
+            throw KeychainError(.argumentsBad, "the cost can only be raised (now log2 N = \(existing.logN))")
+        }
+        let encoded = PINVerifier(salt: [UInt8](repeating: 0, count: PINVerifier.saltSize), parameters: parameters).encoded
+        try translatingErrors { try store.write { try store.setMeta(Meta.targetKDF, blob: encoded) } }
+    }
+
+    /// Sets (or resets) the user PIN with an unlocked master key (C_InitPIN by the SO).
+    public func setUserPIN(_ pin: UnsafeRawBufferPointer, master: MasterKey, kdf: ScryptParameters) throws(KeychainError) {
+        let settings = try newPINSettings(kdf)
+        try settings.policy.checkLength(pin)
+        let kdf = settings.kdf
+        try translatingErrors { try store.write { try Self.wrap(master.key, in: store, for: .user, pin: pin, kdf: kdf) } }
+    }
+
+    /// Changes a PIN after checking the old one: only the wrapping of the master key changes.
+    public func changePIN(_ owner: PINOwner, old: UnsafeRawBufferPointer, new: UnsafeRawBufferPointer, kdf: ScryptParameters) throws(KeychainError) {
+        let settings = try newPINSettings(kdf)
+        try settings.policy.checkLength(new)
+        let kdf = settings.kdf
+        let master = try unlock(owner, pin: old)
+        try translatingErrors { try store.write { try Self.wrap(master.key, in: store, for: owner, pin: new, kdf: kdf) } }
+    }
+
+    /// C_InitToken on an initialised keychain: checks the SO PIN, then destroys every object,
+    /// replaces the master key and clears the user PIN. Slot ID and serial stay.
+    public func reinitialize(soPIN: UnsafeRawBufferPointer, label: String, kdf: ScryptParameters) throws(KeychainError) {
+        _ = try unlock(.securityOfficer, pin: soPIN)
+        try translatingErrors {
+            let master = try SecureBytes.random(count: AESGCM.keySize)
+            try store.write {
+                try store.deleteAllObjects()
+                for key in [Meta.deviceCheck, Meta.alwaysByMaster, Meta.alwaysByDevice] { try store.setMeta(key, blob: nil) }
+                try Self.initialiseSecrets(store, label: label, master: master, soPIN: soPIN, userPIN: nil, kdf: kdf)
+            }
+        }
+        firstUnlock = nil
+        alwaysKeys = nil
+        device = nil
+        deviceAlwaysKeys = nil
+        deviceFailure = nil
+        availability = nil
+    }
+}
