@@ -43,6 +43,16 @@ extension AsymmetricKey {
         guard kind == .dsa || kind == .dh else { throw CryptoError(.invalidInput, "not a DSA or DH key") }
         guard finiteFieldPrimeBits.contains(parts.primeBits) else { throw CryptoError(.invalidInput, "a \(parts.primeBits)-bit prime") }
         if kind == .dsa, parts.subprime == nil { throw CryptoError(.invalidInput, "DSA needs its subprime q") }
+        if let q = parts.subprime, q.drop(while: { $0 == 0 }).count > parts.prime.drop(while: { $0 == 0 }).count {
+            throw CryptoError(.invalidInput, "the subprime is longer than the prime")
+        }
+        if let x = parts.privateValue {
+            // x < q (DSA) or < p: a longer value is not a key, and would make g^x cost without bound.
+            let bound = (kind == .dsa ? parts.subprime : nil) ?? parts.prime
+            guard x.drop(while: { $0 == 0 }).count <= bound.drop(while: { $0 == 0 }).count else {
+                throw CryptoError(.invalidInput, "the private value is longer than the group's order")
+            }
+        }
         var publicValue = parts.publicValue
         if publicValue == nil, let x = parts.privateValue {
             publicValue = try modularPower(base: parts.base, exponent: x, modulus: parts.prime)
@@ -73,26 +83,39 @@ extension AsymmetricKey {
         (try? bigNumber(FFCParameter.q))?.count ?? 0
     }
 
-    /// New domain parameters with a `primeBits`-bit prime: DSA's (p, q, g) by FIPS 186-4, and for
-    /// DH the same kind of group, which OpenSSL makes in well under a second where a safe prime
-    /// of PKCS #3's generator method takes many (DH keys need only p and g; q is dropped).
-    public static func generateDomainParameters(_ kind: AsymmetricKind, primeBits: Int) throws -> FiniteFieldComponents {
+    /// Prime sizes offered for domain parameter generation: generation time grows fast with the
+    /// prime (about 5 s for 4096 bits here), and it runs inside the host's process.
+    public static let generatedPrimeBits = 512...4096
+
+    /// New domain parameters with a `primeBits`-bit prime and a `subprimeBits`-bit q (default
+    /// 160 below 2048 bits, 256 from 2048): DSA's (p, q, g), and for DH the same kind of group,
+    /// which OpenSSL makes in well under a second where a safe prime of PKCS #3's generator method
+    /// takes many (DH keys need only p and g; q is dropped). FIPS 186-4 where it defines the sizes,
+    /// FIPS 186-2's method for the others.
+    public static func generateDomainParameters(_ kind: AsymmetricKind, primeBits: Int, subprimeBits: Int? = nil) throws -> FiniteFieldComponents {
         guard kind == .dsa || kind == .dh else { throw CryptoError(.invalidInput, "not a DSA or DH key") }
-        guard finiteFieldPrimeBits.contains(primeBits), primeBits % 64 == 0 else { throw CryptoError(.invalidInput, "a \(primeBits)-bit prime") }
-        // OpenSSL makes FIPS 186-4 groups for DH under its X9.42 name (DHX).
+        guard generatedPrimeBits.contains(primeBits), primeBits % 64 == 0 else { throw CryptoError(.invalidInput, "a \(primeBits)-bit prime") }
+        let qbitsWanted = subprimeBits ?? (primeBits >= 2048 ? 256 : 160)
+        guard [160, 224, 256].contains(qbitsWanted), qbitsWanted < primeBits else { throw CryptoError(.invalidInput, "a \(qbitsWanted)-bit subprime") }
+        let fips186_4: Set<[Int]> = [[1024, 160], [2048, 224], [2048, 256], [3072, 256]]
+        // OpenSSL makes FIPS 186 groups for DH under its X9.42 name (DHX).
         guard let ctx = EVP_PKEY_CTX_new_from_name(nil, kind == .dh ? "DHX" : kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_paramgen_init(ctx) == 1 else { throw CryptoError.library("EVP_PKEY_paramgen_init") }
-        let subprimeBits = primeBits >= 2048 ? 256 : 160
-        var bits = primeBits, qbits = subprimeBits
-        // OSSL_PARAM keeps its key and string by pointer: C copies that live past the calls.
-        let names: [String] = [FFCParameter.primeBits, FFCParameter.subprimeBits, FFCParameter.type, "fips186_4"]
+        // OSSL_PARAM keeps its keys, strings and values by pointer: all of them live until
+        // EVP_PKEY_CTX_set_params has read them.
+        let names: [String] = [FFCParameter.primeBits, FFCParameter.subprimeBits, FFCParameter.type,
+                               fips186_4.contains([primeBits, qbitsWanted]) ? "fips186_4" : "fips186_2"]
         let strings = names.map { strdup($0) }
         defer { strings.forEach { free($0) } }
         guard let pbitsName = strings[0], let qbitsName = strings[1], let typeName = strings[2], let typeValue = strings[3] else {
             throw CryptoError.library("strdup")
         }
-        var params = [OSSL_PARAM_construct_size_t(pbitsName, &bits), OSSL_PARAM_construct_size_t(qbitsName, &qbits),
+        let sizes = UnsafeMutablePointer<Int>.allocate(capacity: 2)
+        defer { sizes.deallocate() }
+        sizes[0] = primeBits
+        sizes[1] = qbitsWanted
+        var params = [OSSL_PARAM_construct_size_t(pbitsName, sizes), OSSL_PARAM_construct_size_t(qbitsName, sizes + 1),
                       OSSL_PARAM_construct_utf8_string(typeName, typeValue, 0), OSSL_PARAM_construct_end()]
         guard EVP_PKEY_CTX_set_params(ctx, &params) == 1 else { throw CryptoError.library("domain parameter sizes") }
         var pkey: OpaquePointer?
@@ -157,11 +180,14 @@ extension AsymmetricKey {
         defer { BN_CTX_free(context) }
         guard let g = BN_bin2bn(base, Int32(base.count), nil) else { throw CryptoError.library("BN_bin2bn") }
         defer { BN_free(g) }
-        guard let x = BN_secure_new() ?? BN_new(), BN_bin2bn(exponent, Int32(exponent.count), x) != nil else { throw CryptoError.library("BN_bin2bn") }
+        guard let x = BN_secure_new() ?? BN_new() else { throw CryptoError.library("BN_new") }
         defer { BN_clear_free(x) }
+        guard BN_bin2bn(exponent, Int32(exponent.count), x) != nil else { throw CryptoError.library("BN_bin2bn") }
         BN_set_flags(x, Int32(BN_FLG_CONSTTIME))
         guard let p = BN_bin2bn(modulus, Int32(modulus.count), nil) else { throw CryptoError.library("BN_bin2bn") }
         defer { BN_free(p) }
+        // Montgomery arithmetic (the constant-time path) needs an odd modulus: a prime.
+        guard BN_is_odd(p) == 1 else { throw CryptoError(.invalidInput, "the prime is even") }
         guard let y = BN_new() else { throw CryptoError.library("BN_new") }
         defer { BN_free(y) }
         guard BN_mod_exp(y, g, x, p, context) == 1 else { throw CryptoError.library("BN_mod_exp") }

@@ -143,7 +143,7 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
         let (accessibility, isPrivate) = protection(defaultClass: .whenUnlocked)
         let template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.isPrivate, AttributeValue.bool(isPrivate)),
                                   (.value, query.valueData ?? [])] + common + accessibility + query.attributes
-        return try translate { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID) }
+        return try translate { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID, policy: Configuration.current().keyPolicy) }
     case .key:
         let key: AsymmetricKey
         if let reference = query.valueReference as? SecKey {
@@ -173,7 +173,7 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
         let template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.certificate.rawValue)),
                                   (.certificateType, AttributeValue.ulong(CertificateType.x509.rawValue)), (.value, der)]
             + common + protection(defaultClass: .always).template + settable.filter { ![.subject, .issuer, .serialNumber].contains($0.type) }
-        return try translate { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID) }
+        return try translate { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID, policy: Configuration.current().keyPolicy) }
     }
 }
 

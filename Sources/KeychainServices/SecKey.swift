@@ -137,7 +137,7 @@ func keyObject(_ key: AsymmetricKey, extra: Template, uniqueID: [UInt8]) throws 
     }
     template += (key.isPrivate ? material.privateKey : material.publicKey).map { ($0.key, $0.value) }
     for entry in extra where !template.contains(where: { $0.type == entry.type }) { template.append(entry) }
-    return try translateKeychain { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID) }
+    return try translateKeychain { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID, policy: Configuration.current().keyPolicy) }
 }
 
 func translateKeychain<R>(_ body: () throws(KeychainError) -> R) throws -> R {

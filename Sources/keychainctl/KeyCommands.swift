@@ -214,7 +214,7 @@ struct Import: ParsableCommand {
             let object = try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text, policy: Configuration.current().keyPolicy) }
             objects.append((object, uid.bytes))
             let publicUID = try PasswordItems.newUniqueID()
-            objects.append((try open.run { () throws(KeychainError) in try KeyFactory.publicObject(for: object, uniqueID: publicUID.text) }, publicUID.bytes))
+            objects.append((try open.run { () throws(KeychainError) in try KeyFactory.publicObject(for: object, uniqueID: publicUID.text, policy: Configuration.current().keyPolicy) }, publicUID.bytes))
         } else if let publicKey = contents.publicKey {
             let material = try open.run { () throws(KeychainError) in try KeyFactory.generatedMaterial(publicKey) }
             var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.publicKey.rawValue)),

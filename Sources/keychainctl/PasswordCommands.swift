@@ -99,7 +99,7 @@ enum PasswordItems {
         template += attributes.descriptive
         if attributes.label == nil, let service = attributes.service { template.append((.label, Array(service.utf8))) }
         let uid = try newUniqueID()
-        let object = try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text) }
+        let object = try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text, policy: Configuration.current().keyPolicy) }
         // -U: the item this one would duplicate (same primary key, absent fields equal to empty), if any.
         if updateExisting, let existing = try find(identity, in: open).first(where: { $0.object.isSameItem(as: object) }) {
             try update(existing, in: open, with: attributes.descriptive + [(.value, secret)])

@@ -52,7 +52,7 @@ final class BackupTests: XCTestCase {
                                   (.label, Array(label.utf8)), (.value, Array("secret of \(label)".utf8))]
         if let protection { template.append((.accessible, AttributeValue.ulong(protection.rawValue))) }
         if let isPrivate { template.append((.isPrivate, [isPrivate ? 1 : 0])) }
-        return try ObjectTemplate.create(template + extra, uniqueID: uniqueID)
+        return try ObjectTemplate.create(template + extra, uniqueID: uniqueID, policy: .compatible)
     }
 
     /// One object of each kind a backup handles; returns the row uid of each, by label.
@@ -80,7 +80,7 @@ final class BackupTests: XCTestCase {
 
         let publicTemplate: Template = [(.token, [1]), (.ecParams, p256), (.verify, [1]), (.label, Array("signing key (public)".utf8))]
         let privateTemplate: Template = [(.token, [1]), (.isPrivate, [1]), (.sign, [1]), (.label, Array("signing key".utf8))]
-        let request = try KeyGeneration.request(keyType: .ec, publicTemplate: publicTemplate, privateTemplate: privateTemplate)
+        let request = try KeyGeneration.request(keyType: .ec, publicTemplate: publicTemplate, privateTemplate: privateTemplate, policy: .compatible)
         let (publicID, privateID) = (try newID(), try newID())
         let pair = try KeyGeneration.objects(for: try AsymmetricKey.generate(.ec(.p256)), request: request, mechanism: 0x1040,
                                              publicTemplate: publicTemplate, privateTemplate: privateTemplate,

@@ -36,7 +36,7 @@ final class KeychainTests: XCTestCase {
 
     private func dataObject(label: String, value: [UInt8], isPrivate: Bool) throws -> ObjectAttributes {
         try ObjectTemplate.create([(.objectClass, dataClass), (.token, [1]), (.isPrivate, [isPrivate ? 1 : 0]),
-                                   (.label, Array(label.utf8)), (.value, value)], uniqueID: Array(UUIDText.random().utf8))
+                                   (.label, Array(label.utf8)), (.value, value)], uniqueID: Array(UUIDText.random().utf8), policy: .compatible)
     }
 
     func test_slot_ids_are_assigned_in_order_and_kept_in_the_file() throws {

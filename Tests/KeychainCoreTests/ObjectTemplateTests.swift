@@ -16,7 +16,7 @@ final class ObjectTemplateTests: XCTestCase {
     }
 
     func test_create_fills_defaults_and_unique_id() throws {
-        let object = try ObjectTemplate.create([(.objectClass, dataClass), (.label, Array("L".utf8))], uniqueID: uid)
+        let object = try ObjectTemplate.create([(.objectClass, dataClass), (.label, Array("L".utf8))], uniqueID: uid, policy: .compatible)
         XCTAssertEqual(object[.label], Array("L".utf8))
         XCTAssertEqual(object[.token], [0])
         XCTAssertEqual(object[.isPrivate], [1], "keychain items default to WhenUnlocked: private")
@@ -39,18 +39,18 @@ final class ObjectTemplateTests: XCTestCase {
     }
 
     func test_create_refusals_have_precise_codes() {
-        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.label, [])], uniqueID: uid) }, .templateIncomplete)
-        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, [0, 0])], uniqueID: uid) }, .attributeValueInvalid)
-        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, AttributeValue.ulong(0x1234))], uniqueID: uid) }, .attributeValueInvalid)
-        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, dataClass), (.token, [1, 0])], uniqueID: uid) }, .attributeValueInvalid)
-        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, dataClass), (.uniqueID, [1])], uniqueID: uid) }, .attributeReadOnly)
-        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, dataClass), (AttributeType(0x100), dataClass)], uniqueID: uid) }, .attributeTypeInvalid)
-        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, dataClass), (.label, []), (.label, [1])], uniqueID: uid) }, .templateInconsistent)
-        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, dataClass), (.creationTime, AttributeValue.ulong(1))], uniqueID: uid) }, .attributeReadOnly)
+        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.label, [])], uniqueID: uid, policy: .compatible) }, .templateIncomplete)
+        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, [0, 0])], uniqueID: uid, policy: .compatible) }, .attributeValueInvalid)
+        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, AttributeValue.ulong(0x1234))], uniqueID: uid, policy: .compatible) }, .attributeValueInvalid)
+        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, dataClass), (.token, [1, 0])], uniqueID: uid, policy: .compatible) }, .attributeValueInvalid)
+        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, dataClass), (.uniqueID, [1])], uniqueID: uid, policy: .compatible) }, .attributeReadOnly)
+        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, dataClass), (AttributeType(0x100), dataClass)], uniqueID: uid, policy: .compatible) }, .attributeTypeInvalid)
+        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, dataClass), (.label, []), (.label, [1])], uniqueID: uid, policy: .compatible) }, .templateInconsistent)
+        XCTAssertEqual(code { _ = try ObjectTemplate.create([(.objectClass, dataClass), (.creationTime, AttributeValue.ulong(1))], uniqueID: uid, policy: .compatible) }, .attributeReadOnly)
     }
 
     func test_set_follows_the_attribute_table() throws {
-        let object = try ObjectTemplate.create([(.objectClass, dataClass)], uniqueID: uid)
+        let object = try ObjectTemplate.create([(.objectClass, dataClass)], uniqueID: uid, policy: .compatible)
         let relabelled = try ObjectTemplate.set([(.label, Array("new".utf8)), (.value, [1, 2])], on: object)
         XCTAssertEqual(relabelled[.label], Array("new".utf8))
         XCTAssertEqual(relabelled[.value], [1, 2])
@@ -61,12 +61,12 @@ final class ObjectTemplateTests: XCTestCase {
         XCTAssertNoThrow(try ObjectTemplate.set([(.isPrivate, [1])], on: object), "setting the current value is allowed")
         let notCopyable = try ObjectTemplate.set([(.copyable, [0])], on: object)
         XCTAssertEqual(code { _ = try ObjectTemplate.set([(.copyable, [1])], on: notCopyable) }, .attributeReadOnly)
-        let fixed = try ObjectTemplate.create([(.objectClass, dataClass), (.modifiable, [0])], uniqueID: uid)
+        let fixed = try ObjectTemplate.create([(.objectClass, dataClass), (.modifiable, [0])], uniqueID: uid, policy: .compatible)
         XCTAssertEqual(code { _ = try ObjectTemplate.set([(.label, [1])], on: fixed) }, .actionProhibited)
     }
 
     func test_copy_may_change_storage_flags_only() throws {
-        let object = try ObjectTemplate.create([(.objectClass, dataClass), (.value, [7])], uniqueID: uid)
+        let object = try ObjectTemplate.create([(.objectClass, dataClass), (.value, [7])], uniqueID: uid, policy: .compatible)
         let other = Array("ffeeddccbbaa99887766554433221100".utf8)
         let copy = try ObjectTemplate.copy(object, with: [(.token, [1]), (.isPrivate, [0]), (.modifiable, [0])], uniqueID: other)
         XCTAssertEqual(copy[.token], [1])
@@ -75,12 +75,12 @@ final class ObjectTemplateTests: XCTestCase {
         XCTAssertEqual(copy[.uniqueID], other)
         XCTAssertEqual(code { _ = try ObjectTemplate.copy(object, with: [(.uniqueID, [1])], uniqueID: other) }, .attributeReadOnly)
         XCTAssertEqual(code { _ = try ObjectTemplate.copy(object, with: [(AttributeType(0x100), [1])], uniqueID: other) }, .attributeTypeInvalid)
-        let sealed = try ObjectTemplate.create([(.objectClass, dataClass), (.copyable, [0])], uniqueID: uid)
+        let sealed = try ObjectTemplate.create([(.objectClass, dataClass), (.copyable, [0])], uniqueID: uid, policy: .compatible)
         XCTAssertEqual(code { _ = try ObjectTemplate.copy(sealed, with: [], uniqueID: other) }, .actionProhibited)
     }
 
     func test_matching_is_exact() throws {
-        let object = try ObjectTemplate.create([(.objectClass, dataClass), (.label, Array("a".utf8))], uniqueID: uid)
+        let object = try ObjectTemplate.create([(.objectClass, dataClass), (.label, Array("a".utf8))], uniqueID: uid, policy: .compatible)
         XCTAssertTrue(object.matches([]))
         XCTAssertTrue(object.matches([(.label, Array("a".utf8)), (.objectClass, dataClass)]))
         XCTAssertFalse(object.matches([(.label, Array("ab".utf8))]))

@@ -44,7 +44,7 @@ final class ProtectionClassTests: XCTestCase {
                                   (.label, Array(label.utf8)), (.value, Array("secret of \(label)".utf8))]
         if let protection { template.append((.accessible, AttributeValue.ulong(protection.rawValue))) }
         if let isPrivate { template.append((.isPrivate, [isPrivate ? 1 : 0])) }
-        return try ObjectTemplate.create(template, uniqueID: Array(UUIDText.random().utf8))
+        return try ObjectTemplate.create(template, uniqueID: Array(UUIDText.random().utf8), policy: .compatible)
     }
 
     /// Labels of the items a search for every data object returns.

@@ -84,7 +84,7 @@ extension CrossDoorTests {
         let master = try Array("1234".utf8).withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
         let object = try ObjectTemplate.create([(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, [1]),
                                                 (.application, Array("backup-tool".utf8)), (.label, Array("nightly".utf8)),
-                                                (.value, Array("s3cr3t".utf8))], uniqueID: Array("00000000000000000000000000000001".utf8))
+                                                (.value, Array("s3cr3t".utf8))], uniqueID: Array("00000000000000000000000000000001".utf8), policy: .compatible)
         _ = try keychain.add(object, uid: Array(repeating: 1, count: 16), master: master)
         KeychainServices.lockAll()
         XCTAssertEqual(KeychainServices.unlock(password: "1234"), errSecSuccess)

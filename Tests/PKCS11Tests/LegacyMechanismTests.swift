@@ -1,4 +1,5 @@
 import CPKCS11
+import Foundation
 import Glibc
 import XCTest
 @testable import PKCS11
@@ -12,11 +13,11 @@ final class LegacyMechanismTests: ModuleTestCase {
         return session
     }
 
-    private func secretKey(_ session: CK_SESSION_HANDLE, type: UInt, value: [UInt8], expect: UInt = CKR_OK) -> CK_OBJECT_HANDLE {
+    private func secretKey(_ session: CK_SESSION_HANDLE, type: UInt, value: [UInt8], expect: UInt = CKR_OK, _ message: String = "") -> CK_OBJECT_HANDLE {
         var handle: CK_OBJECT_HANDLE = 0
         let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(type)),
                                            (UInt(CKA_VALUE), value), (UInt(CKA_DERIVE), [1]), (UInt(CKA_EXTRACTABLE), [1]), (UInt(CKA_SENSITIVE), [0])]
-        XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &handle) }, expect)
+        XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &handle) }, expect, message)
         return handle
     }
 
@@ -70,6 +71,8 @@ final class LegacyMechanismTests: ModuleTestCase {
         XCTAssertRV(crypt(session, UInt(CKM_DES3_CBC), iv: hex("1234567890abcdef"), key: two, encrypt: true, [1, 2, 3]).0, CKR_DATA_LEN_RANGE)
 
         _ = secretKey(session, type: UInt(CKK_DES3), value: [UInt8](repeating: 1, count: 16), expect: CKR_ATTRIBUTE_VALUE_INVALID)
+        _ = secretKey(session, type: UInt(CKK_DES2), value: [UInt8](repeating: 3, count: 16), expect: CKR_ATTRIBUTE_VALUE_INVALID,
+                      "PKCS#11: a DES key with incorrect parity is an error")
         let aes = secretKey(session, type: UInt(CKK_AES), value: [UInt8](repeating: 1, count: 24))
         XCTAssertRV(crypt(session, UInt(CKM_DES3_ECB), iv: [], key: aes, encrypt: true, Self.message).0, CKR_KEY_TYPE_INCONSISTENT)
         XCTAssertEqual(value(session, three, UInt(CKA_VALUE_LEN)).0, CK_RV(CKR_ATTRIBUTE_TYPE_INVALID), "DES keys have no CKA_VALUE_LEN")
@@ -89,9 +92,14 @@ final class LegacyMechanismTests: ModuleTestCase {
             XCTAssertRV(roundTrip.0, CKR_OK)
             XCTAssertEqual(crypt(session, UInt(CKM_DES3_CBC_PAD), iv: [UInt8](repeating: 7, count: 8), key: key, encrypt: false, roundTrip.1).1,
                            Array("PLAIN TEXT_".utf8))
+            // pkcs11-tool --keygen sends CKA_VALUE_LEN: the type's own length is taken, another refused.
             XCTAssertRV(withTemplate([(UInt(CKA_VALUE_LEN), Self.ulong(UInt(length)))]) { t, c in
                 mechanism(generator) { p11.C_GenerateKey!(session, $0, t, c, &key) }
-            }, CKR_ATTRIBUTE_TYPE_INVALID)
+            }, CKR_OK)
+            XCTAssertEqual(value(session, key, UInt(CKA_VALUE_LEN)).0, CK_RV(CKR_ATTRIBUTE_TYPE_INVALID))
+            XCTAssertRV(withTemplate([(UInt(CKA_VALUE_LEN), Self.ulong(UInt(length + 8)))]) { t, c in
+                mechanism(generator) { p11.C_GenerateKey!(session, $0, t, c, &key) }
+            }, CKR_TEMPLATE_INCONSISTENT)
         }
     }
 
@@ -169,7 +177,9 @@ final class LegacyMechanismTests: ModuleTestCase {
             return withUnsafeBytes(of: &params) { derive(UInt(CKM_DES3_CBC_ENCRYPT_DATA), Array($0), base: two, keyType: UInt(CKK_DES3), length: nil) }
         }
         XCTAssertRV(derived.0, CKR_OK)
-        XCTAssertEqual(derived.1, Array(hex("134b98f8eeb3f6079f1a82e0640d5f2f8e090661c42864a149f0cf718dd78b61").prefix(24)))
+        // The encrypted data with each byte's low bit set for odd parity.
+        let encrypted = Array(hex("134b98f8eeb3f6079f1a82e0640d5f2f8e090661c42864a149f0cf718dd78b61").prefix(24))
+        XCTAssertEqual(derived.1, encrypted.map { ($0 & 0xFE) | (($0 >> 1).nonzeroBitCount % 2 == 0 ? 1 : 0) })
     }
 
     func test_the_modern_policy_offers_no_legacy_mechanism() {
@@ -184,13 +194,16 @@ final class LegacyMechanismTests: ModuleTestCase {
         }
         XCTAssertRV(p11.C_Initialize!(nil), CKR_OK)
         let offered = mechanisms()
-        for legacy in [CKM_DES3_CBC_PAD, CKM_DES3_KEY_GEN, CKM_DES_CBC, CKM_MD5, CKM_MD5_HMAC, CKM_MD5_RSA_PKCS, CKM_DES3_CMAC] {
+        for legacy in [CKM_DES3_CBC_PAD, CKM_DES3_KEY_GEN, CKM_DES_CBC, CKM_MD5, CKM_MD5_HMAC, CKM_MD5_RSA_PKCS, CKM_DES3_CMAC, CKM_AES_MAC,
+                       CKM_DSA_SHA256, CKM_DH_PKCS_DERIVE] {
             XCTAssertFalse(offered.contains(CK_MECHANISM_TYPE(legacy)), "0x\(String(legacy, radix: 16))")
         }
         let session = loggedInSession()
         var info = CK_MECHANISM_INFO()
         XCTAssertRV(p11.C_GetMechanismInfo!(1, CK_MECHANISM_TYPE(CKM_MD5), &info), CKR_MECHANISM_INVALID)
         XCTAssertRV(mechanism(UInt(CKM_MD5)) { p11.C_DigestInit!(session, $0) }, CKR_MECHANISM_INVALID)
+        _ = secretKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"), expect: CKR_ATTRIBUTE_VALUE_INVALID,
+                      "no DES key objects under the modern policy either")
     }
 
     func test_cbc_macs_are_the_last_block_of_zero_padded_cbc() {
@@ -261,7 +274,24 @@ final class LegacyMechanismTests: ModuleTestCase {
         XCTAssertRV(mechanism(UInt(CKM_DSA_SHA256)) { p11.C_VerifyInit!(session, $0, pair.1) }, CKR_OK)
         XCTAssertRV(p11.C_Verify!(session, &data, CK_ULONG(data.count), &signature, length), CKR_SIGNATURE_INVALID)
         XCTAssertRV(generatePair(session, UInt(CKM_DSA_KEY_PAIR_GEN), domain: Array(parts.prefix(1))).0, CKR_TEMPLATE_INCOMPLETE)
+        // A "private value" of 1 MiB would cost g^x without bound: refused before any arithmetic.
+        var imported: CK_OBJECT_HANDLE = 0
+        let huge: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_PRIVATE_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_DSA)))] + parts +
+            [(UInt(CKA_VALUE), [UInt8](repeating: 0xA5, count: 1 << 20))]
+        let started = Date()
+        XCTAssertRV(withTemplate(huge) { p11.C_CreateObject!(session, $0, $1, &imported) }, CKR_ATTRIBUTE_VALUE_INVALID)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 2)
         XCTAssertRV(generateDomain(session, UInt(CKM_DSA_PARAMETER_GEN), bits: 1000).0, CKR_KEY_SIZE_RANGE)
+    }
+
+    func test_domain_parameters_of_sizes_outside_fips_186_4_generate() {
+        let session = loggedInSession()
+        XCTAssertRV(generateDomain(session, UInt(CKM_DSA_PARAMETER_GEN), bits: 512).0, CKR_OK, "FIPS 186-2 method")
+        XCTAssertRV(generateDomain(session, UInt(CKM_DH_PKCS_PARAMETER_GEN), bits: 1536).0, CKR_OK, "FIPS 186-2 method")
+        XCTAssertRV(generateDomain(session, UInt(CKM_DH_PKCS_PARAMETER_GEN), bits: 4160).0, CKR_KEY_SIZE_RANGE, "generation stops at 4096 bits")
+        var info = CK_MECHANISM_INFO()
+        XCTAssertRV(p11.C_GetMechanismInfo!(1, CK_MECHANISM_TYPE(CKM_DSA_PARAMETER_GEN), &info), CKR_OK)
+        XCTAssertEqual([info.ulMinKeySize, info.ulMaxKeySize], [512, 4096])
     }
 
     func test_diffie_hellman_parties_derive_the_same_key() {

@@ -8,9 +8,12 @@ public enum ObjectTemplate {
     /// keys, the attributes computed from the key material (which is checked).
     /// Keys outside `policy` are refused.
     public static func create(_ template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool = false,
-                              policy: KeyPolicy = .compatible) throws(KeychainError) -> ObjectAttributes {
+                              policy: KeyPolicy) throws(KeychainError) -> ObjectAttributes {
         var object = try assemble(template, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer)
-        if AttributeTable.isKeyClass(object.objectClass ?? .data) {
+        if object.objectClass == .secretKey {
+            try policy.check(secretKeyType: object.keyType)
+            try KeyFactory.completeImported(&object, given: Set(template.map(\.type)), policy: policy)
+        } else if AttributeTable.isKeyClass(object.objectClass ?? .data) {
             try KeyFactory.completeImported(&object, given: Set(template.map(\.type)), policy: policy)
         } else if object.objectClass == .certificate {
             try CertificateFactory.complete(&object, given: Set(template.map(\.type)))

@@ -59,6 +59,10 @@ public enum KeyFactory {
     /// Checks an imported key's material and fills the attributes computed from it. A computed
     /// attribute the template gave must equal the computed value.
     static func completeImported(_ object: inout ObjectAttributes, given: Set<AttributeType>, policy: KeyPolicy) throws(KeychainError) {
+        if object.keyType == .dsa || object.keyType == .dh {
+            // Before any arithmetic on the caller's numbers.
+            try policy.check(object.keyType == .dsa ? .dsa : .dh, bits: 0, generating: false)
+        }
         if object.objectClass == .secretKey {
             try completeSecret(&object, given: given)
             return
@@ -209,6 +213,10 @@ public enum KeyFactory {
             guard cipher.algorithm.accepts(keyLength: value.count), cipher.keyLength.map({ $0 == value.count }) ?? true else {
                 throw KeychainError(.attributeValueInvalid, "a key of this type cannot have \(value.count) bytes")
             }
+            // PKCS#11: creating or unwrapping a DES key with incorrect parity is an error.
+            if cipher.keyLength != nil, !DESParity.isOdd(value) {
+                throw KeychainError(.attributeValueInvalid, "DES key bytes must have odd parity")
+            }
         } else {
             guard !value.isEmpty else { throw KeychainError(.attributeValueInvalid, "a secret key needs a value") }
         }
@@ -253,7 +261,7 @@ public enum KeyFactory {
     public static func curveParameters(of kind: AsymmetricKind) -> [UInt8] { CurveParameters.der(for: kind) }
 
     /// A public-key object for a private key stored alone (OpenSSH lists only public keys).
-    public static func publicObject(for privateObject: ObjectAttributes, uniqueID: [UInt8]) throws(KeychainError) -> ObjectAttributes {
+    public static func publicObject(for privateObject: ObjectAttributes, uniqueID: [UInt8], policy: KeyPolicy) throws(KeychainError) -> ObjectAttributes {
         let key = try key(of: privateObject)
         let material = try generatedMaterial(key).publicKey
         var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.publicKey.rawValue))]
@@ -262,7 +270,7 @@ public enum KeyFactory {
         }
         template.append((.isPrivate, AttributeValue.bool(false)))
         template += material.map { ($0.key, $0.value) }
-        var object = try ObjectTemplate.create(template, uniqueID: uniqueID)
+        var object = try ObjectTemplate.create(template, uniqueID: uniqueID, policy: policy)
         object[.local] = privateObject[.local]
         object[.keyGenMechanism] = privateObject[.keyGenMechanism]
         return object
@@ -280,4 +288,13 @@ public enum KeyFactory {
         if value.count != length, let inner = DER.content(of: value, tag: 0x04), inner.count == length { return inner }
         return value
     }
+}
+
+/// DES key bytes carry odd parity in their low bit (FIPS 46-3).
+enum DESParity {
+    static func makeOdd(_ bytes: inout [UInt8]) {
+        for index in bytes.indices { bytes[index] = (bytes[index] & 0xFE) | ((bytes[index] >> 1).nonzeroBitCount % 2 == 0 ? 1 : 0) }
+    }
+
+    static func isOdd(_ bytes: [UInt8]) -> Bool { bytes.allSatisfy { $0.nonzeroBitCount % 2 == 1 } }
 }

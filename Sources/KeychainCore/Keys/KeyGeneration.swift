@@ -19,7 +19,7 @@ public enum KeyGeneration {
     /// Reads the request from the public template (CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT,
     /// CKA_EC_PARAMS), for a mechanism that makes keys of `keyType`.
     public static func request(keyType: KeyType, publicTemplate: Template, privateTemplate: Template,
-                               policy: KeyPolicy = .compatible) throws(KeychainError) -> Request {
+                               policy: KeyPolicy) throws(KeychainError) -> Request {
         for (template, objectClass) in [(publicTemplate, ObjectClass.publicKey), (privateTemplate, .privateKey)] {
             if let value = template.first(where: { $0.type == .objectClass })?.value, AttributeValue.decodeULong(value) != objectClass.rawValue {
                 throw KeychainError(.templateInconsistent, "CKA_CLASS does not fit a key pair")
@@ -83,11 +83,20 @@ public enum KeyGeneration {
         guard let bits = AttributeValue.decodeULong(bitsValue) else { throw KeychainError(.attributeValueInvalid, "CKA_PRIME_BITS") }
         let kind: AsymmetricKind = keyType == .dsa ? .dsa : .dh
         try policy.check(kind, bits: Int(clamping: bits), generating: true)
-        guard AsymmetricKey.finiteFieldPrimeBits.contains(Int(clamping: bits)), bits % 64 == 0 else {
-            throw KeychainError(.keySizeRange, "primes of \(AsymmetricKey.finiteFieldPrimeBits.lowerBound)–\(AsymmetricKey.finiteFieldPrimeBits.upperBound) bits, multiples of 64")
+        let range = AsymmetricKey.generatedPrimeBits
+        guard range.contains(Int(clamping: bits)), bits % 64 == 0 else {
+            throw KeychainError(.keySizeRange, "primes of \(range.lowerBound)–\(range.upperBound) bits, multiples of 64")
+        }
+        // CKA_SUB_PRIME_BITS (DSA): 160, 224 or 256; by default 160 below 2048 bits, else 256.
+        var subprimeBits: Int?
+        if let value = template.first(where: { $0.type == .subprimeBits })?.value {
+            guard keyType == .dsa, let given = AttributeValue.decodeULong(value), [160, 224, 256].contains(given), given < bits else {
+                throw KeychainError(.templateInconsistent, "CKA_SUB_PRIME_BITS must be 160, 224 or 256 (DSA)")
+            }
+            subprimeBits = Int(given)
         }
         let domain: FiniteFieldComponents
-        do { domain = try AsymmetricKey.generateDomainParameters(kind, primeBits: Int(bits)) } catch {
+        do { domain = try AsymmetricKey.generateDomainParameters(kind, primeBits: Int(bits), subprimeBits: subprimeBits) } catch {
             throw KeychainError(.storageFailure, "domain parameter generation failed: \(error)")
         }
         var full = template.filter { ![.objectClass, .keyType, .primeBits, .subprimeBits].contains($0.type) }
@@ -111,8 +120,11 @@ public enum KeyGeneration {
         if template.contains(where: { $0.type == .value }) { throw KeychainError(.templateInconsistent, "CKA_VALUE is made by the token") }
         let length: UInt
         if let fixed = keyType.blockCipher?.keyLength {
-            // DES keys: the type fixes the length, and CKA_VALUE_LEN is not theirs to give.
-            if template.contains(where: { $0.type == .valueLength }) { throw KeychainError(.attributeTypeInvalid, "DES keys have no CKA_VALUE_LEN") }
+            // DES keys: the type fixes the length. CKA_VALUE_LEN is not theirs, but pkcs11-tool
+            // --keygen sends it: the type's own length is taken (and not stored), another refused.
+            if let given = template.first(where: { $0.type == .valueLength })?.value, AttributeValue.decodeULong(given) != UInt(fixed) {
+                throw KeychainError(.templateInconsistent, "a key of this type has \(fixed) bytes")
+            }
             length = UInt(fixed)
         } else {
             guard let lengthValue = template.first(where: { $0.type == .valueLength })?.value else {
@@ -126,11 +138,8 @@ public enum KeyGeneration {
         var value: [UInt8]
         do { value = try Random.bytes(Int(length)) } catch { throw KeychainError(.storageFailure, "random generator failed") }
         defer { wipe(&value) }
-        if keyType.blockCipher?.keyLength != nil {
-            // DES key bytes carry odd parity in their low bit (FIPS 46-3).
-            for index in value.indices { value[index] = (value[index] & 0xFE) | ((value[index] >> 1).nonzeroBitCount % 2 == 0 ? 1 : 0) }
-        }
-        var full = template.filter { $0.type != .objectClass && $0.type != .keyType }
+        if keyType.blockCipher?.keyLength != nil { DESParity.makeOdd(&value) }
+        var full = template.filter { $0.type != .objectClass && $0.type != .keyType && ($0.type != .valueLength || keyType.blockCipher?.keyLength == nil) }
         full += [(.objectClass, AttributeValue.ulong(ObjectClass.secretKey.rawValue)), (.keyType, AttributeValue.ulong(keyType.rawValue)),
                  (.value, value), (.local, AttributeValue.bool(true)), (.keyGenMechanism, AttributeValue.ulong(mechanism))]
         var object = try ObjectTemplate.assemble(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer, generated: [.local, .keyGenMechanism])

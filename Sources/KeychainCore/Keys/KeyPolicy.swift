@@ -34,6 +34,16 @@ public enum KeyPolicy: String, Sendable, CaseIterable {
     /// SoftHSM and OpenSSL take them).
     public var allowsLegacyAlgorithms: Bool { self == .compatible }
 
+    /// Checks a secret key's type: DES keys are legacy, and single DES needs OpenSSL's legacy
+    /// provider (without it a CKK_DES key could not even get its check value).
+    func check(secretKeyType keyType: KeyType?) throws(KeychainError) {
+        guard let keyType, [.des, .des2, .des3].contains(keyType) else { return }
+        guard allowsLegacyAlgorithms else { throw KeychainError(.attributeValueInvalid, "DES keys are refused by the \(rawValue) key policy") }
+        guard keyType != .des || LegacyProvider.isInstalled else {
+            throw KeychainError(.attributeValueInvalid, "single DES needs OpenSSL's legacy provider, which is not installed")
+        }
+    }
+
     /// Checks a key kind and (for RSA) size against the policy: a refused RSA size is
     /// CKR_KEY_SIZE_RANGE when generating, a bad CKA_MODULUS when importing; a refused curve is
     /// a bad CKA_EC_PARAMS.

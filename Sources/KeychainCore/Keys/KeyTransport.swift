@@ -21,7 +21,8 @@ public enum KeyTransport {
     /// The object C_UnwrapKey creates from `material` and the caller's template, which must
     /// name the class and key type. The key has been outside the token: never "always
     /// sensitive", never "never extractable".
-    public static func unwrappedObject(_ material: SecureBytes, template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool) throws(KeychainError) -> ObjectAttributes {
+    public static func unwrappedObject(_ material: SecureBytes, template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool,
+                                       policy: KeyPolicy) throws(KeychainError) -> ObjectAttributes {
         guard let classValue = template.first(where: { $0.type == .objectClass })?.value,
               let rawClass = AttributeValue.decodeULong(classValue) else {
             throw KeychainError(.templateIncomplete, "the unwrap template must give CKA_CLASS")
@@ -42,7 +43,7 @@ public enum KeyTransport {
         default:
             throw KeychainError(.templateInconsistent, "only secret and private keys can be unwrapped")
         }
-        var object = try ObjectTemplate.create(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer)
+        var object = try ObjectTemplate.create(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer, policy: policy)
         object[.alwaysSensitive] = AttributeValue.bool(false)
         object[.neverExtractable] = AttributeValue.bool(false)
         return object
@@ -51,7 +52,7 @@ public enum KeyTransport {
     /// The secret key C_DeriveKey makes from `secret` (already through the KDF), taking
     /// CKA_VALUE_LEN bytes of it; its history flags follow the base key's.
     public static func derivedObject(_ secret: SecureBytes, template: Template, base: ObjectAttributes, uniqueID: [UInt8],
-                                     bySecurityOfficer: Bool) throws(KeychainError) -> ObjectAttributes {
+                                     bySecurityOfficer: Bool, policy: KeyPolicy) throws(KeychainError) -> ObjectAttributes {
         if let value = template.first(where: { $0.type == .objectClass })?.value, AttributeValue.decodeULong(value) != ObjectClass.secretKey.rawValue {
             throw KeychainError(.templateInconsistent, "a derived key is a secret key")
         }
@@ -61,10 +62,12 @@ public enum KeyTransport {
         }
         if template.contains(where: { $0.type == .value }) { throw KeychainError(.templateInconsistent, "CKA_VALUE comes from the derivation") }
         let length: Int
+        let fixed = keyType.blockCipher?.keyLength
         if let lengthValue = template.first(where: { $0.type == .valueLength })?.value {
             guard let raw = AttributeValue.decodeULong(lengthValue) else { throw KeychainError(.attributeValueInvalid, "CKA_VALUE_LEN") }
+            if let fixed, raw != UInt(fixed) { throw KeychainError(.templateInconsistent, "a key of this type has \(fixed) bytes") }
             length = Int(clamping: raw)
-        } else if let fixed = keyType.blockCipher?.keyLength {
+        } else if let fixed {
             length = fixed
         } else if keyType == .genericSecret {
             length = secret.count
@@ -74,8 +77,11 @@ public enum KeyTransport {
         guard length >= 1, length <= secret.count else { throw KeychainError(.keySizeRange, "cannot derive \(length) bytes from \(secret.count)") }
         var full = template.filter { $0.type != .objectClass && $0.type != .valueLength }
         full.append((.objectClass, AttributeValue.ulong(ObjectClass.secretKey.rawValue)))
-        full.append((.value, Array(secret.bytes.prefix(length))))
-        var object = try ObjectTemplate.create(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer)
+        var value = Array(secret.bytes.prefix(length))
+        defer { wipe(&value) }
+        if fixed != nil { DESParity.makeOdd(&value) }
+        full.append((.value, value))
+        var object = try ObjectTemplate.create(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer, policy: policy)
         object[.alwaysSensitive] = AttributeValue.bool(base.bool(.alwaysSensitive) && object.bool(.sensitive))
         object[.neverExtractable] = AttributeValue.bool(base.bool(.neverExtractable) && !object.bool(.extractable))
         return object

@@ -99,7 +99,7 @@ extension ModuleState {
             let unwrapping = try keyAttributes(unwrappingKey, session: session, token: token)
             let object = try translating { () throws(KeychainError) in
                 let full = try NestedTemplate.merge(template, with: .unwrapTemplate, of: unwrapping)
-                return try KeyTransport.unwrappedObject(material, template: full, uniqueID: id.text, bySecurityOfficer: bySO)
+                return try KeyTransport.unwrappedObject(material, template: full, uniqueID: id.text, bySecurityOfficer: bySO, policy: configuration.keyPolicy)
             }
             return try store(object, uid: id.bytes, session: session, token: token)
         }
@@ -137,7 +137,7 @@ extension ModuleState {
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
             let object = try translating { () throws(KeychainError) in
-                try KeyTransport.derivedObject(shared, template: fullTemplate, base: base, uniqueID: id.text, bySecurityOfficer: bySO)
+                try KeyTransport.derivedObject(shared, template: fullTemplate, base: base, uniqueID: id.text, bySecurityOfficer: bySO, policy: configuration.keyPolicy)
             }
             return try store(object, uid: id.bytes, session: session, token: token)
         }
@@ -177,7 +177,9 @@ extension ModuleState {
         }
         do {
             let z = try key.sharedSecret(with: peer)
-            guard let kdf else { return z }
+            // CKD_NULL: the shared secret itself, cut from its leading end to the key's length
+            // (as for CKM_DH_PKCS_DERIVE).
+            guard let kdf else { return trailing(z, requestedLength(template)) }
             let wanted = requestedLength(template) ?? kdf.outputSize
             return try X963KDF.derive(kdf, secret: z, sharedInfo: sharedData, length: wanted)
         } catch {
@@ -196,7 +198,12 @@ extension ModuleState {
             throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)")
         }
         let keyType = template.first { $0.type == .keyType }.flatMap { AttributeValue.decodeULong($0.value) }.map(KeyType.init(rawValue:))
-        guard let wanted = requestedLength(template) ?? keyType?.blockCipher?.keyLength, wanted < secret.count else { return secret }
+        return trailing(secret, requestedLength(template) ?? keyType?.blockCipher?.keyLength)
+    }
+
+    /// The last `wanted` bytes of `secret` (all of it when `wanted` is nil or not shorter).
+    private static func trailing(_ secret: SecureBytes, _ wanted: Int?) -> SecureBytes {
+        guard let wanted, wanted > 0, wanted < secret.count else { return secret }
         let trailing = SecureBytes(count: wanted)
         secret.withUnsafeBytes { source in
             trailing.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: source.suffix(wanted))) }
@@ -222,10 +229,14 @@ extension ModuleState {
             throw Mechanisms.paramInvalid("\(dataLength) bytes of data cannot make a \(wanted)-byte key")
         }
         do {
+            // Straight into zeroising storage: no plain copy of the new key's value is left behind.
             let cipher = try SymmetricCipher(mode: mode, key: key, iv: iv, encrypting: true, algorithm: algorithm)
-            var output = try secretData.withUnsafeBytes { try cipher.update($0) } + cipher.finish()
-            defer { wipe(&output) }
-            return SecureBytes(output)
+            let output = SecureBytes(count: cipher.oneShotBound(dataLength))
+            let written = try secretData.withUnsafeBytes { input in try output.withUnsafeMutableBytes { try cipher.oneShot(input, into: $0) } }
+            guard written == dataLength else { throw CryptoError(.library, "ECB/CBC output of \(written) bytes for \(dataLength)") }
+            let value = SecureBytes(count: written)
+            output.withUnsafeBytes { source in value.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: source.prefix(written))) } }
+            return value
         } catch {
             throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)")
         }

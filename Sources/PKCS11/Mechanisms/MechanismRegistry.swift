@@ -145,15 +145,18 @@ enum Mechanisms {
             $0.keyTypes = [.aes]
             $0.mac = .aesCMAC
         }
-        // CBC-MAC (FIPS 113): half a block, or the length the parameter gives.
-        add(UInt(CKM_AES_MAC), 16, 32, signVerify) {
-            $0.keyTypes = [.aes]
-            $0.mac = .cbcMAC(.aes, length: 8)
-        }
-        add(UInt(CKM_AES_MAC_GENERAL), 16, 32, signVerify) {
-            $0.keyTypes = [.aes]
-            $0.mac = .cbcMAC(.aes, length: 16)
-            $0.macLengthIsParameter = true
+        if policy.allowsLegacyAlgorithms {
+            // CBC-MAC (FIPS 113): half a block, or the length the parameter gives. Forgeable on
+            // messages of varying length (CMAC is its modern form): legacy.
+            add(UInt(CKM_AES_MAC), 16, 32, signVerify) {
+                $0.keyTypes = [.aes]
+                $0.mac = .cbcMAC(.aes, length: 8)
+            }
+            add(UInt(CKM_AES_MAC_GENERAL), 16, 32, signVerify) {
+                $0.keyTypes = [.aes]
+                $0.mac = .cbcMAC(.aes, length: 16)
+                $0.macLengthIsParameter = true
+            }
         }
         add(aesKeyWrap, 16, 32, wrapUnwrap) {
             $0.keyTypes = [.aes]
@@ -248,7 +251,7 @@ enum Mechanisms {
     /// prime bits.
     private static func addFiniteField(_ table: inout [CK_MECHANISM_TYPE: Mechanism]) {
         func add(_ type: UInt, _ flags: UInt, _ configure: (inout Mechanism) -> Void) {
-            let bits = AsymmetricKey.finiteFieldPrimeBits
+            let bits = flags == UInt(CKF_GENERATE) ? AsymmetricKey.generatedPrimeBits : AsymmetricKey.finiteFieldPrimeBits
             var mechanism = Mechanism(type: CK_MECHANISM_TYPE(type), minimumKeySize: CK_ULONG(bits.lowerBound), maximumKeySize: CK_ULONG(bits.upperBound),
                                       flags: CK_FLAGS(flags))
             configure(&mechanism)
