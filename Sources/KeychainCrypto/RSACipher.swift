@@ -27,7 +27,13 @@ public enum RSACipher {
         try run(input, key: key, padding: padding, encrypting: false)
     }
 
-    private static func run(_ input: [UInt8], key: AsymmetricKey, padding: Padding, encrypting: Bool) throws -> SecureBytes {
+    private static func run(_ given: [UInt8], key: AsymmetricKey, padding: Padding, encrypting: Bool) throws -> SecureBytes {
+        // Raw RSA encryption (CKM_RSA_X_509) takes up to a modulus of bytes, left-padded with zeros.
+        var input = given
+        defer { if input.count != given.count { wipe(&input) } }
+        if case .raw = padding, encrypting, input.count < (key.bits + 7) / 8 {
+            input = [UInt8](repeating: 0, count: (key.bits + 7) / 8 - input.count) + input
+        }
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, key.pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard (encrypting ? EVP_PKEY_encrypt_init(ctx) : EVP_PKEY_decrypt_init(ctx)) == 1 else { throw CryptoError.library("RSA init") }

@@ -94,6 +94,7 @@ public final class SignatureOperation {
         } else if case .eddsa = scheme {
             signature = try oneShotEdDSA()
         } else {
+            try prepareCollectedInput()
             // Sized from the key (EVP_PKEY_get_size is the most any signature takes) rather than
             // by a length query, which costs a second pass through the provider.
             let size = Int(EVP_PKEY_get_size(key.pkey))
@@ -122,8 +123,26 @@ public final class SignatureOperation {
         if case .eddsa = scheme {
             return try withEdDSAContext { ctx in EVP_DigestVerify(ctx, encoded, encoded.count, collected, collected.count) == 1 }
         }
+        try prepareCollectedInput()
         return try withInitialisedContext { ctx in
             EVP_PKEY_verify(ctx, encoded, encoded.count, collected, collected.count) == 1
+        }
+    }
+
+    /// Checks and shapes the input of the schemes that take it whole: raw DSA takes a hash of
+    /// 20, 28, 32, 48 or 64 bytes (`.invalidInput` otherwise); raw RSA (X.509) takes up to a
+    /// modulus of bytes, left-padded with zeros to the modulus as PKCS#11 §2.1.8 has it.
+    private func prepareCollectedInput() throws {
+        switch scheme {
+        case .dsa(nil):
+            guard [20, 28, 32, 48, 64].contains(collected.count) else {
+                throw CryptoError(.invalidInput, "raw DSA takes a hash of 20, 28, 32, 48 or 64 bytes, not \(collected.count)")
+            }
+        case .rsaRaw:
+            let modulusBytes = (key.bits + 7) / 8
+            if collected.count < modulusBytes { collected = [UInt8](repeating: 0, count: modulusBytes - collected.count) + collected }
+        default:
+            break
         }
     }
 

@@ -52,6 +52,7 @@ extension ModuleState {
     /// Stores `object` as a token or session object and returns its new handle.
     func store(_ object: ObjectAttributes, uid: [UInt8], session: Session, token: Token) throws(CKError) -> CK_OBJECT_HANDLE {
         try checkWritable(token: object.isToken, private: object.isPrivate, session: session, login: token.login)
+        session.pinJustPresented = false
         if object[.applicationPassword] != nil, !object.isToken {
             throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "CKA_KC_APPLICATION_PASSWORD applies to token objects")
         }

@@ -10,10 +10,11 @@ final class Session {
     var find: FindOperation?
     /// Active operations, one of each kind.
     var operations = ActiveOperations()
-    /// The user PIN was just presented in this session (C_Login(CKU_USER)) and no sign or decrypt
-    /// operation has started since: the next one counts as authenticated even for a
-    /// CKA_ALWAYS_AUTHENTICATE key. OpenSSH relies on this: it skips the context-specific login
-    /// for the signature that immediately follows its own user login.
+    /// The user PIN was just presented in this session (C_Login(CKU_USER)) and since then the
+    /// session has only searched and read attributes (no operation started, no object made): the
+    /// next sign or decrypt counts as authenticated even for a CKA_ALWAYS_AUTHENTICATE key.
+    /// OpenSSH relies on this: it skips the context-specific login for the signature that
+    /// immediately follows its own user login (after finding the key).
     var pinJustPresented = false
     /// Items whose credential was presented in this session (a CKO_KC_CREDENTIAL object), by item
     /// handle: the secret attributes an application password opened (none for user presence,

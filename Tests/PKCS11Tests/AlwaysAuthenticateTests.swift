@@ -33,8 +33,15 @@ extension MechanismTests {
 
         // No operation waits yet.
         XCTAssertRV(login(session, UInt(CKU_CONTEXT_SPECIFIC)), CKR_OPERATION_NOT_INITIALIZED)
-        // The first sign operation after this session's C_Login(CKU_USER) counts as authenticated
-        // by it (OpenSSH signs so); the credit is spent whatever that operation's key.
+        // Making the key spent the credit of this session's C_Login(CKU_USER): the sign needs the
+        // context login (a conformance suite signs right after generating such a key).
+        XCTAssertRV(signInit(session, privateKey), CKR_OK)
+        XCTAssertRV(signOnce(session, data: data).0, CKR_USER_NOT_LOGGED_IN)
+        // The first sign operation after C_Login(CKU_USER), with only searching in between, counts
+        // as authenticated by it (OpenSSH signs so); the credit is spent whatever that operation's key.
+        XCTAssertRV(p11.C_Logout!(session), CKR_OK)
+        XCTAssertRV(login(session), CKR_OK)
+        XCTAssertEqual(find(session, [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_PRIVATE_KEY)))]).count, 1)
         XCTAssertRV(signInit(session, privateKey), CKR_OK)
         XCTAssertRV(signOnce(session, data: data).0, CKR_OK)
         // Without the context login the step is refused and the operation ends.
@@ -96,6 +103,8 @@ extension MechanismTests {
         XCTAssertRV(mechanism(UInt(CKM_RSA_PKCS)) { p11.C_EncryptInit!(session, $0, publicKey) }, CKR_OK, "encryption uses the public key: no PIN")
         XCTAssertRV(p11.C_Encrypt!(session, &plain, CK_ULONG(plain.count), &cipher, &cipherLength), CKR_OK)
         var output = [UInt8](repeating: 0, count: 256), outputLength = CK_ULONG(256)
+        XCTAssertRV(p11.C_Logout!(session), CKR_OK)
+        XCTAssertRV(login(session), CKR_OK)
         XCTAssertRV(mechanism(UInt(CKM_RSA_PKCS)) { p11.C_DecryptInit!(session, $0, privateKey) }, CKR_OK, "spends the login's credit")
         XCTAssertRV(p11.C_Decrypt!(session, &cipher, cipherLength, &output, &outputLength), CKR_OK)
         outputLength = 256

@@ -275,4 +275,95 @@ final class ConformanceTests: ModuleTestCase {
         length = CK_ULONG(output.count)
         XCTAssertRV(p11.C_EncryptUpdate!(session, &data, 1, &output, &length), CKR_DATA_LEN_RANGE)
     }
+
+    // MARK: found by pkcs11-check 0.2.3
+
+    func test_set_attribute_value_refuses_what_the_token_made_even_unchanged() {
+        let session = loggedInSession()
+        var key: CK_OBJECT_HANDLE = 0
+        XCTAssertRV(withTemplate([(UInt(CKA_VALUE_LEN), Self.ulong(32))]) { t, c in
+            mechanism(UInt(CKM_AES_KEY_GEN)) { p11.C_GenerateKey!(session, $0, t, c, &key) }
+        }, CKR_OK)
+        XCTAssertRV(withTemplate([(UInt(CKA_KEY_GEN_MECHANISM), Self.ulong(UInt(CKM_AES_KEY_GEN)))]) { p11.C_SetAttributeValue!(session, key, $0, $1) },
+                    CKR_ATTRIBUTE_READ_ONLY, "§4.1.2: read-only whatever the value")
+        XCTAssertRV(withTemplate([(UInt(CKA_LABEL), Array("same or not".utf8))]) { p11.C_SetAttributeValue!(session, key, $0, $1) }, CKR_OK)
+    }
+
+    func test_an_empty_allowed_mechanisms_list_is_refused() {
+        let session = loggedInSession()
+        var handle: CK_OBJECT_HANDLE = 0
+        let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_AES))),
+                                           (UInt(CKA_VALUE), [UInt8](repeating: 1, count: 16)), (UInt(CKA_ALLOWED_MECHANISMS), [])]
+        XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_ATTRIBUTE_VALUE_INVALID,
+                    "an empty list would read as no restriction")
+    }
+
+    func test_hmac_keys_of_their_own_type_sign_as_rfc_4231_says() {
+        let session = loggedInSession()
+        var key: CK_OBJECT_HANDLE = 0
+        let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_SHA256_HMAC))),
+                                           (UInt(CKA_VALUE), [UInt8](repeating: 0x0b, count: 20)), (UInt(CKA_SIGN), [1])]
+        XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &key) }, CKR_OK)
+        var data = Array("Hi There".utf8)
+        var mac = [UInt8](repeating: 0, count: 64)
+        var length = CK_ULONG(mac.count)
+        XCTAssertRV(mechanism(UInt(CKM_SHA256_HMAC)) { p11.C_SignInit!(session, $0, key) }, CKR_OK)
+        XCTAssertRV(p11.C_Sign!(session, &data, CK_ULONG(data.count), &mac, &length), CKR_OK)
+        XCTAssertEqual(Array(mac.prefix(Int(length))), hex("b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"))
+        XCTAssertRV(mechanism(UInt(CKM_SHA512_HMAC)) { p11.C_SignInit!(session, $0, key) }, CKR_KEY_TYPE_INCONSISTENT, "a SHA-256 HMAC key")
+    }
+
+    func test_raw_rsa_takes_input_shorter_than_the_modulus() {
+        let session = loggedInSession()
+        var publicKey: CK_OBJECT_HANDLE = 0, privateKey: CK_OBJECT_HANDLE = 0
+        XCTAssertRV(withTemplate([(UInt(CKA_MODULUS_BITS), Self.ulong(2048)), (UInt(CKA_ENCRYPT), [1]), (UInt(CKA_VERIFY), [1])]) { pt, pc in
+            withTemplate([(UInt(CKA_DECRYPT), [1]), (UInt(CKA_SIGN), [1])]) { vt, vc in
+                mechanism(UInt(CKM_RSA_PKCS_KEY_PAIR_GEN)) { p11.C_GenerateKeyPair!(session, $0, pt, pc, vt, vc, &publicKey, &privateKey) }
+            }
+        }, CKR_OK)
+        var short = Array("short".utf8)
+        var block = [UInt8](repeating: 0, count: 256)
+        var length = CK_ULONG(block.count)
+        XCTAssertRV(mechanism(UInt(CKM_RSA_X_509)) { p11.C_EncryptInit!(session, $0, publicKey) }, CKR_OK)
+        XCTAssertRV(p11.C_Encrypt!(session, &short, CK_ULONG(short.count), &block, &length), CKR_OK)
+        var plain = [UInt8](repeating: 0, count: 256)
+        var plainLength = CK_ULONG(plain.count)
+        XCTAssertRV(mechanism(UInt(CKM_RSA_X_509)) { p11.C_DecryptInit!(session, $0, privateKey) }, CKR_OK)
+        XCTAssertRV(p11.C_Decrypt!(session, &block, length, &plain, &plainLength), CKR_OK)
+        XCTAssertEqual(Array(plain.prefix(Int(plainLength))), [UInt8](repeating: 0, count: 251) + short, "left-padded with zeros (§2.1.8)")
+        length = CK_ULONG(block.count)
+        XCTAssertRV(signAndVerifyRaw(session, privateKey, publicKey, short), CKR_OK)
+    }
+
+    private func signAndVerifyRaw(_ session: CK_SESSION_HANDLE, _ privateKey: CK_OBJECT_HANDLE, _ publicKey: CK_OBJECT_HANDLE, _ data: [UInt8]) -> CK_RV {
+        var data = data
+        var signature = [UInt8](repeating: 0, count: 256)
+        var length = CK_ULONG(signature.count)
+        var rv = mechanism(UInt(CKM_RSA_X_509)) { p11.C_SignInit!(session, $0, privateKey) }
+        guard rv == CK_RV(CKR_OK) else { return rv }
+        rv = p11.C_Sign!(session, &data, CK_ULONG(data.count), &signature, &length)
+        guard rv == CK_RV(CKR_OK) else { return rv }
+        rv = mechanism(UInt(CKM_RSA_X_509)) { p11.C_VerifyInit!(session, $0, publicKey) }
+        guard rv == CK_RV(CKR_OK) else { return rv }
+        return p11.C_Verify!(session, &data, CK_ULONG(data.count), &signature, length)
+    }
+
+    func test_ed25519_with_parameters_is_ed25519ctx_and_refused() {
+        let session = loggedInSession()
+        var publicKey: CK_OBJECT_HANDLE = 0, privateKey: CK_OBJECT_HANDLE = 0
+        let ed25519: [UInt8] = [0x06, 0x03, 0x2B, 0x65, 0x70]
+        XCTAssertRV(withTemplate([(UInt(CKA_EC_PARAMS), ed25519)]) { pt, pc in
+            withTemplate([(UInt(CKA_SIGN), [1])]) { vt, vc in
+                mechanism(0x1055) { p11.C_GenerateKeyPair!(session, $0, pt, pc, vt, vc, &publicKey, &privateKey) }
+            }
+        }, CKR_OK)
+        // CK_EDDSA_PARAMS { phFlag = FALSE, ulContextDataLen = 0, pContextData = NULL }
+        var parameters = EdDSAParameters(prehash: 0, contextLength: 0, context: nil)
+        let rv = withUnsafeMutableBytes(of: &parameters) { buffer in
+            var mechanism = CK_MECHANISM(mechanism: 0x1057, pParameter: buffer.baseAddress, ulParameterLen: CK_ULONG(buffer.count))
+            return p11.C_SignInit!(session, &mechanism, privateKey)
+        }
+        XCTAssertRV(rv, CKR_MECHANISM_PARAM_INVALID, "RFC 8032: with parameters the scheme is Ed25519ctx, not pure Ed25519")
+        XCTAssertRV(mechanism(0x1057) { p11.C_SignInit!(session, $0, privateKey) }, CKR_OK, "pure Ed25519 without parameters")
+    }
 }

@@ -71,8 +71,9 @@ final class LegacyMechanismTests: ModuleTestCase {
         XCTAssertRV(crypt(session, UInt(CKM_DES3_CBC), iv: hex("1234567890abcdef"), key: two, encrypt: true, [1, 2, 3]).0, CKR_DATA_LEN_RANGE)
 
         _ = secretKey(session, type: UInt(CKK_DES3), value: [UInt8](repeating: 1, count: 16), expect: CKR_ATTRIBUTE_VALUE_INVALID)
-        _ = secretKey(session, type: UInt(CKK_DES2), value: [UInt8](repeating: 3, count: 16), expect: CKR_ATTRIBUTE_VALUE_INVALID,
-                      "PKCS#11: a DES key with incorrect parity is an error")
+        // Parity bits are not part of the key: a key written with any parity is taken as given.
+        let evenParity = secretKey(session, type: UInt(CKK_DES2), value: [UInt8](repeating: 3, count: 16))
+        XCTAssertEqual(value(session, evenParity, UInt(CKA_VALUE)).1, [UInt8](repeating: 3, count: 16))
         let aes = secretKey(session, type: UInt(CKK_AES), value: [UInt8](repeating: 1, count: 24))
         XCTAssertRV(crypt(session, UInt(CKM_DES3_ECB), iv: [], key: aes, encrypt: true, Self.message).0, CKR_KEY_TYPE_INCONSISTENT)
         XCTAssertEqual(value(session, three, UInt(CKA_VALUE_LEN)).0, CK_RV(CKR_ATTRIBUTE_TYPE_INVALID), "DES keys have no CKA_VALUE_LEN")
@@ -273,6 +274,15 @@ final class LegacyMechanismTests: ModuleTestCase {
         signature[5] ^= 1
         XCTAssertRV(mechanism(UInt(CKM_DSA_SHA256)) { p11.C_VerifyInit!(session, $0, pair.1) }, CKR_OK)
         XCTAssertRV(p11.C_Verify!(session, &data, CK_ULONG(data.count), &signature, length), CKR_SIGNATURE_INVALID)
+        // Raw DSA takes a hash: 7 bytes are no hash (pkcs11-check's test_raw_dsa_wrong_length_digest).
+        var seven = [UInt8](repeating: 7, count: 7)
+        length = CK_ULONG(signature.count)
+        XCTAssertRV(mechanism(UInt(CKM_DSA)) { p11.C_SignInit!(session, $0, pair.2) }, CKR_OK)
+        XCTAssertRV(p11.C_Sign!(session, &seven, 7, &signature, &length), CKR_DATA_LEN_RANGE)
+        var digest = [UInt8](repeating: 7, count: 20)
+        length = CK_ULONG(signature.count)
+        XCTAssertRV(mechanism(UInt(CKM_DSA)) { p11.C_SignInit!(session, $0, pair.2) }, CKR_OK)
+        XCTAssertRV(p11.C_Sign!(session, &digest, 20, &signature, &length), CKR_OK)
         XCTAssertRV(generatePair(session, UInt(CKM_DSA_KEY_PAIR_GEN), domain: Array(parts.prefix(1))).0, CKR_TEMPLATE_INCOMPLETE)
         // A "private value" of 1 MiB would cost g^x without bound: refused before any arithmetic.
         var imported: CK_OBJECT_HANDLE = 0

@@ -60,7 +60,8 @@ public struct AttributeRule: Sendable {
         case .ulong: return value.count == AttributeValue.ulongSize
         case .bytes: return value.count <= AttributeTable.maximumValueLength
         case .date: return value.isEmpty || (value.count == 8 && value.allSatisfy { (0x30...0x39).contains($0) })
-        case .ulongArray: return value.count % AttributeValue.ulongSize == 0 && value.count <= AttributeTable.maximumValueLength
+        // An empty list given by a caller says nothing (the default, "no restriction", is not given).
+        case .ulongArray: return !value.isEmpty && value.count % AttributeValue.ulongSize == 0 && value.count <= AttributeTable.maximumValueLength
         case .template: return NestedTemplate.decode(value) != nil
         }
     }
@@ -240,6 +241,12 @@ public enum AttributeTable {
                                         defaults: publicByDefault),
         SchemaKey(.secretKey, .aes): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
         SchemaKey(.secretKey, .genericSecret): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
+        SchemaKey(.secretKey, .md5HMAC): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
+        SchemaKey(.secretKey, .sha1HMAC): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
+        SchemaKey(.secretKey, .sha224HMAC): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
+        SchemaKey(.secretKey, .sha256HMAC): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
+        SchemaKey(.secretKey, .sha384HMAC): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
+        SchemaKey(.secretKey, .sha512HMAC): keySchema(secretKey, material: [.value, .valueLength], required: [.value]),
         SchemaKey(.publicKey, .dsa): keySchema(publicKey, material: [.prime, .subprime, .base, .value], required: [.prime, .subprime, .base, .value]),
         SchemaKey(.privateKey, .dsa): keySchema(privateKey, material: [.prime, .subprime, .base, .value], required: [.prime, .subprime, .base, .value]),
         SchemaKey(.publicKey, .dh): keySchema(publicKey, material: [.prime, .base, .value], required: [.prime, .base, .value]),

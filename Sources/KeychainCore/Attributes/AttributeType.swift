@@ -252,6 +252,14 @@ public struct KeyType: RawRepresentable, Hashable, Sendable {
     public static let ec = KeyType(rawValue: 0x3)
     /// CKK_GENERIC_SECRET
     public static let genericSecret = KeyType(rawValue: 0x10)
+    /// CKK_MD5_HMAC, CKK_SHA_1_HMAC, CKK_SHA256_HMAC, CKK_SHA384_HMAC, CKK_SHA512_HMAC,
+    /// CKK_SHA224_HMAC (2.40): generic secrets dedicated to one HMAC.
+    public static let md5HMAC = KeyType(rawValue: 0x27)
+    public static let sha1HMAC = KeyType(rawValue: 0x28)
+    public static let sha256HMAC = KeyType(rawValue: 0x2B)
+    public static let sha384HMAC = KeyType(rawValue: 0x2C)
+    public static let sha512HMAC = KeyType(rawValue: 0x2D)
+    public static let sha224HMAC = KeyType(rawValue: 0x2E)
     /// CKK_DES (single DES: legacy, through OpenSSL's legacy provider)
     public static let des = KeyType(rawValue: 0x13)
     /// CKK_DES2 (two-key triple DES)

@@ -114,6 +114,12 @@ public enum ObjectTemplate {
         for (type, value) in template {
             let rule = try rule(type, in: schema)
             try check(value, against: rule)
+            // C_SetAttributeValue on what the token made or fixed at creation is refused even with
+            // the same value (PKCS#11 §4.1.2: CKR_ATTRIBUTE_READ_ONLY); a copy's template may
+            // restate such values (clients copy with the source's own attributes).
+            if permitted == .settable, rule.flags.contains(.generated) || schema.fixed.contains(type) {
+                throw KeychainError(.attributeReadOnly, "attribute \(type) cannot be changed")
+            }
             if object[type] == value { continue }
             guard !rule.flags.contains(.generated), !schema.fixed.contains(type), !rule.flags.isDisjoint(with: permitted) else {
                 throw KeychainError(.attributeReadOnly, "attribute \(type) cannot be changed")

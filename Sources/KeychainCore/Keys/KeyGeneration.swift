@@ -135,10 +135,13 @@ public enum KeyGeneration {
             guard valid else { throw KeychainError(.keySizeRange, "no \(given)-byte key of this type") }
             length = given
         }
-        var value: [UInt8]
-        do { value = try Random.bytes(Int(length)) } catch { throw KeychainError(.storageFailure, "random generator failed") }
+        var value: [UInt8] = []
         defer { wipe(&value) }
-        if keyType.blockCipher?.keyLength != nil { DESParity.makeOdd(&value) }
+        repeat {
+            wipe(&value)
+            do { value = try Random.bytes(Int(length)) } catch { throw KeychainError(.storageFailure, "random generator failed") }
+            if keyType.blockCipher?.keyLength != nil { DESParity.makeOdd(&value) }
+        } while keyType.blockCipher?.keyLength != nil && DESParity.isUnfit(value)
         var full = template.filter { $0.type != .objectClass && $0.type != .keyType && ($0.type != .valueLength || keyType.blockCipher?.keyLength == nil) }
         full += [(.objectClass, AttributeValue.ulong(ObjectClass.secretKey.rawValue)), (.keyType, AttributeValue.ulong(keyType.rawValue)),
                  (.value, value), (.local, AttributeValue.bool(true)), (.keyGenMechanism, AttributeValue.ulong(mechanism))]

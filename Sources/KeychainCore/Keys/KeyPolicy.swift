@@ -37,8 +37,8 @@ public enum KeyPolicy: String, Sendable, CaseIterable {
     /// Checks a secret key's type: DES keys are legacy, and single DES needs OpenSSL's legacy
     /// provider (without it a CKK_DES key could not even get its check value).
     func check(secretKeyType keyType: KeyType?) throws(KeychainError) {
-        guard let keyType, [.des, .des2, .des3].contains(keyType) else { return }
-        guard allowsLegacyAlgorithms else { throw KeychainError(.attributeValueInvalid, "DES keys are refused by the \(rawValue) key policy") }
+        guard let keyType, [.des, .des2, .des3, .md5HMAC].contains(keyType) else { return }
+        guard allowsLegacyAlgorithms else { throw KeychainError(.attributeValueInvalid, "DES and MD5-HMAC keys are refused by the \(rawValue) key policy") }
         guard keyType != .des || LegacyProvider.isInstalled else {
             throw KeychainError(.attributeValueInvalid, "single DES needs OpenSSL's legacy provider, which is not installed")
         }

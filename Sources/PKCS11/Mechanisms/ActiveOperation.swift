@@ -204,7 +204,8 @@ extension ModuleState {
                 operation.alwaysAuthenticate = true
                 operation.awaitsContextLogin = true
             }
-            if kind == .sign || kind == .decrypt { session.pinJustPresented = false }
+            // The grace of the signature right after C_Login(CKU_USER) ends with any operation.
+            session.pinJustPresented = false
             session.operations[kind] = operation
         }
     }

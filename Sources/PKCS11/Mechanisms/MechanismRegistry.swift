@@ -39,10 +39,13 @@ enum Mechanisms {
             (UInt(CKM_SHA512), UInt(CKM_SHA512_HMAC), .sha512), (sha3_224, sha3_224HMAC, .sha3_224), (sha3_256, sha3_256HMAC, .sha3_256),
             (sha3_384, sha3_384HMAC, .sha3_384), (sha3_512, sha3_512HMAC, .sha3_512),
         ]
+        // An HMAC takes generic secrets and the key type dedicated to it (CKK_SHA256_HMAC…).
+        let dedicated: [Digest.Algorithm: KeyType] = [.sha1: .sha1HMAC, .sha224: .sha224HMAC, .sha256: .sha256HMAC, .sha384: .sha384HMAC,
+                                                      .sha512: .sha512HMAC, .md5: .md5HMAC]
         for (digest, hmac, algorithm) in digests {
             add(digest, 0, 0, UInt(CKF_DIGEST)) { $0.digest = algorithm }
             add(hmac, 1, 512, signVerify) {
-                $0.keyTypes = [.genericSecret]
+                $0.keyTypes = Set([.genericSecret] + [dedicated[algorithm]].compactMap { $0 })
                 $0.mac = .hmac(algorithm)
             }
         }
@@ -50,7 +53,7 @@ enum Mechanisms {
         if policy.allowsLegacyAlgorithms {
             add(UInt(CKM_MD5), 0, 0, UInt(CKF_DIGEST)) { $0.digest = .md5 }
             add(UInt(CKM_MD5_HMAC), 1, 512, signVerify) {
-                $0.keyTypes = [.genericSecret]
+                $0.keyTypes = [.genericSecret, .md5HMAC]
                 $0.mac = .hmac(.md5)
             }
         }
@@ -118,7 +121,7 @@ enum Mechanisms {
         add(ecMontgomeryKeyPairGen, 255, 448, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .ecMontgomery }
         add(eddsa, 255, 448, signVerify) {
             $0.keyTypes = [.ecEdwards]
-            $0.signature = { p, _ throws(CKError) in try eddsaScheme(p) }
+            $0.signature = { p, key throws(CKError) in try eddsaScheme(p, key: key) }
         }
 
         // AES (§2.14); key sizes in bytes.
@@ -326,13 +329,15 @@ enum Mechanisms {
         return .oaep(digest: hash, mgf1: mgf, label: label)
     }
 
-    /// CKM_EDDSA takes no parameter or CK_EDDSA_PARAMS { phFlag, ulContextDataLen, pContextData };
-    /// only pure EdDSA without a context is offered.
-    private static func eddsaScheme(_ parameter: MechanismParameter) throws(CKError) -> SignatureScheme {
+    /// CKM_EDDSA takes no parameter or CK_EDDSA_PARAMS { phFlag, ulContextDataLen, pContextData }.
+    /// Pure EdDSA is offered: Ed25519 without parameters (with them, even an empty context, the
+    /// scheme would be Ed25519ctx, RFC 8032 §5.1), Ed448 without parameters or with phFlag FALSE
+    /// and no context (Ed448 always has its dom4 prefix, so that is pure Ed448).
+    private static func eddsaScheme(_ parameter: MechanismParameter, key: AsymmetricKey) throws(CKError) -> SignatureScheme {
         switch parameter {
         case .none: return .eddsa
-        case .eddsa(let prehash, let context) where !prehash && context.isEmpty: return .eddsa
-        case .eddsa: throw paramInvalid("pre-hashed EdDSA and contexts are not supported")
+        case .eddsa(let prehash, let context) where !prehash && context.isEmpty && key.kind == .ed448: return .eddsa
+        case .eddsa: throw paramInvalid("Ed25519ctx, Ed25519ph, Ed448ph and contexts are not supported")
         default: throw paramInvalid("EdDSA takes CK_EDDSA_PARAMS or nothing")
         }
     }

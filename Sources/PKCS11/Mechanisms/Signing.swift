@@ -155,7 +155,11 @@ extension ModuleState {
             let valid: Bool
             switch operation.engine {
             case .signature(let verifier):
-                do { valid = try verifier.verify(Array(signature)) } catch { throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)") }
+                do { valid = try verifier.verify(Array(signature)) } catch let error as CryptoError where error.code == .invalidInput {
+                    throw CKError(CK_RV(CKR_DATA_LEN_RANGE), error.reason)
+                } catch {
+                    throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)")
+                }
             case .mac:
                 valid = ConstantTime.equals(try operation.result(), Array(signature))
             default:
