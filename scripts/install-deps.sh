@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
     # build: system headers and libraries the Swift targets link
     libssl-dev libsqlite3-dev libp11-kit-dev pkg-config gcc libc6-dev
+    # strips the RUNPATH SwiftPM writes into the shipped module (scripts/build-release.sh)
+    patchelf
     # real clients used by the demo and the tests
     opensc gnutls-bin p11-kit p11-kit-modules sqlite3 binutils python3 openssl openssh-client xxd diffutils procps
     # OpenSSL pkcs11 engine, throwaway sshd, NSS modutil/certutil (interop tests)

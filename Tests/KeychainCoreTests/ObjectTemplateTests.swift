@@ -68,9 +68,11 @@ final class ObjectTemplateTests: XCTestCase {
     func test_copy_may_change_storage_flags_only() throws {
         let object = try ObjectTemplate.create([(.objectClass, dataClass), (.value, [7])], uniqueID: uid, policy: .compatible)
         let other = Array("ffeeddccbbaa99887766554433221100".utf8)
-        let copy = try ObjectTemplate.copy(object, with: [(.token, [1]), (.isPrivate, [0]), (.modifiable, [0])], uniqueID: other)
+        let copy = try ObjectTemplate.copy(object, with: [(.token, [1]), (.modifiable, [0])], uniqueID: other)
         XCTAssertEqual(copy[.token], [1])
-        XCTAssertEqual(copy[.isPrivate], [0])
+        XCTAssertEqual(copy[.isPrivate], [1])
+        XCTAssertEqual(code { _ = try ObjectTemplate.copy(object, with: [(.isPrivate, [0])], uniqueID: other) }, .attributeReadOnly,
+                       "CKA_PRIVATE never goes from TRUE to FALSE")
         XCTAssertEqual(copy[.value], [7])
         XCTAssertEqual(copy[.uniqueID], other)
         XCTAssertEqual(code { _ = try ObjectTemplate.copy(object, with: [(.uniqueID, [1])], uniqueID: other) }, .attributeReadOnly)

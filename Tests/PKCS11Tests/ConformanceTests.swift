@@ -6,12 +6,6 @@ import XCTest
 /// The rules of the specification that third-party suites (python-pkcs11's tests, Java's
 /// SunPKCS11, conformance suites) check, each with its exact CK_RV.
 final class ConformanceTests: ModuleTestCase {
-    private func loggedInSession() -> CK_SESSION_HANDLE {
-        let session = openSession(makeToken(), readWrite: true)
-        XCTAssertRV(login(session), CKR_OK)
-        return session
-    }
-
     private func aesKey(_ session: CK_SESSION_HANDLE, _ value: [UInt8]) -> CK_OBJECT_HANDLE {
         var handle: CK_OBJECT_HANDLE = 0
         let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_AES))),
@@ -88,7 +82,7 @@ final class ConformanceTests: ModuleTestCase {
     // MARK: the operation lifecycle (§5.2, §5.8–§5.12)
 
     func test_a_failed_single_part_call_ends_the_operation() {
-        let session = loggedInSession()
+        let session = userSession()
         let key = aesKey(session, [UInt8](repeating: 1, count: 16))
         var input = [UInt8](repeating: 2, count: 3)
         var output = [UInt8](repeating: 0, count: 64)
@@ -117,7 +111,7 @@ final class ConformanceTests: ModuleTestCase {
     }
 
     func test_a_length_query_makes_the_operation_single_part() {
-        let session = loggedInSession()
+        let session = userSession()
         var data = Array("abc".utf8)
         var length: CK_ULONG = 0
         XCTAssertRV(mechanism(UInt(CKM_SHA256)) { p11.C_DigestInit!(session, $0) }, CKR_OK)
@@ -157,7 +151,7 @@ final class ConformanceTests: ModuleTestCase {
     // MARK: key sizes and curves (DESIGN §10)
 
     func test_rsa_1024_and_p192_are_generated_under_the_default_policy() {
-        let session = loggedInSession()
+        let session = userSession()
         var info = CK_MECHANISM_INFO()
         XCTAssertRV(p11.C_GetMechanismInfo!(1, CK_MECHANISM_TYPE(CKM_RSA_PKCS_KEY_PAIR_GEN), &info), CKR_OK)
         XCTAssertEqual(info.ulMinKeySize, 1024)
@@ -175,7 +169,7 @@ final class ConformanceTests: ModuleTestCase {
     }
 
     func test_every_named_curve_of_openssl_generates_and_signs() {
-        let session = loggedInSession()
+        let session = userSession()
         let curves: [(String, [UInt8])] = [
             ("P-224", [0x06, 0x05, 0x2B, 0x81, 0x04, 0x00, 0x21]), ("secp256k1", [0x06, 0x05, 0x2B, 0x81, 0x04, 0x00, 0x0A]),
             ("brainpoolP256r1", [0x06, 0x09, 0x2B, 0x24, 0x03, 0x03, 0x02, 0x08, 0x01, 0x01, 0x07]),
@@ -191,7 +185,7 @@ final class ConformanceTests: ModuleTestCase {
     }
 
     func test_a_public_key_with_explicit_curve_parameters_of_a_named_curve_imports() {
-        let session = loggedInSession()
+        let session = userSession()
         let named: [UInt8] = [0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07]
         let pair = generatePair(session, UInt(CKM_EC_KEY_PAIR_GEN), public: [(UInt(CKA_EC_PARAMS), named), (UInt(CKA_VERIFY), [1])])
         XCTAssertRV(pair.0, CKR_OK)
@@ -212,7 +206,7 @@ final class ConformanceTests: ModuleTestCase {
 
     func test_the_modern_policy_refuses_legacy_sizes_and_curves() {
         withModernPolicy {
-            let session = loggedInSession()
+            let session = userSession()
             var info = CK_MECHANISM_INFO()
             XCTAssertRV(p11.C_GetMechanismInfo!(1, CK_MECHANISM_TYPE(CKM_RSA_PKCS_KEY_PAIR_GEN), &info), CKR_OK)
             XCTAssertEqual(info.ulMinKeySize, 2048)
@@ -238,7 +232,7 @@ final class ConformanceTests: ModuleTestCase {
     }
 
     func test_aes_ctr_honours_the_counter_bits_and_never_wraps_into_the_nonce() {
-        let session = loggedInSession()
+        let session = userSession()
         let key = aesKey(session, hex("2b7e151628aed2a6abf7158809cf4f3c"))
         // NIST SP 800-38A F.5.1, first block.
         var plaintext = hex("6bc1bee22e409f96e93d7e117393172a")
@@ -279,7 +273,7 @@ final class ConformanceTests: ModuleTestCase {
     // MARK: found by pkcs11-check 0.2.3
 
     func test_set_attribute_value_refuses_what_the_token_made_even_unchanged() {
-        let session = loggedInSession()
+        let session = userSession()
         var key: CK_OBJECT_HANDLE = 0
         XCTAssertRV(withTemplate([(UInt(CKA_VALUE_LEN), Self.ulong(32))]) { t, c in
             mechanism(UInt(CKM_AES_KEY_GEN)) { p11.C_GenerateKey!(session, $0, t, c, &key) }
@@ -290,7 +284,7 @@ final class ConformanceTests: ModuleTestCase {
     }
 
     func test_an_empty_allowed_mechanisms_list_is_refused() {
-        let session = loggedInSession()
+        let session = userSession()
         var handle: CK_OBJECT_HANDLE = 0
         let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_AES))),
                                            (UInt(CKA_VALUE), [UInt8](repeating: 1, count: 16)), (UInt(CKA_ALLOWED_MECHANISMS), [])]
@@ -299,7 +293,7 @@ final class ConformanceTests: ModuleTestCase {
     }
 
     func test_hmac_keys_of_their_own_type_sign_as_rfc_4231_says() {
-        let session = loggedInSession()
+        let session = userSession()
         var key: CK_OBJECT_HANDLE = 0
         let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_SHA256_HMAC))),
                                            (UInt(CKA_VALUE), [UInt8](repeating: 0x0b, count: 20)), (UInt(CKA_SIGN), [1])]
@@ -314,7 +308,7 @@ final class ConformanceTests: ModuleTestCase {
     }
 
     func test_raw_rsa_takes_input_shorter_than_the_modulus() {
-        let session = loggedInSession()
+        let session = userSession()
         var publicKey: CK_OBJECT_HANDLE = 0, privateKey: CK_OBJECT_HANDLE = 0
         XCTAssertRV(withTemplate([(UInt(CKA_MODULUS_BITS), Self.ulong(2048)), (UInt(CKA_ENCRYPT), [1]), (UInt(CKA_VERIFY), [1])]) { pt, pc in
             withTemplate([(UInt(CKA_DECRYPT), [1]), (UInt(CKA_SIGN), [1])]) { vt, vc in
@@ -349,7 +343,7 @@ final class ConformanceTests: ModuleTestCase {
     }
 
     func test_ed25519_with_parameters_is_ed25519ctx_and_refused() {
-        let session = loggedInSession()
+        let session = userSession()
         var publicKey: CK_OBJECT_HANDLE = 0, privateKey: CK_OBJECT_HANDLE = 0
         let ed25519: [UInt8] = [0x06, 0x03, 0x2B, 0x65, 0x70]
         XCTAssertRV(withTemplate([(UInt(CKA_EC_PARAMS), ed25519)]) { pt, pc in

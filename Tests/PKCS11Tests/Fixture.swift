@@ -77,6 +77,13 @@ class ModuleTestCase: XCTestCase {
         return slot
     }
 
+    /// A read-write session on a new token, logged in as the user.
+    func userSession() -> CK_SESSION_HANDLE {
+        let session = openSession(makeToken(), readWrite: true)
+        XCTAssertRV(login(session), CKR_OK)
+        return session
+    }
+
     func openSession(_ slot: CK_SLOT_ID, readWrite: Bool) -> CK_SESSION_HANDLE {
         var session: CK_SESSION_HANDLE = 0
         let flags = CK_FLAGS(CKF_SERIAL_SESSION) | (readWrite ? CK_FLAGS(CKF_RW_SESSION) : 0)

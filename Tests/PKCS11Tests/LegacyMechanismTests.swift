@@ -7,12 +7,6 @@ import XCTest
 /// The legacy mechanisms SoftHSM offers (DES, triple DES, MD5; DESIGN §10), with published or
 /// OpenSSL-computed vectors, and their absence under `key_policy = modern`.
 final class LegacyMechanismTests: ModuleTestCase {
-    private func loggedInSession() -> CK_SESSION_HANDLE {
-        let session = openSession(makeToken(), readWrite: true)
-        XCTAssertRV(login(session), CKR_OK)
-        return session
-    }
-
     private func secretKey(_ session: CK_SESSION_HANDLE, type: UInt, value: [UInt8], expect: UInt = CKR_OK, _ message: String = "") -> CK_OBJECT_HANDLE {
         var handle: CK_OBJECT_HANDLE = 0
         let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(type)),
@@ -53,7 +47,7 @@ final class LegacyMechanismTests: ModuleTestCase {
     private static let message = Array("Now is the time for all ".utf8)
 
     func test_triple_des_matches_openssl_and_takes_two_and_three_key_keys() {
-        let session = loggedInSession()
+        let session = userSession()
         let three = secretKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"))
         var result = crypt(session, UInt(CKM_DES3_ECB), iv: [], key: three, encrypt: true, Self.message)
         XCTAssertRV(result.0, CKR_OK)
@@ -80,7 +74,7 @@ final class LegacyMechanismTests: ModuleTestCase {
     }
 
     func test_generated_des_keys_have_their_type_length_and_odd_parity() {
-        let session = loggedInSession()
+        let session = userSession()
         for (generator, length) in [(UInt(CKM_DES2_KEY_GEN), 16), (UInt(CKM_DES3_KEY_GEN), 24)] {
             var key: CK_OBJECT_HANDLE = 0
             XCTAssertRV(withTemplate([(UInt(CKA_EXTRACTABLE), [1]), (UInt(CKA_SENSITIVE), [0])]) { t, c in
@@ -108,7 +102,7 @@ final class LegacyMechanismTests: ModuleTestCase {
         guard mechanisms().contains(CK_MECHANISM_TYPE(CKM_DES_CBC)) else {
             throw XCTSkip("OpenSSL's legacy provider is not installed: single DES is not offered")
         }
-        let session = loggedInSession()
+        let session = userSession()
         let key = secretKey(session, type: UInt(CKK_DES), value: hex("0123456789abcdef"))
         let result = crypt(session, UInt(CKM_DES_CBC), iv: hex("1234567890abcdef"), key: key, encrypt: true, Self.message)
         XCTAssertRV(result.0, CKR_OK)
@@ -116,7 +110,7 @@ final class LegacyMechanismTests: ModuleTestCase {
     }
 
     func test_des3_cmac_md5_and_md5_hmac_match_their_vectors() {
-        let session = loggedInSession()
+        let session = userSession()
         var data = Self.message
         let three = secretKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"))
         var mac = [UInt8](repeating: 0, count: 16)
@@ -141,7 +135,7 @@ final class LegacyMechanismTests: ModuleTestCase {
     }
 
     func test_encrypt_data_derivations_take_whole_blocks_and_enough_of_them() {
-        let session = loggedInSession()
+        let session = userSession()
         let aes = secretKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"))
         func derive(_ type: UInt, _ parameter: [UInt8], base: CK_OBJECT_HANDLE, keyType: UInt, length: UInt?) -> (CK_RV, [UInt8]) {
             var key: CK_OBJECT_HANDLE = 0
@@ -199,7 +193,7 @@ final class LegacyMechanismTests: ModuleTestCase {
                        CKM_DSA_SHA256, CKM_DH_PKCS_DERIVE] {
             XCTAssertFalse(offered.contains(CK_MECHANISM_TYPE(legacy)), "0x\(String(legacy, radix: 16))")
         }
-        let session = loggedInSession()
+        let session = userSession()
         var info = CK_MECHANISM_INFO()
         XCTAssertRV(p11.C_GetMechanismInfo!(1, CK_MECHANISM_TYPE(CKM_MD5), &info), CKR_MECHANISM_INVALID)
         XCTAssertRV(mechanism(UInt(CKM_MD5)) { p11.C_DigestInit!(session, $0) }, CKR_MECHANISM_INVALID)
@@ -208,7 +202,7 @@ final class LegacyMechanismTests: ModuleTestCase {
     }
 
     func test_cbc_macs_are_the_last_block_of_zero_padded_cbc() {
-        let session = loggedInSession()
+        let session = userSession()
         let aes = secretKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"))
         func mac(_ type: UInt, _ parameter: [UInt8], key: CK_OBJECT_HANDLE, _ data: [UInt8]) -> (CK_RV, [UInt8]) {
             var data = data
@@ -250,7 +244,7 @@ final class LegacyMechanismTests: ModuleTestCase {
     }
 
     func test_dsa_parameters_keys_and_signatures() {
-        let session = loggedInSession()
+        let session = userSession()
         let (result, domain) = generateDomain(session, UInt(CKM_DSA_PARAMETER_GEN), bits: 1024)
         XCTAssertRV(result, CKR_OK)
         XCTAssertEqual(value(session, domain, UInt(CKA_CLASS)).1, Self.ulong(UInt(CKO_DOMAIN_PARAMETERS)))
@@ -295,7 +289,7 @@ final class LegacyMechanismTests: ModuleTestCase {
     }
 
     func test_domain_parameters_of_sizes_outside_fips_186_4_generate() {
-        let session = loggedInSession()
+        let session = userSession()
         XCTAssertRV(generateDomain(session, UInt(CKM_DSA_PARAMETER_GEN), bits: 512).0, CKR_OK, "FIPS 186-2 method")
         XCTAssertRV(generateDomain(session, UInt(CKM_DH_PKCS_PARAMETER_GEN), bits: 1536).0, CKR_OK, "FIPS 186-2 method")
         XCTAssertRV(generateDomain(session, UInt(CKM_DH_PKCS_PARAMETER_GEN), bits: 4160).0, CKR_KEY_SIZE_RANGE, "generation stops at 4096 bits")
@@ -305,7 +299,7 @@ final class LegacyMechanismTests: ModuleTestCase {
     }
 
     func test_diffie_hellman_parties_derive_the_same_key() {
-        let session = loggedInSession()
+        let session = userSession()
         let (result, domain) = generateDomain(session, UInt(CKM_DH_PKCS_PARAMETER_GEN), bits: 1024)
         XCTAssertRV(result, CKR_OK)
         let parts = [UInt(CKA_PRIME), UInt(CKA_BASE)].map { ($0, value(session, domain, $0).1 ?? []) }

@@ -118,6 +118,13 @@ final class ObjectTests: ModuleTestCase {
         XCTAssertRV(withTemplate([(UInt(CKA_TOKEN), [0]), (UInt(CKA_DESTROYABLE), [0])]) { p11.C_CopyObject!(session, object, $0, $1, &copy) }, CKR_OK)
         XCTAssertEqual(value(session, copy).1, [2])
         XCTAssertEqual(value(session, copy, UInt(CKA_TOKEN)).1, [0])
+        // CKA_PRIVATE never goes from TRUE to FALSE, on copy either (a PIN-less copy of a secret);
+        // a public object may be copied as a private one.
+        var lowered: CK_OBJECT_HANDLE = 0
+        XCTAssertRV(withTemplate([(UInt(CKA_PRIVATE), [0])]) { p11.C_CopyObject!(session, object, $0, $1, &lowered) }, CKR_ATTRIBUTE_READ_ONLY)
+        let open = createData(session, token: false, isPrivate: false, label: "public", value: [3])
+        XCTAssertRV(withTemplate([(UInt(CKA_PRIVATE), [1])]) { p11.C_CopyObject!(session, open, $0, $1, &lowered) }, CKR_OK)
+        XCTAssertEqual(value(session, lowered, UInt(CKA_PRIVATE)).1, [1])
         XCTAssertNotEqual(value(session, copy, UInt(CKA_UNIQUE_ID)).1, value(session, object, UInt(CKA_UNIQUE_ID)).1)
         XCTAssertRV(p11.C_DestroyObject!(session, copy), CKR_ACTION_PROHIBITED)
         XCTAssertRV(withTemplate([(UInt(CKA_COPYABLE), [0])]) { p11.C_SetAttributeValue!(session, object, $0, $1) }, CKR_OK)

@@ -81,7 +81,8 @@ public enum AttributeTable {
         add(.objectClass, .ulong, [.requiredOnCreate])
         add(.token, .bool, [.copySettable], default: no)
         // Keychain items default to WhenUnlocked: private until login.
-        add(.isPrivate, .bool, [.copySettable], default: yes)
+        // Never lowered: a public copy of a private key would sign without login (DESIGN §10).
+        add(.isPrivate, .bool, [.copySettable, .changeToTrueOnly], default: yes)
         add(.modifiable, .bool, [.copySettable], default: yes)
         add(.label, .bytes, [.settable, .copySettable, .indexed], default: [])
         add(.copyable, .bool, [.settable, .copySettable, .changeToFalseOnly], default: yes)
