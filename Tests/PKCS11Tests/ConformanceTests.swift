@@ -37,19 +37,6 @@ final class ConformanceTests: ModuleTestCase {
         return p11.C_Verify!(session, &data, CK_ULONG(data.count), &signature, length)
     }
 
-    /// Runs `body` with the module initialised under `KEYCHAIN_PKCS11_KEY_POLICY=modern`.
-    private func withModernPolicy(_ body: () -> Void) {
-        XCTAssertRV(p11.C_Finalize!(nil), CKR_OK)
-        setenv("KEYCHAIN_PKCS11_KEY_POLICY", "modern", 1)
-        defer {
-            unsetenv("KEYCHAIN_PKCS11_KEY_POLICY")
-            _ = p11.C_Finalize!(nil)
-            _ = p11.C_Initialize!(nil)
-        }
-        XCTAssertRV(p11.C_Initialize!(nil), CKR_OK)
-        body()
-    }
-
     private static let p192: [UInt8] = [0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x01]
 
     // MARK: C_Initialize (§5.4)

@@ -77,6 +77,19 @@ class ModuleTestCase: XCTestCase {
         return slot
     }
 
+    /// Runs `body` with the module initialised again under `KEYCHAIN_PKCS11_KEY_POLICY=modern`.
+    func withModernPolicy(_ body: () -> Void) {
+        XCTAssertRV(p11.C_Finalize!(nil), CKR_OK)
+        setenv("KEYCHAIN_PKCS11_KEY_POLICY", "modern", 1)
+        defer {
+            unsetenv("KEYCHAIN_PKCS11_KEY_POLICY")
+            _ = p11.C_Finalize!(nil)
+            _ = p11.C_Initialize!(nil)
+        }
+        XCTAssertRV(p11.C_Initialize!(nil), CKR_OK)
+        body()
+    }
+
     /// A read-write session on a new token, logged in as the user.
     func userSession() -> CK_SESSION_HANDLE {
         let session = openSession(makeToken(), readWrite: true)

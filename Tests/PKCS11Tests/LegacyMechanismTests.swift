@@ -180,14 +180,10 @@ final class LegacyMechanismTests: ModuleTestCase {
     func test_the_modern_policy_offers_no_legacy_mechanism() {
         XCTAssertTrue(mechanisms().contains(CK_MECHANISM_TYPE(CKM_DES3_CBC_PAD)))
         XCTAssertTrue(mechanisms().contains(CK_MECHANISM_TYPE(CKM_MD5)))
-        XCTAssertRV(p11.C_Finalize!(nil), CKR_OK)
-        setenv("KEYCHAIN_PKCS11_KEY_POLICY", "modern", 1)
-        defer {
-            unsetenv("KEYCHAIN_PKCS11_KEY_POLICY")
-            _ = p11.C_Finalize!(nil)
-            _ = p11.C_Initialize!(nil)
-        }
-        XCTAssertRV(p11.C_Initialize!(nil), CKR_OK)
+        withModernPolicy { modernPolicyOffersNoLegacyMechanism() }
+    }
+
+    private func modernPolicyOffersNoLegacyMechanism() {
         let offered = mechanisms()
         for legacy in [CKM_DES3_CBC_PAD, CKM_DES3_KEY_GEN, CKM_DES_CBC, CKM_MD5, CKM_MD5_HMAC, CKM_MD5_RSA_PKCS, CKM_DES3_CMAC, CKM_AES_MAC,
                        CKM_DSA_SHA256, CKM_DH_PKCS_DERIVE] {
