@@ -1,6 +1,13 @@
 /// The few DER shapes PKCS#11 attributes need (X.690): OCTET STRING wrapping of EC points and
 /// OBJECT IDENTIFIER / PrintableString curve names in CKA_EC_PARAMS.
 public enum DER {
+    /// Bits of an unsigned big-endian integer (leading zero bytes ignored; 0 for zero).
+    public static func bitLength(ofUnsigned bytes: some Collection<UInt8>) -> Int {
+        let significant = bytes.drop { $0 == 0 }
+        guard let first = significant.first else { return 0 }
+        return significant.count * 8 - first.leadingZeroBitCount
+    }
+
     public static func lengthBytes(_ length: Int) -> [UInt8] {
         if length < 0x80 { return [UInt8(length)] }
         var bytes: [UInt8] = []

@@ -20,11 +20,7 @@ public struct FiniteFieldComponents: Sendable {
     }
 
     /// Bits of the prime p.
-    public var primeBits: Int {
-        let significant = prime.drop { $0 == 0 }
-        guard let first = significant.first else { return 0 }
-        return significant.count * 8 - first.leadingZeroBitCount
-    }
+    public var primeBits: Int { DER.bitLength(ofUnsigned: prime) }
 }
 
 /// OSSL_PKEY_PARAM_FFC_* names (string macros that import, kept here for one spelling).

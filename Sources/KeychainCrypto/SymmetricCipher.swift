@@ -53,14 +53,11 @@ public final class SymmetricCipher {
     public var updatesHoldInput: Bool { tagLength != nil && !encrypting }
 
     public init(mode: Mode, key: SecureBytes, iv: [UInt8], associatedData: [UInt8] = [], encrypting: Bool, algorithm: Algorithm = .aes) throws {
-        guard algorithm.accepts(keyLength: key.count) else { throw CryptoError(.invalidInput, "\(algorithm) key length \(key.count)") }
-        if algorithm != .aes {
-            guard mode == .ecb || mode == .cbc || mode == .cbcPad else { throw CryptoError(.invalidInput, "\(algorithm) in \(mode)") }
-            guard algorithm != .des || LegacyProvider.load() else { throw CryptoError(.library, "OpenSSL's legacy provider (single DES) does not load") }
-        }
-        guard let cipher = Self.cipher(algorithm, mode: mode, keyLength: key.count) else {
+        guard let name = Self.algorithmName(algorithm, mode: mode, keyLength: key.count) else {
             throw CryptoError(.invalidInput, "no \(algorithm) cipher for a \(key.count)-byte key in \(mode)")
         }
+        guard algorithm != .des || LegacyProvider.load() else { throw CryptoError(.library, "OpenSSL's legacy provider (single DES) does not load") }
+        guard let cipher = Self.cipher(named: name) else { throw CryptoError(.invalidInput, "OpenSSL has no cipher \(name)") }
         guard let ctx = EVP_CIPHER_CTX_new() else { throw CryptoError.library("EVP_CIPHER_CTX_new") }
         self.ctx = ctx
         self.mode = mode
@@ -338,8 +335,7 @@ public final class SymmetricCipher {
         return table
     }()
 
-    static func cipher(_ algorithm: Algorithm, mode: Mode, keyLength: Int) -> OpaquePointer? {
-        guard let name = algorithmName(algorithm, mode: mode, keyLength: keyLength) else { return nil }
+    static func cipher(named name: String) -> OpaquePointer? {
         if let cipher = fetched[name] { return cipher }
         let cipher = EVP_get_cipherbyname(name)
         if cipher == nil { OpenSSLErrorQueue.discardOwn() }

@@ -44,9 +44,7 @@ struct ItemDescription {
     var algorithm: String? {
         guard let keyType = object.keyType else { return nil }
         if keyType == .rsa {
-            let modulus: ArraySlice<UInt8> = (object[.modulus] ?? []).drop { $0 == 0 }
-            var bits = 0
-            if let first = modulus.first { bits = modulus.count * 8 - first.leadingZeroBitCount }
+            var bits = DER.bitLength(ofUnsigned: object[.modulus] ?? [])
             if let stated = object[.modulusBits].flatMap(AttributeValue.decodeULong), let exact = Int(exactly: stated) { bits = exact }
             return "RSA-\(bits)"
         }

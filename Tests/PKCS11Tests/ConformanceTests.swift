@@ -14,18 +14,20 @@ final class ConformanceTests: ModuleTestCase {
         return handle
     }
 
-    private func generatePair(_ session: CK_SESSION_HANDLE, _ type: UInt, public publicAttributes: [(UInt, [UInt8])]) -> (CK_RV, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE) {
+    private func generatePair(_ session: CK_SESSION_HANDLE, _ type: UInt, public publicAttributes: [(UInt, [UInt8])],
+                              private privateAttributes: [(UInt, [UInt8])] = [(UInt(CKA_SIGN), [1])]) -> (CK_RV, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE) {
         var publicKey: CK_OBJECT_HANDLE = 0, privateKey: CK_OBJECT_HANDLE = 0
         let result = withTemplate(publicAttributes) { pt, pc in
-            withTemplate([(UInt(CKA_SIGN), [1])]) { vt, vc in
+            withTemplate(privateAttributes) { vt, vc in
                 mechanism(type) { p11.C_GenerateKeyPair!(session, $0, pt, pc, vt, vc, &publicKey, &privateKey) }
             }
         }
         return (result, publicKey, privateKey)
     }
 
-    private func signAndVerify(_ session: CK_SESSION_HANDLE, _ type: UInt, _ pair: (CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)) -> CK_RV {
-        var data = [UInt8](repeating: 0x5A, count: 32)
+    private func signAndVerify(_ session: CK_SESSION_HANDLE, _ type: UInt, _ pair: (CK_OBJECT_HANDLE, CK_OBJECT_HANDLE),
+                               data given: [UInt8] = [UInt8](repeating: 0x5A, count: 32)) -> CK_RV {
+        var data = given
         var signature = [UInt8](repeating: 0, count: 1024)
         var length = CK_ULONG(signature.count)
         var rv = mechanism(type) { p11.C_SignInit!(session, $0, pair.1) }
@@ -296,12 +298,10 @@ final class ConformanceTests: ModuleTestCase {
 
     func test_raw_rsa_takes_input_shorter_than_the_modulus() {
         let session = userSession()
-        var publicKey: CK_OBJECT_HANDLE = 0, privateKey: CK_OBJECT_HANDLE = 0
-        XCTAssertRV(withTemplate([(UInt(CKA_MODULUS_BITS), Self.ulong(2048)), (UInt(CKA_ENCRYPT), [1]), (UInt(CKA_VERIFY), [1])]) { pt, pc in
-            withTemplate([(UInt(CKA_DECRYPT), [1]), (UInt(CKA_SIGN), [1])]) { vt, vc in
-                mechanism(UInt(CKM_RSA_PKCS_KEY_PAIR_GEN)) { p11.C_GenerateKeyPair!(session, $0, pt, pc, vt, vc, &publicKey, &privateKey) }
-            }
-        }, CKR_OK)
+        let (result, publicKey, privateKey) = generatePair(session, UInt(CKM_RSA_PKCS_KEY_PAIR_GEN),
+                                                           public: [(UInt(CKA_MODULUS_BITS), Self.ulong(2048)), (UInt(CKA_ENCRYPT), [1]), (UInt(CKA_VERIFY), [1])],
+                                                           private: [(UInt(CKA_DECRYPT), [1]), (UInt(CKA_SIGN), [1])])
+        XCTAssertRV(result, CKR_OK)
         var short = Array("short".utf8)
         var block = [UInt8](repeating: 0, count: 256)
         var length = CK_ULONG(block.count)
@@ -312,32 +312,14 @@ final class ConformanceTests: ModuleTestCase {
         XCTAssertRV(mechanism(UInt(CKM_RSA_X_509)) { p11.C_DecryptInit!(session, $0, privateKey) }, CKR_OK)
         XCTAssertRV(p11.C_Decrypt!(session, &block, length, &plain, &plainLength), CKR_OK)
         XCTAssertEqual(Array(plain.prefix(Int(plainLength))), [UInt8](repeating: 0, count: 251) + short, "left-padded with zeros (§2.1.8)")
-        length = CK_ULONG(block.count)
-        XCTAssertRV(signAndVerifyRaw(session, privateKey, publicKey, short), CKR_OK)
-    }
-
-    private func signAndVerifyRaw(_ session: CK_SESSION_HANDLE, _ privateKey: CK_OBJECT_HANDLE, _ publicKey: CK_OBJECT_HANDLE, _ data: [UInt8]) -> CK_RV {
-        var data = data
-        var signature = [UInt8](repeating: 0, count: 256)
-        var length = CK_ULONG(signature.count)
-        var rv = mechanism(UInt(CKM_RSA_X_509)) { p11.C_SignInit!(session, $0, privateKey) }
-        guard rv == CK_RV(CKR_OK) else { return rv }
-        rv = p11.C_Sign!(session, &data, CK_ULONG(data.count), &signature, &length)
-        guard rv == CK_RV(CKR_OK) else { return rv }
-        rv = mechanism(UInt(CKM_RSA_X_509)) { p11.C_VerifyInit!(session, $0, publicKey) }
-        guard rv == CK_RV(CKR_OK) else { return rv }
-        return p11.C_Verify!(session, &data, CK_ULONG(data.count), &signature, length)
+        XCTAssertRV(signAndVerify(session, UInt(CKM_RSA_X_509), (publicKey, privateKey), data: short), CKR_OK)
     }
 
     func test_ed25519_with_parameters_is_ed25519ctx_and_refused() {
         let session = userSession()
-        var publicKey: CK_OBJECT_HANDLE = 0, privateKey: CK_OBJECT_HANDLE = 0
         let ed25519: [UInt8] = [0x06, 0x03, 0x2B, 0x65, 0x70]
-        XCTAssertRV(withTemplate([(UInt(CKA_EC_PARAMS), ed25519)]) { pt, pc in
-            withTemplate([(UInt(CKA_SIGN), [1])]) { vt, vc in
-                mechanism(0x1055) { p11.C_GenerateKeyPair!(session, $0, pt, pc, vt, vc, &publicKey, &privateKey) }
-            }
-        }, CKR_OK)
+        let (result, _, privateKey) = generatePair(session, 0x1055, public: [(UInt(CKA_EC_PARAMS), ed25519)])
+        XCTAssertRV(result, CKR_OK)
         // CK_EDDSA_PARAMS { phFlag = FALSE, ulContextDataLen = 0, pContextData = NULL }
         var parameters = EdDSAParameters(prehash: 0, contextLength: 0, context: nil)
         let rv = withUnsafeMutableBytes(of: &parameters) { buffer in

@@ -275,6 +275,15 @@ public struct KeyType: RawRepresentable, Hashable, Sendable {
 }
 
 extension KeyType {
+    /// The asymmetric kind of DSA and DH keys and domain parameters (nil for other types).
+    public var finiteFieldKind: AsymmetricKind? {
+        switch self {
+        case .dsa: return .dsa
+        case .dh: return .dh
+        default: return nil
+        }
+    }
+
     /// The block cipher of a DES or AES key, and its value length in bytes (nil: 16, 24 or 32).
     public var blockCipher: (algorithm: SymmetricCipher.Algorithm, keyLength: Int?)? {
         switch self {

@@ -10,10 +10,7 @@ public enum ObjectTemplate {
     public static func create(_ template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool = false,
                               policy: KeyPolicy) throws(KeychainError) -> ObjectAttributes {
         var object = try assemble(template, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer)
-        if object.objectClass == .secretKey {
-            try policy.check(secretKeyType: object.keyType)
-            try KeyFactory.completeImported(&object, given: Set(template.map(\.type)), policy: policy)
-        } else if AttributeTable.isKeyClass(object.objectClass ?? .data) {
+        if AttributeTable.isKeyClass(object.objectClass ?? .data) {
             try KeyFactory.completeImported(&object, given: Set(template.map(\.type)), policy: policy)
         } else if object.objectClass == .certificate {
             try CertificateFactory.complete(&object, given: Set(template.map(\.type)))

@@ -40,10 +40,11 @@ public enum KeyFactory {
                 if isPrivate { return try AsymmetricKey.raw(kind, privateKey: object[.value], publicKey: nil) }
                 return try AsymmetricKey.raw(kind, privateKey: nil, publicKey: point(object[.ecPoint] ?? [], length: kind.rawKeyLength ?? 0))
             case .dsa, .dh:
-                let parts = FiniteFieldComponents(prime: object[.prime] ?? [], subprime: keyType == .dsa ? object[.subprime] ?? [] : nil,
+                let kind = keyType.finiteFieldKind ?? .dh
+                let parts = FiniteFieldComponents(prime: object[.prime] ?? [], subprime: kind == .dsa ? object[.subprime] ?? [] : nil,
                                                   base: object[.base] ?? [], publicValue: isPrivate ? nil : object[.value],
                                                   privateValue: isPrivate ? object[.value] : nil)
-                return try AsymmetricKey.finiteField(keyType == .dsa ? .dsa : .dh, parts)
+                return try AsymmetricKey.finiteField(kind, parts)
             default:
                 throw KeychainError(.attributeValueInvalid, "key type 0x\(String(keyType.rawValue, radix: 16)) is not an asymmetric key")
             }
@@ -59,18 +60,18 @@ public enum KeyFactory {
     /// Checks an imported key's material and fills the attributes computed from it. A computed
     /// attribute the template gave must equal the computed value.
     static func completeImported(_ object: inout ObjectAttributes, given: Set<AttributeType>, policy: KeyPolicy) throws(KeychainError) {
-        if object.keyType == .dsa || object.keyType == .dh {
+        if let kind = object.keyType?.finiteFieldKind {
             // Before any arithmetic on the caller's numbers.
-            try policy.check(object.keyType == .dsa ? .dsa : .dh, bits: 0, generating: false)
+            try policy.check(kind, bits: 0, generating: false)
         }
         if object.objectClass == .secretKey {
+            try policy.check(secretKeyType: object.keyType)
             try completeSecret(&object, given: given)
             return
         }
         if object.keyType == .rsa {
-            let modulus = (object[.modulus] ?? []).drop { $0 == 0 }
-            let bits = modulus.isEmpty ? 0 : modulus.count * 8 - (modulus.first ?? 0).leadingZeroBitCount
-            try policy.check(.rsa, bits: bits, generating: false, publicOnly: object.objectClass == .publicKey)
+            try policy.check(.rsa, bits: DER.bitLength(ofUnsigned: object[.modulus] ?? []), generating: false,
+                             publicOnly: object.objectClass == .publicKey)
         }
         let key = try key(of: object)
         if key.kind != .rsa { try policy.check(key.kind, bits: 0, generating: false) }
@@ -80,7 +81,7 @@ public enum KeyFactory {
 
     /// Checks a DSA or DH group and fills CKA_PRIME_BITS (and CKA_SUB_PRIME_BITS).
     static func completeDomainParameters(_ object: inout ObjectAttributes, policy: KeyPolicy) throws(KeychainError) {
-        let kind: AsymmetricKind = object.keyType == .dsa ? .dsa : .dh
+        let kind = object.keyType?.finiteFieldKind ?? .dh
         let domain = FiniteFieldComponents(prime: object[.prime] ?? [], subprime: object[.subprime], base: object[.base] ?? [])
         try policy.check(kind, bits: domain.primeBits, generating: false)
         guard AsymmetricKey.finiteFieldPrimeBits.contains(domain.primeBits), !domain.base.allSatisfy({ $0 == 0 }) else {
@@ -88,7 +89,7 @@ public enum KeyFactory {
         }
         object[.primeBits] = AttributeValue.ulong(UInt(domain.primeBits))
         if kind == .dsa, let q = object[.subprime] {
-            object[.subprimeBits] = AttributeValue.ulong(UInt(FiniteFieldComponents(prime: q, base: []).primeBits))
+            object[.subprimeBits] = AttributeValue.ulong(UInt(DER.bitLength(ofUnsigned: q)))
         }
     }
 
@@ -122,10 +123,7 @@ public enum KeyFactory {
                 guard key.isPrivate, let x = parts.privateValue else { return (publicParts, [:]) }
                 var privateParts = domain
                 privateParts[.value] = x
-                if key.kind == .dh {
-                    let bits = x.drop { $0 == 0 }.first.map { x.drop { $0 == 0 }.count * 8 - $0.leadingZeroBitCount } ?? 0
-                    privateParts[.valueBits] = AttributeValue.ulong(UInt(bits))
-                }
+                if key.kind == .dh { privateParts[.valueBits] = AttributeValue.ulong(UInt(DER.bitLength(ofUnsigned: x))) }
                 return (publicParts, privateParts)
             default:
                 let params = CurveParameters.der(for: key.kind)

@@ -53,7 +53,7 @@ public enum KeyGeneration {
             try policy.check(kind, bits: 0, generating: true)
             return Request(kind: kind, keyType: keyType, bits: 0, publicExponent: nil)
         case .dsa, .dh:
-            let kind: AsymmetricKind = keyType == .dsa ? .dsa : .dh
+            let kind = keyType.finiteFieldKind ?? .dh
             guard let prime = find(.prime), let base = find(.base) else {
                 throw KeychainError(.templateIncomplete, "CKA_PRIME and CKA_BASE are required")
             }
@@ -81,7 +81,7 @@ public enum KeyGeneration {
             throw KeychainError(.templateIncomplete, "CKA_PRIME_BITS is required")
         }
         guard let bits = AttributeValue.decodeULong(bitsValue) else { throw KeychainError(.attributeValueInvalid, "CKA_PRIME_BITS") }
-        let kind: AsymmetricKind = keyType == .dsa ? .dsa : .dh
+        let kind = keyType.finiteFieldKind ?? .dh
         try policy.check(kind, bits: Int(clamping: bits), generating: true)
         let range = AsymmetricKey.generatedPrimeBits
         guard range.contains(Int(clamping: bits)), bits % 64 == 0 else {

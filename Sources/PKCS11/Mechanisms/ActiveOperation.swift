@@ -154,11 +154,9 @@ extension ModuleState {
                 operation.phase = call == .singlePart ? .singlePart : .multiPart
             }
             return result
-        } catch where error.rv == CK_RV(CKR_BUFFER_TOO_SMALL) {
-            if call == .singlePart { operation.phase = .singlePart }
-            throw error
         } catch {
-            session.operations[kind] = nil
+            if error.rv == CK_RV(CKR_BUFFER_TOO_SMALL), call == .singlePart { operation.phase = .singlePart }
+            endOperation(handle, kind, after: error)
             throw error
         }
     }

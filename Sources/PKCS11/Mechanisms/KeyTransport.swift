@@ -114,6 +114,7 @@ extension ModuleState {
                 throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a derivation mechanism")
             }
             try refuseAlwaysAuthenticate(baseKey, session: session, token: token, function: "C_DeriveKey")
+            let base = try keyAttributes(baseKey, session: session, token: token)
             let fullTemplate: Template
             let shared: SecureBytes
             switch derivation {
@@ -122,18 +123,17 @@ extension ModuleState {
                     throw Mechanisms.paramInvalid("ECDH needs CK_ECDH1_DERIVE_PARAMS")
                 }
                 let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
-                fullTemplate = try mergedDeriveTemplate(template, baseKey: baseKey, session: session, token: token)
+                fullTemplate = try Self.mergedDeriveTemplate(template, base: base)
                 shared = try Self.ecdhSecret(kdf: kdf, sharedData: sharedData, publicData: publicData, key: key, template: fullTemplate)
             case .diffieHellman:
                 let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
-                fullTemplate = try mergedDeriveTemplate(template, baseKey: baseKey, session: session, token: token)
+                fullTemplate = try Self.mergedDeriveTemplate(template, base: base)
                 shared = try Self.diffieHellmanSecret(mechanism.parameter, key: key, template: fullTemplate)
             case .encryptData(let mode):
                 let secret = try secretKey(baseKey, session: session, token: token, usage: .derive, mechanism: entry)
-                fullTemplate = try mergedDeriveTemplate(template, baseKey: baseKey, session: session, token: token)
+                fullTemplate = try Self.mergedDeriveTemplate(template, base: base)
                 shared = try Self.encryptedData(mechanism.parameter, mode: mode, algorithm: entry.blockCipher, key: secret, template: fullTemplate)
             }
-            let base = try keyAttributes(baseKey, session: session, token: token)
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
             let object = try translating { () throws(KeychainError) in
@@ -143,9 +143,9 @@ extension ModuleState {
         }
     }
 
-    private func mergedDeriveTemplate(_ template: Template, baseKey: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> Template {
-        let base = try keyAttributes(baseKey, session: session, token: token)
-        return try translating { () throws(KeychainError) in try NestedTemplate.merge(template, with: .deriveTemplate, of: base) }
+    /// The caller's template with the base key's CKA_DERIVE_TEMPLATE.
+    private static func mergedDeriveTemplate(_ template: Template, base: ObjectAttributes) throws(CKError) -> Template {
+        try translating { () throws(KeychainError) in try NestedTemplate.merge(template, with: .deriveTemplate, of: base) }
     }
 
     /// CKM_ECDH1_DERIVE with CK_ECDH1_DERIVE_PARAMS: the peer's public value (raw, or as DER

@@ -23,11 +23,6 @@ enum Mechanisms {
 
     private static func table(_ policy: KeyPolicy) -> [CK_MECHANISM_TYPE: Mechanism] {
         var table: [CK_MECHANISM_TYPE: Mechanism] = [:]
-        func add(_ type: UInt, _ min: Int, _ max: Int, _ flags: UInt, _ configure: (inout Mechanism) -> Void = { _ in }) {
-            var mechanism = Mechanism(type: CK_MECHANISM_TYPE(type), minimumKeySize: CK_ULONG(min), maximumKeySize: CK_ULONG(max), flags: CK_FLAGS(flags))
-            configure(&mechanism)
-            table[mechanism.type] = mechanism
-        }
         let signVerify = UInt(CKF_SIGN | CKF_VERIFY)
         let encryptDecrypt = UInt(CKF_ENCRYPT | CKF_DECRYPT)
         let wrapUnwrap = UInt(CKF_WRAP | CKF_UNWRAP)
@@ -43,16 +38,16 @@ enum Mechanisms {
         let dedicated: [Digest.Algorithm: KeyType] = [.sha1: .sha1HMAC, .sha224: .sha224HMAC, .sha256: .sha256HMAC, .sha384: .sha384HMAC,
                                                       .sha512: .sha512HMAC, .md5: .md5HMAC]
         for (digest, hmac, algorithm) in digests {
-            add(digest, 0, 0, UInt(CKF_DIGEST)) { $0.digest = algorithm }
-            add(hmac, 1, 512, signVerify) {
+            table.add(digest, 0, 0, UInt(CKF_DIGEST)) { $0.digest = algorithm }
+            table.add(hmac, 1, 512, signVerify) {
                 $0.keyTypes = Set([.genericSecret] + [dedicated[algorithm]].compactMap { $0 })
                 $0.mac = .hmac(algorithm)
             }
         }
-        add(UInt(CKM_GENERIC_SECRET_KEY_GEN), 8, 4096, UInt(CKF_GENERATE)) { $0.generates = .genericSecret }
+        table.add(UInt(CKM_GENERIC_SECRET_KEY_GEN), 8, 4096, UInt(CKF_GENERATE)) { $0.generates = .genericSecret }
         if policy.allowsLegacyAlgorithms {
-            add(UInt(CKM_MD5), 0, 0, UInt(CKF_DIGEST)) { $0.digest = .md5 }
-            add(UInt(CKM_MD5_HMAC), 1, 512, signVerify) {
+            table.add(UInt(CKM_MD5), 0, 0, UInt(CKF_DIGEST)) { $0.digest = .md5 }
+            table.add(UInt(CKM_MD5_HMAC), 1, 512, signVerify) {
                 $0.keyTypes = [.genericSecret, .md5HMAC]
                 $0.mac = .hmac(.md5)
             }
@@ -61,20 +56,20 @@ enum Mechanisms {
         // RSA (§2.1).
         // Operations take any key the policy stores (public keys from 512 bits when compatible).
         let rsaMin = policy.rsaPublicBits.lowerBound, rsaMax = policy.rsaPublicBits.upperBound
-        add(UInt(CKM_RSA_PKCS_KEY_PAIR_GEN), policy.rsaBits.lowerBound, policy.rsaBits.upperBound, UInt(CKF_GENERATE_KEY_PAIR)) {
+        table.add(UInt(CKM_RSA_PKCS_KEY_PAIR_GEN), policy.rsaBits.lowerBound, policy.rsaBits.upperBound, UInt(CKF_GENERATE_KEY_PAIR)) {
             $0.generates = .rsa
         }
-        add(UInt(CKM_RSA_PKCS), rsaMin, rsaMax, signVerify | encryptDecrypt | wrapUnwrap) {
+        table.add(UInt(CKM_RSA_PKCS), rsaMin, rsaMax, signVerify | encryptDecrypt | wrapUnwrap) {
             $0.keyTypes = [.rsa]
             $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .rsaPKCS1(digest: nil) }
             $0.cipher = { p throws(CKError) in try p.requireEmpty(); return .rsa(.pkcs1) }
         }
-        add(UInt(CKM_RSA_X_509), rsaMin, rsaMax, signVerify | encryptDecrypt) {
+        table.add(UInt(CKM_RSA_X_509), rsaMin, rsaMax, signVerify | encryptDecrypt) {
             $0.keyTypes = [.rsa]
             $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .rsaRaw }
             $0.cipher = { p throws(CKError) in try p.requireEmpty(); return .rsa(.raw) }
         }
-        add(UInt(CKM_RSA_PKCS_OAEP), rsaMin, rsaMax, encryptDecrypt | wrapUnwrap) {
+        table.add(UInt(CKM_RSA_PKCS_OAEP), rsaMin, rsaMax, encryptDecrypt | wrapUnwrap) {
             $0.keyTypes = [.rsa]
             $0.cipher = { p throws(CKError) in .rsa(try oaepPadding(p)) }
         }
@@ -84,22 +79,22 @@ enum Mechanisms {
             (UInt(CKM_SHA512_RSA_PKCS), UInt(CKM_SHA512_RSA_PKCS_PSS), .sha512),
         ]
         for (pkcs1, pss, digest) in rsaHashes {
-            add(pkcs1, rsaMin, rsaMax, signVerify) {
+            table.add(pkcs1, rsaMin, rsaMax, signVerify) {
                 $0.keyTypes = [.rsa]
                 $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .rsaPKCS1(digest: digest) }
             }
-            add(pss, rsaMin, rsaMax, signVerify) {
+            table.add(pss, rsaMin, rsaMax, signVerify) {
                 $0.keyTypes = [.rsa]
                 $0.signature = { p, key throws(CKError) in try pssScheme(p, key: key, mechanismDigest: digest) }
             }
         }
         if policy.allowsLegacyAlgorithms {
-            add(UInt(CKM_MD5_RSA_PKCS), rsaMin, rsaMax, signVerify) {
+            table.add(UInt(CKM_MD5_RSA_PKCS), rsaMin, rsaMax, signVerify) {
                 $0.keyTypes = [.rsa]
                 $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .rsaPKCS1(digest: .md5) }
             }
         }
-        add(UInt(CKM_RSA_PKCS_PSS), rsaMin, rsaMax, signVerify) {
+        table.add(UInt(CKM_RSA_PKCS_PSS), rsaMin, rsaMax, signVerify) {
             $0.keyTypes = [.rsa]
             $0.signature = { p, key throws(CKError) in try pssScheme(p, key: key, mechanismDigest: nil) }
         }
@@ -108,27 +103,27 @@ enum Mechanisms {
         let ecFlags = UInt(CKF_EC_F_P | CKF_EC_NAMEDCURVE | CKF_EC_UNCOMPRESS)
         let curveBits = Curve.allCases.filter(policy.allows).map(\.bits)
         let ecMin = curveBits.min() ?? 256, ecMax = curveBits.max() ?? 521
-        add(UInt(CKM_EC_KEY_PAIR_GEN), ecMin, ecMax, UInt(CKF_GENERATE_KEY_PAIR) | ecFlags) { $0.generates = .ec }
+        table.add(UInt(CKM_EC_KEY_PAIR_GEN), ecMin, ecMax, UInt(CKF_GENERATE_KEY_PAIR) | ecFlags) { $0.generates = .ec }
         let ecdsa: [(UInt, Digest.Algorithm?)] = [(UInt(CKM_ECDSA), nil), (UInt(CKM_ECDSA_SHA1), .sha1), (UInt(CKM_ECDSA_SHA224), .sha224),
                                                    (UInt(CKM_ECDSA_SHA256), .sha256), (UInt(CKM_ECDSA_SHA384), .sha384), (UInt(CKM_ECDSA_SHA512), .sha512)]
         for (type, digest) in ecdsa {
-            add(type, ecMin, ecMax, signVerify | ecFlags) {
+            table.add(type, ecMin, ecMax, signVerify | ecFlags) {
                 $0.keyTypes = [.ec]
                 $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .ecdsa(digest: digest) }
             }
         }
-        add(ecEdwardsKeyPairGen, 255, 448, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .ecEdwards }
-        add(ecMontgomeryKeyPairGen, 255, 448, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .ecMontgomery }
-        add(eddsa, 255, 448, signVerify) {
+        table.add(ecEdwardsKeyPairGen, 255, 448, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .ecEdwards }
+        table.add(ecMontgomeryKeyPairGen, 255, 448, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .ecMontgomery }
+        table.add(eddsa, 255, 448, signVerify) {
             $0.keyTypes = [.ecEdwards]
             $0.signature = { p, key throws(CKError) in try eddsaScheme(p, key: key) }
         }
 
         // AES (§2.14); key sizes in bytes.
-        add(UInt(CKM_AES_KEY_GEN), 16, 32, UInt(CKF_GENERATE)) { $0.generates = .aes }
+        table.add(UInt(CKM_AES_KEY_GEN), 16, 32, UInt(CKF_GENERATE)) { $0.generates = .aes }
         let aesModes: [(UInt, SymmetricCipher.Mode)] = [(UInt(CKM_AES_ECB), .ecb), (UInt(CKM_AES_CBC), .cbc), (UInt(CKM_AES_CBC_PAD), .cbcPad)]
         for (type, mode) in aesModes {
-            add(type, 16, 32, encryptDecrypt) {
+            table.add(type, 16, 32, encryptDecrypt) {
                 $0.keyTypes = [.aes]
                 $0.cipher = { p throws(CKError) in
                     if mode == .ecb { try p.requireEmpty(); return .symmetric(.ecb, iv: [], associatedData: []) }
@@ -136,36 +131,36 @@ enum Mechanisms {
                 }
             }
         }
-        add(UInt(CKM_AES_CTR), 16, 32, encryptDecrypt) {
+        table.add(UInt(CKM_AES_CTR), 16, 32, encryptDecrypt) {
             $0.keyTypes = [.aes]
             $0.cipher = { p throws(CKError) in try ctrSpec(p) }
         }
-        add(UInt(CKM_AES_GCM), 16, 32, encryptDecrypt) {
+        table.add(UInt(CKM_AES_GCM), 16, 32, encryptDecrypt) {
             $0.keyTypes = [.aes]
             $0.cipher = { p throws(CKError) in try gcmSpec(p) }
         }
-        add(UInt(CKM_AES_CMAC), 16, 32, signVerify) {
+        table.add(UInt(CKM_AES_CMAC), 16, 32, signVerify) {
             $0.keyTypes = [.aes]
             $0.mac = .aesCMAC
         }
         if policy.allowsLegacyAlgorithms {
             // CBC-MAC (FIPS 113): half a block, or the length the parameter gives. Forgeable on
             // messages of varying length (CMAC is its modern form): legacy.
-            add(UInt(CKM_AES_MAC), 16, 32, signVerify) {
+            table.add(UInt(CKM_AES_MAC), 16, 32, signVerify) {
                 $0.keyTypes = [.aes]
                 $0.mac = .cbcMAC(.aes, length: 8)
             }
-            add(UInt(CKM_AES_MAC_GENERAL), 16, 32, signVerify) {
+            table.add(UInt(CKM_AES_MAC_GENERAL), 16, 32, signVerify) {
                 $0.keyTypes = [.aes]
                 $0.mac = .cbcMAC(.aes, length: 16)
                 $0.macLengthIsParameter = true
             }
         }
-        add(aesKeyWrap, 16, 32, wrapUnwrap) {
+        table.add(aesKeyWrap, 16, 32, wrapUnwrap) {
             $0.keyTypes = [.aes]
             $0.keyWrap = .kw
         }
-        add(aesKeyWrapPad, 16, 32, wrapUnwrap) {
+        table.add(aesKeyWrapPad, 16, 32, wrapUnwrap) {
             $0.keyTypes = [.aes]
             $0.keyWrap = .kwp
         }
@@ -175,16 +170,16 @@ enum Mechanisms {
         }
 
         // Key agreement: ECDH on the NIST curves and on X25519/X448 (sizes in bits).
-        add(UInt(CKM_ECDH1_DERIVE), min(ecMin, 255), ecMax, UInt(CKF_DERIVE) | ecFlags) {
+        table.add(UInt(CKM_ECDH1_DERIVE), min(ecMin, 255), ecMax, UInt(CKF_DERIVE) | ecFlags) {
             $0.keyTypes = [.ec, .ecMontgomery]
             $0.derivation = .ecdh
         }
         // Keys derived by encrypting data with an AES key (current mechanisms §2.15).
-        add(UInt(CKM_AES_ECB_ENCRYPT_DATA), 16, 32, UInt(CKF_DERIVE)) {
+        table.add(UInt(CKM_AES_ECB_ENCRYPT_DATA), 16, 32, UInt(CKF_DERIVE)) {
             $0.keyTypes = [.aes]
             $0.derivation = .encryptData(.ecb)
         }
-        add(UInt(CKM_AES_CBC_ENCRYPT_DATA), 16, 32, UInt(CKF_DERIVE)) {
+        table.add(UInt(CKM_AES_CBC_ENCRYPT_DATA), 16, 32, UInt(CKF_DERIVE)) {
             $0.keyTypes = [.aes]
             $0.derivation = .encryptData(.cbc)
         }
@@ -195,25 +190,20 @@ enum Mechanisms {
     /// legacy provider is installed (loaded at the first use). Sizes are effective key bits, as
     /// PKCS#11 gives them for DES.
     private static func addDES(_ table: inout [CK_MECHANISM_TYPE: Mechanism]) {
-        func add(_ type: UInt, _ min: Int, _ max: Int, _ flags: UInt, _ configure: (inout Mechanism) -> Void) {
-            var mechanism = Mechanism(type: CK_MECHANISM_TYPE(type), minimumKeySize: CK_ULONG(min), maximumKeySize: CK_ULONG(max), flags: CK_FLAGS(flags))
-            configure(&mechanism)
-            table[mechanism.type] = mechanism
-        }
         let encryptDecrypt = UInt(CKF_ENCRYPT | CKF_DECRYPT)
-        add(UInt(CKM_DES2_KEY_GEN), 112, 112, UInt(CKF_GENERATE)) { $0.generates = .des2 }
-        add(UInt(CKM_DES3_KEY_GEN), 168, 168, UInt(CKF_GENERATE)) { $0.generates = .des3 }
+        table.add(UInt(CKM_DES2_KEY_GEN), 112, 112, UInt(CKF_GENERATE)) { $0.generates = .des2 }
+        table.add(UInt(CKM_DES3_KEY_GEN), 168, 168, UInt(CKF_GENERATE)) { $0.generates = .des3 }
         var ciphers: [(UInt, SymmetricCipher.Mode, SymmetricCipher.Algorithm, Set<KeyType>, Int, Int)] = [
             (UInt(CKM_DES3_ECB), .ecb, .tripleDES, [.des2, .des3], 112, 168), (UInt(CKM_DES3_CBC), .cbc, .tripleDES, [.des2, .des3], 112, 168),
             (UInt(CKM_DES3_CBC_PAD), .cbcPad, .tripleDES, [.des2, .des3], 112, 168),
         ]
         if LegacyProvider.isInstalled {
-            add(UInt(CKM_DES_KEY_GEN), 56, 56, UInt(CKF_GENERATE)) { $0.generates = .des }
+            table.add(UInt(CKM_DES_KEY_GEN), 56, 56, UInt(CKF_GENERATE)) { $0.generates = .des }
             ciphers += [(UInt(CKM_DES_ECB), .ecb, .des, [.des], 56, 56), (UInt(CKM_DES_CBC), .cbc, .des, [.des], 56, 56),
                         (UInt(CKM_DES_CBC_PAD), .cbcPad, .des, [.des], 56, 56)]
         }
         for (type, mode, algorithm, keyTypes, min, max) in ciphers {
-            add(type, min, max, encryptDecrypt) {
+            table.add(type, min, max, encryptDecrypt) {
                 $0.keyTypes = keyTypes
                 $0.blockCipher = algorithm
                 $0.cipher = { p throws(CKError) in
@@ -222,28 +212,28 @@ enum Mechanisms {
                 }
             }
         }
-        add(UInt(CKM_DES3_CMAC), 112, 168, UInt(CKF_SIGN | CKF_VERIFY)) {
+        table.add(UInt(CKM_DES3_CMAC), 112, 168, UInt(CKF_SIGN | CKF_VERIFY)) {
             $0.keyTypes = [.des2, .des3]
             $0.blockCipher = .tripleDES
             $0.mac = .tripleDESCMAC
         }
-        add(UInt(CKM_DES3_MAC), 112, 168, UInt(CKF_SIGN | CKF_VERIFY)) {
+        table.add(UInt(CKM_DES3_MAC), 112, 168, UInt(CKF_SIGN | CKF_VERIFY)) {
             $0.keyTypes = [.des2, .des3]
             $0.blockCipher = .tripleDES
             $0.mac = .cbcMAC(.tripleDES, length: 4)
         }
-        add(UInt(CKM_DES3_MAC_GENERAL), 112, 168, UInt(CKF_SIGN | CKF_VERIFY)) {
+        table.add(UInt(CKM_DES3_MAC_GENERAL), 112, 168, UInt(CKF_SIGN | CKF_VERIFY)) {
             $0.keyTypes = [.des2, .des3]
             $0.blockCipher = .tripleDES
             $0.mac = .cbcMAC(.tripleDES, length: 8)
             $0.macLengthIsParameter = true
         }
-        add(UInt(CKM_DES3_ECB_ENCRYPT_DATA), 112, 168, UInt(CKF_DERIVE)) {
+        table.add(UInt(CKM_DES3_ECB_ENCRYPT_DATA), 112, 168, UInt(CKF_DERIVE)) {
             $0.keyTypes = [.des2, .des3]
             $0.blockCipher = .tripleDES
             $0.derivation = .encryptData(.ecb)
         }
-        add(UInt(CKM_DES3_CBC_ENCRYPT_DATA), 112, 168, UInt(CKF_DERIVE)) {
+        table.add(UInt(CKM_DES3_CBC_ENCRYPT_DATA), 112, 168, UInt(CKF_DERIVE)) {
             $0.keyTypes = [.des2, .des3]
             $0.blockCipher = .tripleDES
             $0.derivation = .encryptData(.cbc)
@@ -253,32 +243,26 @@ enum Mechanisms {
     /// DSA (FIPS 186) and PKCS #3 Diffie-Hellman, parameter generation included; sizes are
     /// prime bits.
     private static func addFiniteField(_ table: inout [CK_MECHANISM_TYPE: Mechanism]) {
-        func add(_ type: UInt, _ flags: UInt, _ configure: (inout Mechanism) -> Void) {
-            let bits = flags == UInt(CKF_GENERATE) ? AsymmetricKey.generatedPrimeBits : AsymmetricKey.finiteFieldPrimeBits
-            var mechanism = Mechanism(type: CK_MECHANISM_TYPE(type), minimumKeySize: CK_ULONG(bits.lowerBound), maximumKeySize: CK_ULONG(bits.upperBound),
-                                      flags: CK_FLAGS(flags))
-            configure(&mechanism)
-            table[mechanism.type] = mechanism
-        }
-        add(UInt(CKM_DSA_PARAMETER_GEN), UInt(CKF_GENERATE)) {
+        let generated = AsymmetricKey.generatedPrimeBits, keys = AsymmetricKey.finiteFieldPrimeBits
+        table.add(UInt(CKM_DSA_PARAMETER_GEN), generated.lowerBound, generated.upperBound, UInt(CKF_GENERATE)) {
             $0.generates = .dsa
             $0.generatesDomainParameters = true
         }
-        add(UInt(CKM_DSA_KEY_PAIR_GEN), UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .dsa }
+        table.add(UInt(CKM_DSA_KEY_PAIR_GEN), keys.lowerBound, keys.upperBound, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .dsa }
         let dsa: [(UInt, Digest.Algorithm?)] = [(UInt(CKM_DSA), nil), (UInt(CKM_DSA_SHA1), .sha1), (UInt(CKM_DSA_SHA224), .sha224),
                                                 (UInt(CKM_DSA_SHA256), .sha256), (UInt(CKM_DSA_SHA384), .sha384), (UInt(CKM_DSA_SHA512), .sha512)]
         for (type, digest) in dsa {
-            add(type, UInt(CKF_SIGN | CKF_VERIFY)) {
+            table.add(type, keys.lowerBound, keys.upperBound, UInt(CKF_SIGN | CKF_VERIFY)) {
                 $0.keyTypes = [.dsa]
                 $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .dsa(digest: digest) }
             }
         }
-        add(UInt(CKM_DH_PKCS_PARAMETER_GEN), UInt(CKF_GENERATE)) {
+        table.add(UInt(CKM_DH_PKCS_PARAMETER_GEN), generated.lowerBound, generated.upperBound, UInt(CKF_GENERATE)) {
             $0.generates = .dh
             $0.generatesDomainParameters = true
         }
-        add(UInt(CKM_DH_PKCS_KEY_PAIR_GEN), UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .dh }
-        add(UInt(CKM_DH_PKCS_DERIVE), UInt(CKF_DERIVE)) {
+        table.add(UInt(CKM_DH_PKCS_KEY_PAIR_GEN), keys.lowerBound, keys.upperBound, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .dh }
+        table.add(UInt(CKM_DH_PKCS_DERIVE), keys.lowerBound, keys.upperBound, UInt(CKF_DERIVE)) {
             $0.keyTypes = [.dh]
             $0.derivation = .diffieHellman
         }
@@ -369,5 +353,14 @@ extension ModuleState {
             throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(type, radix: 16)) is not supported")
         }
         return mechanism
+    }
+}
+
+private extension Dictionary where Key == CK_MECHANISM_TYPE, Value == Mechanism {
+    /// Registers a mechanism with its key sizes and flags; `configure` says what it does.
+    mutating func add(_ type: UInt, _ min: Int, _ max: Int, _ flags: UInt, _ configure: (inout Mechanism) -> Void = { _ in }) {
+        var mechanism = Mechanism(type: CK_MECHANISM_TYPE(type), minimumKeySize: CK_ULONG(min), maximumKeySize: CK_ULONG(max), flags: CK_FLAGS(flags))
+        configure(&mechanism)
+        self[mechanism.type] = mechanism
     }
 }
