@@ -80,7 +80,7 @@ struct GenerateKey: ParsableCommand {
     @Option(help: "Key type: rsa, ec or ed25519.")
     var type: KeyAlgorithm
 
-    @Option(help: "RSA modulus size (2048 to 8192).")
+    @Option(help: "RSA modulus size: 1024 to 8192 (2048 to 8192 under key_policy = modern).")
     var bits: Int = 3072
 
     @Option(help: "EC curve: p256, p384 or p521.")
