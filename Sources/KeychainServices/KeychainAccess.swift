@@ -110,6 +110,19 @@ final class KeychainAccess: @unchecked Sendable {
         return try body(entry.keychain, master)
     }
 
+    /// Checks an item's application password against the keychain at `path` (counted there like
+    /// a PIN) and returns the item with its secret.
+    func reveal(path: String, _ object: ObjectAttributes, applicationPassword password: UnsafeRawBufferPointer) throws(KeychainError) -> ObjectAttributes {
+        lock.lock()
+        defer { lock.unlock() }
+        let keychain: Keychain
+        if let entry = open[path] { keychain = entry.keychain } else {
+            keychain = try Keychain.open(at: path)
+            open[path] = (keychain, nil)
+        }
+        return try keychain.reveal(object, applicationPassword: password)
+    }
+
     /// Checks the user PIN of an authentication context against a keychain again (per-use
     /// authentication); a wrong PIN counts toward the lock.
     func verify(path: String, context: SecAuthenticationContext) throws {

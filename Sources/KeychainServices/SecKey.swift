@@ -106,7 +106,9 @@ public final class SecKey: NSObject, @unchecked Sendable {
                 throw ItemError(errSecInteractionNotAllowed, "this key asks for its application password at every use: set it on the context")
             }
             _ = try translateKeychain { () throws(KeychainError) in
-                try SecureBytes(password).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in try Keychain.reveal(sealed, applicationPassword: p) }
+                try SecureBytes(password).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in
+                    try KeychainAccess.shared.reveal(path: origin.keychainPath, sealed, applicationPassword: p)
+                }
             }
             return
         }

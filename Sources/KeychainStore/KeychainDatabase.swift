@@ -71,6 +71,11 @@ public final class KeychainDatabase {
         try database.run("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = value + excluded.value", [.text(key), .integer(delta)])
     }
 
+    /// Removes every meta value whose key starts with `prefix`.
+    public func deleteMeta(prefix: String) throws {
+        try database.run("DELETE FROM meta WHERE substr(key, 1, ?) = ?", [.integer(Int64(prefix.utf8.count)), .text(prefix)])
+    }
+
     /// Removes every object (used when a token is re-initialised).
     public func deleteAllObjects() throws {
         try database.run("DELETE FROM object_index")

@@ -34,6 +34,10 @@ enum Migrations {
 
     /// Brings the file up to the current schema; refuses files from a newer version.
     static func migrate(_ database: Database) throws {
+        // A file already at this version needs no write lock (opening must not wait on writers).
+        var stored: Int64 = -1
+        try database.query("PRAGMA user_version") { stored = $0.int64(0) }
+        if stored == currentVersion { return }
         try database.write {
             var version: Int64 = 0
             try database.query("PRAGMA user_version") { version = $0.int64(0) }

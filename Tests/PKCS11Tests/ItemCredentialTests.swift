@@ -73,6 +73,35 @@ extension MechanismTests {
         XCTAssertEqual(value(fresh, again.first ?? 0).0, CK_RV(CKR_ATTRIBUTE_SENSITIVE), "a logout ends every credential")
     }
 
+    /// Attack (security issue, item 1): guessing an item's application password is counted like
+    /// a PIN, per item: ten wrong entries lock it (the right one then gets CKR_PIN_LOCKED), a right
+    /// entry before the limit clears the count, and the SO's C_InitPIN unlocks it.
+    func test_application_password_guesses_are_counted_and_lock_the_item() {
+        let (slot, session) = loggedInSession()
+        let item = createItem(session, label: "guarded", extra: [(Self.applicationPassword, Array("app-secret".utf8))])
+        let other = createItem(session, label: "other", extra: [(Self.applicationPassword, Array("other-secret".utf8))])
+        for _ in 0..<9 { _ = present(session, item, "guess", expect: CKR_PIN_INCORRECT) }
+        let credential = present(session, item, "app-secret")
+        XCTAssertRV(p11.C_DestroyObject!(session, credential), CKR_OK)
+        for _ in 0..<10 { _ = present(session, item, "guess", expect: CKR_PIN_INCORRECT) }
+        _ = present(session, item, "guess", expect: CKR_PIN_LOCKED)
+        _ = present(session, item, "app-secret", expect: CKR_PIN_LOCKED)
+        XCTAssertEqual(value(session, item).0, CK_RV(CKR_ATTRIBUTE_SENSITIVE))
+        _ = present(session, other, "other-secret")
+        XCTAssertEqual(value(session, other).1, Array("the secret of other".utf8), "the count is per item")
+        XCTAssertEqual(tokenInfo(slot).flags & CK_FLAGS(CKF_USER_PIN_LOCKED), 0, "the user PIN is not charged")
+
+        // The SO unlocks it by re-setting the user PIN.
+        XCTAssertRV(p11.C_Logout!(session), CKR_OK)
+        XCTAssertRV(login(session, CKU_SO, pin: soPIN), CKR_OK)
+        var pin = userPIN
+        XCTAssertRV(p11.C_InitPIN!(session, &pin, CK_ULONG(pin.count)), CKR_OK)
+        XCTAssertRV(p11.C_Logout!(session), CKR_OK)
+        XCTAssertRV(login(session), CKR_OK)
+        _ = present(session, item, "app-secret")
+        XCTAssertEqual(value(session, item).1, Array("the secret of guarded".utf8))
+    }
+
     func test_user_presence_on_a_password_asks_for_the_user_pin_and_counts_failures() {
         let (slot, session) = loggedInSession()
         let item = createItem(session, label: "presence", extra: [(Self.accessControl, Self.ulong(1))])

@@ -118,11 +118,16 @@ enum ApplicationPasswordSeal {
 
 extension Keychain {
     /// `object` with the secret its application password seals, checked against `password`.
+    /// Each attempt is charged to the item's failure counter before the password is evaluated
+    /// (as PINs are); at the keychain's limit the item's password locks until the SO re-sets the
+    /// user PIN.
     public func reveal(_ object: ObjectAttributes, applicationPassword password: UnsafeRawBufferPointer) throws(KeychainError) -> ObjectAttributes {
-        try Self.reveal(object, applicationPassword: password)
-    }
-
-    public static func reveal(_ object: ObjectAttributes, applicationPassword password: UnsafeRawBufferPointer) throws(KeychainError) -> ObjectAttributes {
-        try ApplicationPasswordSeal.open(object, password: password)
+        guard object[.sealedSecrets] != nil else { return object }
+        guard let uniqueID = object[.uniqueID] else { throw KeychainError(.recordCorrupted, "an item with an application password has no unique ID") }
+        let counter = Meta.applicationPasswordFailures(uniqueID)
+        try chargeAttempt(counter, locked: "this item's application password is locked (too many wrong entries): the SO unlocks it by re-setting the user PIN")
+        let revealed = try ApplicationPasswordSeal.open(object, password: password)
+        refundAttempt(counter)
+        return revealed
     }
 }

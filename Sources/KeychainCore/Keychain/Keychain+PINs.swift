@@ -36,26 +36,53 @@ extension Keychain {
         try translatingErrors { try store.write { try store.setMeta(Meta.slotID, integer: Int64(bitPattern: UInt64(slotID))) } }
     }
 
-    /// Checks `pin` and returns the master key. Wrong PINs are counted; at the limit the PIN locks.
+    /// Charges one attempt against the failure counter `counter` before any secret is evaluated,
+    /// in one write transaction (SQLite's write lock, taken up front, makes check-and-charge a
+    /// single step across threads and processes). A locked counter, or any failure to charge
+    /// durably, refuses the attempt: nothing is evaluated that is not already counted.
+    func chargeAttempt(_ counter: String, locked: String) throws(KeychainError) {
+        try translatingErrors {
+            try store.write {
+                let failures = try store.metaInteger(counter) ?? 0
+                let maximum = try store.metaInteger(Meta.maximumFailures) ?? PINPolicy.defaultMaximumFailures
+                guard failures < maximum else { throw KeychainError(.pinLocked, locked) }
+                try store.setMeta(counter, integer: failures + 1)
+            }
+        }
+    }
+
+    /// A successful attempt clears its counter (the charge and earlier failures). A refund that
+    /// cannot be written leaves the counter charged: that errs toward locking, never toward guesses.
+    func refundAttempt(_ counter: String) {
+        _ = try? store.write { try store.setMeta(counter, integer: 0) }
+    }
+
+    /// Checks `pin` and returns the master key. Every attempt is charged before the PIN is
+    /// evaluated and refunded only when it was right; at the limit the PIN locks.
     public func unlock(_ owner: PINOwner, pin: UnsafeRawBufferPointer) throws(KeychainError) -> MasterKey {
-        let (verifier, wrapped, status) = try translatingErrors { () throws -> (PINVerifier?, [UInt8]?, PINStatus) in
+        let (verifier, wrapped) = try translatingErrors { () throws -> (PINVerifier?, [UInt8]?) in
             try store.read {
                 let verifier = try store.metaBlob(Meta.verifier(owner))
                 return (try verifier.map { (v: [UInt8]) throws(KeychainError) in try PINVerifier(encoded: v) },
-                        try store.metaBlob(Meta.wrappedMaster(owner)), try pinStatus(owner))
+                        try store.metaBlob(Meta.wrappedMaster(owner)))
             }
         }
         guard let verifier, let wrapped else {
             throw KeychainError(owner == .user ? .userPINNotInitialized : .keychainUnrecognized, "the \(owner) PIN is not set")
         }
-        guard !status.locked else { throw KeychainError(.pinLocked, "the \(owner) PIN is locked") }
+        try chargeAttempt(Meta.failures(owner), locked: "the \(owner) PIN is locked")
+        let master: SecureBytes
         do {
             let kek = try verifier.keyEncryptionKey(pin: pin)
-            let master = try AESGCM.open(wrapped, key: kek, associatedData: verifier.associatedData(owner: owner))
-            guard master.count == AESGCM.keySize else { throw KeychainError(.keychainUnrecognized, "master key damaged") }
-            if status.failures > 0 {
-                try store.write { try store.setMeta(Meta.failures(owner), integer: 0) }
-            }
+            master = try AESGCM.open(wrapped, key: kek, associatedData: verifier.associatedData(owner: owner))
+        } catch let error as CryptoError where error.code == .authenticationFailed {
+            throw KeychainError(.pinIncorrect, "wrong \(owner) PIN")
+        } catch {
+            throw KeychainError(error)
+        }
+        guard master.count == AESGCM.keySize else { throw KeychainError(.keychainUnrecognized, "master key damaged") }
+        refundAttempt(Meta.failures(owner))
+        do {
             // A raised KDF cost takes effect at this PIN's next successful login: re-wrap now.
             if let target = try storedKDF(Meta.targetKDF), verifier.parameters.isWeaker(than: target) {
                 try store.write { try Self.wrap(master, in: store, for: owner, pin: pin, kdf: target) }
@@ -63,9 +90,6 @@ extension Keychain {
             let unlocked = try MasterKey(master)
             if owner == .user, firstUnlock == nil { firstUnlock = try unlocked.afterFirstUnlock() }
             return unlocked
-        } catch let error as CryptoError where error.code == .authenticationFailed {
-            try translatingErrors { try store.write { try store.incrementMeta(Meta.failures(owner), by: 1) } }
-            throw KeychainError(.pinIncorrect, "wrong \(owner) PIN")
         } catch {
             throw KeychainError(error)
         }
@@ -87,7 +111,12 @@ extension Keychain {
         let settings = try newPINSettings(kdf)
         try settings.policy.checkLength(pin)
         let kdf = settings.kdf
-        try translatingErrors { try store.write { try Self.wrap(master.key, in: store, for: .user, pin: pin, kdf: kdf) } }
+        try translatingErrors {
+            try store.write {
+                try Self.wrap(master.key, in: store, for: .user, pin: pin, kdf: kdf)
+                try store.deleteMeta(prefix: Meta.applicationPasswordFailuresPrefix)
+            }
+        }
     }
 
     /// Changes a PIN after checking the old one: only the wrapping of the master key changes.

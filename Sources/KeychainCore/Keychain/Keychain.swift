@@ -76,6 +76,9 @@ public final class Keychain {
         static func verifier(_ owner: PINOwner) -> String { "pin.\(owner.rawValue).kdf" }
         static func wrappedMaster(_ owner: PINOwner) -> String { "pin.\(owner.rawValue).wrapped_master" }
         static func failures(_ owner: PINOwner) -> String { "pin.\(owner.rawValue).failures" }
+        /// Wrong application passwords of one item, counted like PINs (keyed by its unique ID).
+        static let applicationPasswordFailuresPrefix = "pin.application."
+        static func applicationPasswordFailures(_ uniqueID: [UInt8]) -> String { applicationPasswordFailuresPrefix + String(decoding: Hex.digits(uniqueID), as: UTF8.self) + ".failures" }
     }
 
     private init(store: KeychainDatabase, deviceKey: DeviceKeyFile) throws(KeychainError) {
