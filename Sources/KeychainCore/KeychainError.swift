@@ -35,6 +35,8 @@ public struct KeychainError: Error, Equatable, CustomStringConvertible {
         case deviceKeyUnavailable
         /// The item's protection class needs state this keychain lacks (a user PIN, a first login).
         case protectionUnavailable
+        /// The keychain folder or file belongs to another user or is writable by others.
+        case unsafePermissions
     }
 
     public let code: Code

@@ -77,7 +77,7 @@ struct ItemError: Error {
         case .readOnly: self.init(errSecReadOnly, error.reason)
         case .recordCorrupted: self.init(errSecDecode, error.reason)
         case .keychainUnrecognized: self.init(errSecNoSuchKeychain, error.reason)
-        case .storageFull, .storageFailure: self.init(errSecIO, error.reason)
+        case .storageFull, .storageFailure, .unsafePermissions: self.init(errSecIO, error.reason)
         case .deviceKeyUnavailable: self.init(errSecNotAvailable, error.reason)
         case .protectionUnavailable: self.init(errSecInteractionNotAllowed, error.reason)
         default: self.init(errSecParam, error.reason)

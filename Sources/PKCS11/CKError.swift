@@ -59,6 +59,7 @@ public struct CKError: Error, Equatable, CustomStringConvertible {
         case .duplicateItem: rv = CKR_TEMPLATE_INCONSISTENT
         case .deviceKeyUnavailable: rv = CKR_DEVICE_ERROR
         case .protectionUnavailable: rv = CKR_USER_NOT_LOGGED_IN
+        case .unsafePermissions: rv = CKR_DEVICE_ERROR
         }
         self.init(CK_RV(rv), error.reason)
     }

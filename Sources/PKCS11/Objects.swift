@@ -57,7 +57,10 @@ extension ModuleState {
             throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "CKA_KC_APPLICATION_PASSWORD applies to token objects")
         }
         if object.isToken {
-            let rowID = try translating { () throws(KeychainError) in try token.keychain.add(object, uid: uid, master: token.userMaster) }
+            // The SO may store public objects only (checked above); the first one of the Always
+            // class keeps its key under the master key, which the SO's login holds too.
+            let master = object.isPrivate ? token.userMaster : token.userMaster ?? token.securityOfficerMaster
+            let rowID = try translating { () throws(KeychainError) in try token.keychain.add(object, uid: uid, master: master) }
             return handles.handle(forTokenObject: rowID, slotID: session.slotID, isPrivate: object.isPrivate)
         }
         var stamped = object

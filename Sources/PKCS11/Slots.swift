@@ -50,8 +50,9 @@ struct SlotTable {
                 refreshed[slot.id] = slot
                 continue
             }
-            guard let keychain = try? Keychain.open(at: path) else {
-                logger.warning("skipping \(path): not a usable keychain")
+            let keychain: Keychain
+            do { keychain = try Keychain.open(at: path) } catch {
+                logger.warning("skipping \(path): \(error.reason)")
                 continue
             }
             let stored = (try? keychain.info(countingObjects: false).slotID).flatMap { $0 }.map { CK_SLOT_ID($0) }

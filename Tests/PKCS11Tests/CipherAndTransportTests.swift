@@ -215,8 +215,10 @@ final class CipherAndTransportTests: ModuleTestCase {
 
     func test_aes_key_wrap_matches_rfc3394_and_respects_extractability() {
         let session = session()
-        let kek = secretKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"))
-        let target = secretKey(session, type: UInt(CKK_AES), value: hex("00112233445566778899aabbccddeeff"), extra: [(UInt(CKA_EXTRACTABLE), [1])])
+        // A key-transport key (wrap and unwrap asked for: the default is the data roles), and a
+        // target that is extractable and not sensitive (sensitive keys need a trusted wrapping key).
+        let kek = secretKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"), extra: [(UInt(CKA_WRAP), [1]), (UInt(CKA_UNWRAP), [1])])
+        let target = secretKey(session, type: UInt(CKK_AES), value: hex("00112233445566778899aabbccddeeff"), extra: [(UInt(CKA_EXTRACTABLE), [1]), (UInt(CKA_SENSITIVE), [0])])
         var length: CK_ULONG = 0
         XCTAssertRV(mechanism(Mechanisms.aesKeyWrap) { p11.C_WrapKey!(session, $0, kek, target, nil, &length) }, CKR_OK)
         XCTAssertEqual(length, 24)
@@ -234,7 +236,7 @@ final class CipherAndTransportTests: ModuleTestCase {
         XCTAssertRV(withTemplate(template) { t, c in
             mechanism(Mechanisms.aesKeyWrap) { p11.C_UnwrapKey!(session, $0, kek, &wrapped, 24, t, c, &unwrapped) }
         }, CKR_WRAPPED_KEY_INVALID)
-        let locked = secretKey(session, type: UInt(CKK_AES), value: [UInt8](repeating: 1, count: 16))
+        let locked = secretKey(session, type: UInt(CKK_AES), value: [UInt8](repeating: 1, count: 16), extra: [(UInt(CKA_SENSITIVE), [0])])
         XCTAssertRV(mechanism(Mechanisms.aesKeyWrap) { p11.C_WrapKey!(session, $0, kek, locked, nil, &length) }, CKR_KEY_UNEXTRACTABLE)
     }
 
@@ -316,7 +318,7 @@ extension CipherAndTransportTests {
             return inner.withUnsafeMutableBytes { innerBytes in
                 var value = [UInt8](repeating: 0x11, count: 16)
                 return value.withUnsafeMutableBytes { valueBytes in
-                    var klass = CK_OBJECT_CLASS(CKO_SECRET_KEY), type = CK_KEY_TYPE(CKK_AES)
+                    var klass = CK_OBJECT_CLASS(CKO_SECRET_KEY), type = CK_KEY_TYPE(CKK_AES), yes = CK_BBOOL(CK_TRUE)
                     return withUnsafeMutableBytes(of: &klass) { classBytes in
                         withUnsafeMutableBytes(of: &type) { typeBytes in
                             var template = [
@@ -324,8 +326,9 @@ extension CipherAndTransportTests {
                                 CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_KEY_TYPE), pValue: typeBytes.baseAddress, ulValueLen: CK_ULONG(typeBytes.count)),
                                 CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_VALUE), pValue: valueBytes.baseAddress, ulValueLen: 16),
                                 CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_WRAP_TEMPLATE), pValue: innerBytes.baseAddress, ulValueLen: CK_ULONG(innerBytes.count)),
+                                CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_WRAP), pValue: &yes, ulValueLen: 1),
                             ]
-                            return p11.C_CreateObject!(session, &template, 4, &kek)
+                            return p11.C_CreateObject!(session, &template, 5, &kek)
                         }
                     }
                 }
@@ -354,7 +357,8 @@ extension CipherAndTransportTests {
         var handle: CK_OBJECT_HANDLE = 0
         func makeTarget(_ name: String) -> CK_OBJECT_HANDLE {
             let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_AES))),
-                                               (UInt(CKA_VALUE), [UInt8](repeating: 5, count: 16)), (UInt(CKA_EXTRACTABLE), [1]), (UInt(CKA_LABEL), Array(name.utf8))]
+                                               (UInt(CKA_VALUE), [UInt8](repeating: 5, count: 16)), (UInt(CKA_EXTRACTABLE), [1]), (UInt(CKA_SENSITIVE), [0]),
+                                               (UInt(CKA_LABEL), Array(name.utf8))]
             XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_OK)
             return handle
         }

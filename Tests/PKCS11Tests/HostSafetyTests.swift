@@ -23,7 +23,7 @@ final class HostSafetyTests: ModuleTestCase {
         XCTAssertRV(login(session), CKR_OK)
         var kek: CK_OBJECT_HANDLE = 0
         let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_AES))),
-                                           (UInt(CKA_VALUE), [UInt8](repeating: 1, count: 16))]
+                                           (UInt(CKA_VALUE), [UInt8](repeating: 1, count: 16)), (UInt(CKA_UNWRAP), [1]), (UInt(CKA_WRAP), [1])]
         XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &kek) }, CKR_OK)
         var small = [UInt8](repeating: 0, count: 24)
         var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(Mechanisms.aesKeyWrap), pParameter: nil, ulParameterLen: 0)

@@ -35,7 +35,7 @@ out=$(GNUTLS_PIN="$PIN" pt --batch --login --list-privkeys "$token" 2>&1) || fai
 expect_eq "$(grep -c '^Object ' <<<"$out")" 4 "private keys listed after login"
 expect_eq "$(grep -c 'type=private$' <<<"$out")" 4 "private key URIs"
 expect_not_contains "$out" "type=public" "--list-privkeys"
-expect_contains "$out" $'\tURL: '"$token"$';id=%D1;object=gnu-rsa;type=private\n\tType: Private key (RSA-2048)\n\tLabel: gnu-rsa\n\tFlags: CKA_WRAP/UNWRAP; CKA_PRIVATE; CKA_NEVER_EXTRACTABLE; CKA_SENSITIVE; \n\tID: d1\n' "RSA private key"
+expect_contains "$out" $'\tURL: '"$token"$';id=%D1;object=gnu-rsa;type=private\n\tType: Private key (RSA-2048)\n\tLabel: gnu-rsa\n\tFlags: CKA_PRIVATE; CKA_NEVER_EXTRACTABLE; CKA_SENSITIVE; \n\tID: d1\n' "RSA private key"
 expect_contains "$out" $'\tURL: '"$token"$';id=%D2;object=gnu-p256;type=private\n\tType: Private key (EC/ECDSA-SECP256R1)\n\tLabel: gnu-p256\n' "P-256 private key"
 expect_contains "$out" $'\tURL: '"$token"$';id=%D3;object=gnu-p384;type=private\n\tType: Private key (EC/ECDSA-SECP384R1)\n\tLabel: gnu-p384\n\tFlags: CKA_PRIVATE; CKA_NEVER_EXTRACTABLE; CKA_SENSITIVE; \n\tID: d3\n' "P-384 private key"
 expect_contains "$out" $'\tURL: '"$token"$';id=%D4;object=gnu-ed25519;type=private\n\tType: Private key (EdDSA (Ed25519))\n\tLabel: gnu-ed25519\n' "Ed25519 private key"

@@ -21,7 +21,7 @@ no_crash() {
 }
 
 if [ -n "${FAULTS_IN_NAMESPACE:-}" ]; then
-    mount -t tmpfs -o size=4m tmpfs "$KEYCHAIN_PKCS11_DIR" || fail "mount a 4 MiB tmpfs on the keychain folder"
+    mount -t tmpfs -o size=4m,mode=0700 tmpfs "$KEYCHAIN_PKCS11_DIR" || fail "mount a 4 MiB tmpfs on the keychain folder"
     new_keychain faults 12345678 "$pin"
     slot=$(slot_of faults)
     for i in 1 2 3; do
@@ -36,25 +36,32 @@ if [ -n "${FAULTS_IN_NAMESPACE:-}" ]; then
     expect_eq "$(df --output=avail "$KEYCHAIN_PKCS11_DIR" | tail -n 1 | tr -d ' ')" "0" "free space after filling the tmpfs"
     # (pkcs11-tool --write-object takes at most 5,000 bytes of a file)
     head -c 4000 /dev/urandom >"$WORK/big.bin"
-    out=$(p11 --slot "$slot" --login --pin "$pin" --write-object "$WORK/big.bin" --type data --label big 2>&1)
+    out=$(p11 --slot "$slot" --write-object "$WORK/big.bin" --type data --label big 2>&1)
     status=$?
     no_crash "$status" "writing on a full disk"
     [ "$status" -ne 0 ] || fail "a 4 KB object was stored on a full disk"
     expect_contains "$out" "CKR_DEVICE_MEMORY" "writing on a full disk"
-    for i in 1 2 3; do read_back "keep$i" "$WORK/keep$i.bin"; done
+    # A login attempt that cannot be counted is not evaluated (security issue, item 1): with the
+    # disk full even the right PIN is refused, with CKR_DEVICE_MEMORY.
+    out=$(p11 --slot "$slot" --login --pin "$pin" -O 2>&1) && fail "a login that could not be counted succeeded"
+    expect_contains "$out" "CKR_DEVICE_MEMORY" "login on a full disk"
     expect_eq "$(sqlite3 "$db" 'PRAGMA integrity_check')" "ok" "integrity after the full disk"
     rm -f "$KEYCHAIN_PKCS11_DIR/filler"
+    for i in 1 2 3; do read_back "keep$i" "$WORK/keep$i.bin"; done
     p11 --slot "$slot" --login --pin "$pin" --write-object "$WORK/big.bin" --type data --label big >/dev/null 2>&1 ||
         fail "store the big object once there is room"
     read_back big "$WORK/big.bin"
-    echo "figure: full disk -> CKR_DEVICE_MEMORY, nothing lost, writes work again with room"
+    echo "figure: full disk -> writes and (uncounted) logins CKR_DEVICE_MEMORY, nothing lost, all works again with room"
 
     # --- a read-only file system ---------------------------------------------------------------
     mount -o remount,ro "$KEYCHAIN_PKCS11_DIR" || fail "remount read-only"
     info=$(p11 --slot "$slot" -T 2>&1) || fail "token info on a read-only file system: $info"
     expect_contains "$info" "faults" "the token on a read-only file system"
-    for i in 1 2 3; do read_back "keep$i" "$WORK/keep$i.bin"; done
-    out=$(p11 --slot "$slot" --login --pin "$pin" --write-object "$WORK/keep1.bin" --type data --label more 2>&1)
+    # A login attempt that cannot be counted is not evaluated (security issue, item 1): on a
+    # read-only file system even the right PIN gets CKR_DEVICE_ERROR, and no guess is free.
+    out=$(p11 --slot "$slot" --login --pin "$pin" -O 2>&1) && fail "a login that could not be counted succeeded"
+    expect_contains "$out" "CKR_DEVICE_ERROR" "login on a read-only file system"
+    out=$(p11 --slot "$slot" --write-object "$WORK/keep1.bin" --type data --label more 2>&1)
     status=$?
     no_crash "$status" "writing on a read-only file system"
     [ "$status" -ne 0 ] || fail "an object was stored on a read-only file system"
@@ -62,7 +69,7 @@ if [ -n "${FAULTS_IN_NAMESPACE:-}" ]; then
     mount -o remount,rw "$KEYCHAIN_PKCS11_DIR" || fail "remount read-write"
     for i in 1 2 3; do read_back "keep$i" "$WORK/keep$i.bin"; done
     read_back big "$WORK/big.bin"
-    echo "figure: read-only file system -> objects readable, writes CKR_TOKEN_WRITE_PROTECTED, nothing lost"
+    echo "figure: read-only file system -> token visible, logins refused uncounted (CKR_DEVICE_ERROR), writes CKR_TOKEN_WRITE_PROTECTED, nothing lost"
     cp "$db" "$WORK/good.keychain-db"
     umount "$KEYCHAIN_PKCS11_DIR"
 else

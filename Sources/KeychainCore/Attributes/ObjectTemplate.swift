@@ -132,6 +132,7 @@ public enum ObjectTemplate {
             }
             result[type] = value
         }
+        try result.checkTrustedRoles()
         return result
     }
 

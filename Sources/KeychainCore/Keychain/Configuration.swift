@@ -27,6 +27,9 @@ public struct Configuration: Sendable {
     /// Key sizes, curves and legacy mechanisms accepted (`key_policy = compatible|modern`,
     /// KEYCHAIN_PKCS11_KEY_POLICY); compatible by default.
     public var keyPolicy: KeyPolicy = .compatible
+    /// Which keys may wrap a sensitive key (`sensitive_wrapping = trusted|any`,
+    /// KEYCHAIN_PKCS11_SENSITIVE_WRAPPING); trusted by default. See `SensitiveWrapping`.
+    public var sensitiveWrapping: SensitiveWrapping = .trusted
 
     public init(directory: String, kdf: ScryptParameters = .interactive, defaultKeychain: String? = nil) {
         self.directory = directory
@@ -60,6 +63,10 @@ public struct Configuration: Sendable {
                 // An unknown word must not weaken anything: the strict policy applies.
                 configuration.keyPolicy = .modern
             }
+        }
+        if let text = environment("KEYCHAIN_PKCS11_SENSITIVE_WRAPPING") ?? file["sensitive_wrapping"] {
+            // An unknown word must not weaken anything.
+            configuration.sensitiveWrapping = SensitiveWrapping(rawValue: text) ?? .trusted
         }
         return configuration
     }

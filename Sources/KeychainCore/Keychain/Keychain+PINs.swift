@@ -41,13 +41,20 @@ extension Keychain {
     /// single step across threads and processes). A locked counter, or any failure to charge
     /// durably, refuses the attempt: nothing is evaluated that is not already counted.
     func chargeAttempt(_ counter: String, locked: String) throws(KeychainError) {
-        try translatingErrors {
+        do {
             try store.write {
                 let failures = try store.metaInteger(counter) ?? 0
                 let maximum = try store.metaInteger(Meta.maximumFailures) ?? PINPolicy.defaultMaximumFailures
                 guard failures < maximum else { throw KeychainError(.pinLocked, locked) }
                 try store.setMeta(counter, integer: failures + 1)
             }
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            // Read-only file system, full disk, a writer holding the file: not evaluated at all.
+            let underlying = KeychainError(error)
+            throw KeychainError(underlying.code == .storageFull ? .storageFull : .storageFailure,
+                                "this attempt could not be counted, so the PIN was not checked: \(underlying.reason)")
         }
     }
 

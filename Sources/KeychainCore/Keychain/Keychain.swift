@@ -96,6 +96,7 @@ public final class Keychain {
     /// Opens an existing keychain file; `deviceKey` is the device key its `…ThisDeviceOnly`
     /// items are bound to (by default the configured one).
     public static func open(at path: String, deviceKey: DeviceKeyFile = .configured()) throws(KeychainError) -> Keychain {
+        try KeychainDirectory.checkSafe(keychainFile: path)
         let store = try translatingErrors { try KeychainDatabase(path: path, create: false) }
         return try Keychain(store: store, deviceKey: deviceKey)
     }

@@ -14,7 +14,7 @@ public struct KeychainDirectory: Sendable {
 
     public init(path: String) { self.path = path }
 
-    /// Creates the folder (mode 0700) if needed.
+    /// Creates the folder (mode 0700) if needed; an existing one must be safe (`checkSafe`).
     public func ensureExists() throws(KeychainError) {
         var components: [Substring] = []
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
@@ -24,6 +24,33 @@ public struct KeychainDirectory: Sendable {
                 throw KeychainError(.storageFailure, "cannot create \(prefix): \(String(cString: strerror(errno)))")
             }
         }
+        try Self.checkSafe(path, what: "keychain folder")
+    }
+
+    /// Refuses a keychain folder or file that another user could replace or edit, as OpenSSH's
+    /// StrictModes refuses such a `~/.ssh`: it must belong to this user (or root) and must not be
+    /// writable by group or others. Whoever can write there can swap, roll back or delete
+    /// records; the keychain's own checks detect much of that, but not all (Docs/security.md).
+    public static func checkSafe(_ path: String, what: String) throws(KeychainError) {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return }
+        let owner = status.st_uid
+        guard owner == geteuid() || owner == 0 else {
+            let name = getpwuid(owner).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid \(owner)"
+            throw KeychainError(.unsafePermissions, "refusing the \(what) \(path): it belongs to another user (\(name)); keychains must be your own")
+        }
+        let mode = status.st_mode & 0o777
+        guard mode & 0o022 == 0 else {
+            throw KeychainError(.unsafePermissions,
+                                "refusing the \(what) \(path): other users can write to it (mode \(String(mode, radix: 8))); run chmod go-w '\(path)'")
+        }
+    }
+
+    /// `checkSafe` for a keychain file and the folder it is in.
+    static func checkSafe(keychainFile path: String) throws(KeychainError) {
+        let folder = path.lastIndex(of: "/").map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
+        try checkSafe(folder, what: "keychain folder")
+        try checkSafe(path, what: "keychain file")
     }
 
     /// Paths of the keychain files, sorted by name.

@@ -167,7 +167,7 @@ public enum KeyFactory {
     /// `generated` keys record their sensitivity history; imported keys were outside the token,
     /// so they are never "always sensitive" or "never extractable".
     static func fillComputed(_ object: inout ObjectAttributes, key: AsymmetricKey, given: Set<AttributeType>, generated: Bool = false) throws(KeychainError) {
-        for (usage, enabled) in defaultUsages(object.keyType, objectClass: object.objectClass) where !given.contains(usage) {
+        for (usage, enabled) in KeyPolicy.roleDefaults(defaultUsages(object.keyType, objectClass: object.objectClass), object: object, given: given) {
             object[usage] = AttributeValue.bool(enabled)
         }
         var computed: [AttributeType: [UInt8]] = [:]
@@ -234,12 +234,13 @@ public enum KeyFactory {
             }
             object[type] = expected
         }
-        for (usage, enabled) in defaultUsages(object.keyType, objectClass: .secretKey) where !given.contains(usage) {
+        for (usage, enabled) in KeyPolicy.roleDefaults(defaultUsages(object.keyType, objectClass: .secretKey), object: object, given: given) {
             object[usage] = AttributeValue.bool(enabled)
         }
         if object[.id] == nil { object[.id] = [] }
         object[.alwaysSensitive] = AttributeValue.bool(generated && object.bool(.sensitive))
         object[.neverExtractable] = AttributeValue.bool(generated && !object.bool(.extractable))
+        try object.checkTrustedRoles()
     }
 
     /// The CKA_KEY_TYPE of keys of `kind`.

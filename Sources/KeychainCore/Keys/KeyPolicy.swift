@@ -64,3 +64,48 @@ public enum KeyPolicy: String, Sendable, CaseIterable {
         }
     }
 }
+
+/// Who may wrap a key whose value must never be seen (CKA_SENSITIVE = TRUE): the defence against
+/// the key-management attacks of Clulow's "On the security of PKCS#11" and the Tookan tool
+/// (wrap a sensitive key under a key the attacker knows, or wrap it and decrypt the blob, or wrap
+/// and unwrap it as non-sensitive).
+public enum SensitiveWrapping: String, Sendable, CaseIterable {
+    /// Only a key the SO marked CKA_TRUSTED wraps a sensitive key; a trusted secret wrapping key
+    /// must itself be sensitive and may never encrypt or decrypt data (else a C_Decrypt of the
+    /// blob, or an encryption oracle, undoes the wrap). A key unwrapped with a trusted key is
+    /// sensitive: the blob may hold a sensitive key.
+    case trusted
+    /// Any key with CKA_WRAP wraps any extractable key, as SoftHSM does. This re-opens the attacks
+    /// above to anyone who can log in; it exists for applications that back up sensitive keys
+    /// under a key they make themselves.
+    case any
+}
+
+extension KeyPolicy {
+    /// The usage flags a key gets when its template leaves them out: a key has key-transport
+    /// roles (wrap, unwrap) *or* data roles (encrypt, decrypt), not both, unless the template
+    /// asks for both explicitly. Without a wrap or unwrap request a key gets the data roles.
+    static func roleDefaults(_ typeDefaults: [AttributeType: Bool], object: ObjectAttributes, given: Set<AttributeType>) -> [AttributeType: Bool] {
+        // A trusted key is a key-transport key (the SO marks it to wrap sensitive keys).
+        let transportAsked = [AttributeType.wrap, .unwrap, .trusted].contains { given.contains($0) && object.bool($0) }
+        var result: [AttributeType: Bool] = [:]
+        for (usage, enabled) in typeDefaults where !given.contains(usage) {
+            switch usage {
+            case .wrap, .unwrap: result[usage] = enabled && transportAsked
+            case .encrypt, .decrypt: result[usage] = enabled && !transportAsked
+            default: result[usage] = enabled
+            }
+        }
+        return result
+    }
+}
+
+extension ObjectAttributes {
+    /// A trusted secret key wraps sensitive keys, so it must never encrypt or decrypt data: a
+    /// C_Decrypt of a wrapped blob (AES key wrap is AES rounds and XORs) would undo the wrap.
+    func checkTrustedRoles() throws(KeychainError) {
+        if objectClass == .secretKey, bool(.trusted), bool(.encrypt) || bool(.decrypt) {
+            throw KeychainError(.templateInconsistent, "a trusted secret key wraps keys: it cannot also have CKA_ENCRYPT or CKA_DECRYPT")
+        }
+    }
+}

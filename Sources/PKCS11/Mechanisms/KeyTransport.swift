@@ -56,6 +56,14 @@ extension ModuleState {
             if target.bool(.wrapWithTrusted) {
                 guard wrapping.bool(.trusted) else { throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "this key may only be wrapped by a trusted key") }
             }
+            if target.bool(.sensitive), configuration.sensitiveWrapping == .trusted {
+                guard wrapping.bool(.trusted) else {
+                    throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "a sensitive key is wrapped only by a key the SO marked CKA_TRUSTED (sensitive_wrapping = trusted)")
+                }
+                if wrapping.objectClass == .secretKey, !wrapping.bool(.sensitive) || wrapping.bool(.encrypt) || wrapping.bool(.decrypt) {
+                    throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "a trusted wrapping key must be sensitive and must not encrypt or decrypt data")
+                }
+            }
             guard NestedTemplate.object(target, matches: .wrapTemplate, of: wrapping) else {
                 throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "the key does not match the wrapping key's CKA_WRAP_TEMPLATE")
             }
@@ -97,12 +105,30 @@ extension ModuleState {
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
             let unwrapping = try keyAttributes(unwrappingKey, session: session, token: token)
+            if try mayHoldSensitiveKeys(unwrapping, token: token),
+               template.contains(where: { $0.type == .sensitive && AttributeValue.decodeBool($0.value) == false }) {
+                throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT),
+                              "a key unwrapped with a key that may wrap sensitive keys (CKA_TRUSTED) is sensitive: CKA_SENSITIVE = FALSE is refused")
+            }
             let object = try translating { () throws(KeychainError) in
                 let full = try NestedTemplate.merge(template, with: .unwrapTemplate, of: unwrapping)
                 return try KeyTransport.unwrappedObject(material, template: full, uniqueID: id.text, bySecurityOfficer: bySO, policy: configuration.keyPolicy)
             }
             return try store(object, uid: id.bytes, session: session, token: token)
         }
+    }
+
+    /// Whether blobs this unwrapping key opens may hold sensitive keys: under
+    /// `sensitive_wrapping = trusted` only trusted keys wrap those, so a trusted secret key, or an
+    /// RSA private key whose public half is a trusted public key (same modulus), may.
+    private func mayHoldSensitiveKeys(_ unwrapping: ObjectAttributes, token: Token) throws(CKError) -> Bool {
+        guard configuration.sensitiveWrapping == .trusted else { return false }
+        if unwrapping.objectClass == .secretKey { return unwrapping.bool(.trusted) }
+        guard unwrapping.objectClass == .privateKey, let modulus = unwrapping[.modulus] else { return false }
+        let trustedPublic: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.publicKey.rawValue)), (.trusted, AttributeValue.bool(true)),
+                                       (.modulus, modulus)]
+        let found = try translating { () throws(KeychainError) in try token.keychain.find(trustedPublic, master: token.userMaster) }
+        return !found.isEmpty
     }
 
     /// C_DeriveKey: the new key's value comes from the mechanism's derivation, its attributes
