@@ -72,6 +72,9 @@ let package = Package(
                 .unsafeFlags([
                     "-Xlinker", "--version-script=\(packageRoot)pkcs11/keychain-pkcs11.map",
                     "-Xlinker", "-z", "-Xlinker", "nodelete",
+                    // gold keeps 38 protected Swift symbols in .dynsym (bound LOCAL) despite the
+                    // version script; lld, shipped with the toolchain, leaves only the C_* exports.
+                    "-use-ld=lld",
                 ]),
             ]
         ),
