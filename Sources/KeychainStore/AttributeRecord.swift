@@ -7,10 +7,44 @@ public enum AttributeRecord {
     /// No attribute value in a record may be larger than this.
     public static let maximumValueLength = 16 << 20
 
+    /// The type of the padding entry: zero bytes that bring a record to its size class. Never an
+    /// attribute; decoding drops it.
+    static let paddingType = UInt64.max
+
+    /// The size a padded record's plaintext is brought to: a power of two from 256 bytes up to
+    /// 16 KiB, then a multiple of 16 KiB. A stored record's length then says only its class, not
+    /// the length of the secret in it (a 1-byte and a 41-byte password seal to the same size).
+    public static func sizeClass(_ length: Int) -> Int {
+        let large = 16 << 10
+        if length > large { return (length + large - 1) / large * large }
+        var size = 256
+        while size < length { size <<= 1 }
+        return size
+    }
+
+    /// With `padded`, a padding entry brings the record to `sizeClass` of its length.
+    public static func encode(_ attributes: [(type: UInt64, value: [UInt8])], padded: Bool) -> [UInt8] {
+        let kept = attributes.filter { $0.type != paddingType }
+        let plain = encode(kept, count: kept.count + (padded ? 1 : 0))
+        guard padded else { return plain }
+        let entry = 12
+        let target = sizeClass(plain.count + entry)
+        var out = plain
+        out.reserveCapacity(target)
+        append(paddingType, bytes: 8, to: &out)
+        append(UInt64(target - plain.count - entry), bytes: 4, to: &out)
+        out += [UInt8](repeating: 0, count: target - plain.count - entry)
+        return out
+    }
+
     public static func encode(_ attributes: [(type: UInt64, value: [UInt8])]) -> [UInt8] {
+        encode(attributes.filter { $0.type != paddingType }, count: nil)
+    }
+
+    private static func encode(_ attributes: [(type: UInt64, value: [UInt8])], count: Int?) -> [UInt8] {
         var out = magic
         out.reserveCapacity(8 + attributes.reduce(0) { $0 + 12 + $1.value.count })
-        append(UInt64(attributes.count), bytes: 4, to: &out)
+        append(UInt64(count ?? attributes.count), bytes: 4, to: &out)
         for (type, value) in attributes {
             append(type, bytes: 8, to: &out)
             append(UInt64(value.count), bytes: 4, to: &out)
@@ -30,6 +64,10 @@ public enum AttributeRecord {
             let type = try reader.integer(8)
             let length = try reader.integer(4)
             guard length <= UInt64(maximumValueLength) else { throw StoreError(.malformed, "record value length") }
+            if type == paddingType {
+                try reader.skip(Int(length))
+                continue
+            }
             result.append((type, try reader.bytes(Int(length))))
         }
         guard reader.isAtEnd else { throw StoreError(.malformed, "trailing bytes in record") }
@@ -50,6 +88,11 @@ public enum AttributeRecord {
             guard count >= 0, count <= data.count - offset else { throw StoreError(.malformed, "record truncated") }
             defer { offset += count }
             return Array(data[offset..<(offset + count)])
+        }
+
+        mutating func skip(_ count: Int) throws {
+            guard count >= 0, count <= data.count - offset else { throw StoreError(.malformed, "record truncated") }
+            offset += count
         }
 
         mutating func integer(_ size: Int) throws -> UInt64 {

@@ -95,6 +95,10 @@ struct GenerateKey: ParsableCommand {
     @Flag(help: "Allow exporting the private key later (encrypted PKCS#8 or PKCS#12).")
     var extractable = false
 
+    @Flag(help: ArgumentHelp("Make the public-key object private too: its label, ID and key are hidden without the PIN (ssh-keygen -D then sees the key only after a login).",
+                             visibility: .default))
+    var hidePublicKey = false
+
     @OptionGroup var access: AccessOptions
 
     func run() throws {
@@ -108,7 +112,9 @@ struct GenerateKey: ParsableCommand {
         }
         let keyType = KeyFactory.keyType(of: kind)
         let id = try KeyStorage.parseID(self.id)
-        var publicTemplate: Template = [(.token, AttributeValue.bool(true)), (.label, Array(label.utf8)), (.isPrivate, AttributeValue.bool(false))]
+        // The public-key object is public by default (OpenSSH and TLS clients list keys before a
+        // login): its label and CKA_ID are then readable without the PIN (Docs/security.md).
+        var publicTemplate: Template = [(.token, AttributeValue.bool(true)), (.label, Array(label.utf8)), (.isPrivate, AttributeValue.bool(hidePublicKey))]
         if let id { publicTemplate.append((.id, id)) }
         if kind == .rsa { publicTemplate.append((.modulusBits, AttributeValue.ulong(UInt(max(bits, 0))))) } else {
             publicTemplate.append((.ecParams, KeyFactory.curveParameters(of: kind)))

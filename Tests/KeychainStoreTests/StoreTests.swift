@@ -135,3 +135,23 @@ final class SealedRecordTests: XCTestCase {
         XCTAssertEqual(try one.digest(attribute: 3, value: [1]).count, 16)
     }
 }
+
+/// Attack (security issue, item 5): the length of a sealed record gives away the length of the
+/// secret in it unless records are padded to size classes.
+final class RecordPaddingTests: XCTestCase {
+    func test_records_of_different_secret_lengths_have_the_same_padded_size() {
+        let short = AttributeRecord.encode([(0x11, Array("x".utf8)), (0x3, Array("label".utf8))], padded: true)
+        let long = AttributeRecord.encode([(0x11, [UInt8](repeating: 0x41, count: 41)), (0x3, Array("label".utf8))], padded: true)
+        XCTAssertEqual(short.count, 256)
+        XCTAssertEqual(long.count, 256)
+        XCTAssertEqual(AttributeRecord.encode([(0x11, [UInt8](repeating: 1, count: 300))], padded: true).count, 512)
+        XCTAssertEqual(AttributeRecord.sizeClass(16 << 10), 16 << 10)
+        XCTAssertEqual(AttributeRecord.sizeClass((16 << 10) + 1), 32 << 10)
+        let decoded = short.withUnsafeBytes { try? AttributeRecord.decode($0) }
+        XCTAssertEqual(decoded?.map(\.type), [0x11, 0x3], "the padding entry is dropped")
+        XCTAssertEqual(decoded?.first?.value, Array("x".utf8))
+        var truncated = short
+        truncated.removeLast()
+        XCTAssertThrowsError(try truncated.withUnsafeBytes { try AttributeRecord.decode($0) })
+    }
+}

@@ -35,6 +35,13 @@ expect_status 64 "RSA size out of range" kc generate-key --type rsa --bits 1016 
 KEYCHAIN_PKCS11_KEY_POLICY=modern expect_status 64 "RSA-1024 under key_policy = modern" kc generate-key --type rsa --bits 1024 --label x --pin-file user.pin
 listed=$(ssh-keygen -D "$MODULE" </dev/null 2>/dev/null)
 expect_contains "$listed" "$(awk '{print $1, $2}' <<<"$ssh_line")" "ssh-keygen -D lists the generated key as generate-key printed it"
+# --hide-public-key: the key pair's public-key object is private too, so its label is not
+# readable without the PIN (security issue, item 5).
+hidden=$(kc generate-key --type ec --label hidden-name --hide-public-key --pin-file user.pin) || fail "generate with --hide-public-key"
+hidden_ssh=$(sed -n 's/^SSH: *//p' <<<"$hidden")
+expect_not_contains "$(p11 -O 2>/dev/null)" "hidden-name" "objects listed without a login"
+expect_not_contains "$(ssh-keygen -D "$MODULE" </dev/null 2>/dev/null)" "$(awk '{print $2}' <<<"$hidden_ssh")" "ssh-keygen -D without a login"
+expect_contains "$(p11 --login --pin "$(cat user.pin)" -O --type pubkey 2>/dev/null)" "label:      hidden-name" "public key listed after a login"
 out=$(kc export --label gen-ec --type public-key --format ssh --public-only); expect_eq "$out" "$ssh_line" "export --format ssh"
 kc export --label gen-rsa --type public-key -o gen-rsa.pub.pem --public-only >/dev/null || fail "export public PEM"
 verify_with gen-rsa.pub.pem 0a SHA256-RSA-PKCS

@@ -19,7 +19,8 @@ extension Keychain {
     }
 
     func seal(_ object: ObjectAttributes, uid: [UInt8], protection: Protection, keys: RecordKeys) throws -> [UInt8] {
-        var plaintext = AttributeRecord.encode(object.recordAttributes)
+        // Records that may hold a secret are padded to a size class (Docs/security.md).
+        var plaintext = AttributeRecord.encode(object.recordAttributes, padded: protection != .public)
         defer { wipe(&plaintext) }
         let secure = SecureBytes(plaintext)
         return try SealedRecord.seal(secure, base: keys.recordBase, uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue)
