@@ -27,7 +27,9 @@ enum DecoderFuzz {
         case 0:
             _ = try? data.withUnsafeBytes { try AttributeRecord.decode($0) }
         case 1:
-            _ = try? SealedRecord.open(data, base: recordKey, uid: [1, 2, 3], objectClass: 3, protection: flags & 7, version: UInt32(flags >> 6))
+            if let index = try? IndexCommitment(entries: [IndexEntry(attribute: 3, digest: Array(data.prefix(16)))], primaryKey: nil) {
+                _ = try? SealedRecord.open(data, base: recordKey, uid: [1, 2, 3], objectClass: 3, protection: flags & 7, version: UInt32(flags >> 6), index: index)
+            }
         case 2:
             _ = try? Certificate(der: data)
         case 3:

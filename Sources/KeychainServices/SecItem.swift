@@ -106,7 +106,7 @@ public func SecItemDelete(_ query: [String: Any]) -> OSStatus {
             var all = parsed
             all.limit = .all
             for (id, _) in try matches(all, keychain: keychain, master: master) {
-                try translate { () throws(KeychainError) in try keychain.remove(id: id) }
+                try translate { () throws(KeychainError) in try keychain.remove(id: id, master: master) }
             }
             return nil
         }

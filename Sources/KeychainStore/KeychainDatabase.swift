@@ -37,6 +37,9 @@ public final class KeychainDatabase {
         return ChangeStamp(dataVersion: version, localWrites: localWrites)
     }
 
+    /// Whether a transaction is open on this connection (a write now would be part of it).
+    public var inTransaction: Bool { database.transactionDepth > 0 }
+
     /// Runs `body` over one consistent snapshot.
     public func read<R>(_ body: () throws -> R) throws -> R { try database.read(body) }
 

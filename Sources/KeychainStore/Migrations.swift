@@ -28,6 +28,11 @@ enum Migrations {
         CREATE INDEX object_index_lookup ON object_index(attribute, digest);
         CREATE INDEX object_index_owner ON object_index(object_id);
         """,
+        // 2: per-row write epoch and index commitment, covered by the integrity manifest.
+        """
+        ALTER TABLE objects ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE objects ADD COLUMN index_commit BLOB;
+        """,
     ]
 
     static var currentVersion: Int64 { Int64(steps.count) }

@@ -8,6 +8,34 @@ public struct ObjectRow: Sendable {
     public let recordVersion: UInt32
     public let created: Int64
     public let modified: Int64
+    /// The keyed digest of the item's primary key (keychain items), as the UNIQUE column holds it.
+    public let primaryKey: [UInt8]?
+    /// The keychain epoch of the row's last write (0 for rows of earlier builds).
+    public let epoch: UInt64
+    /// The row's index commitment as written (nil for rows of earlier builds).
+    public let indexCommit: [UInt8]?
+}
+
+/// What the integrity manifest covers of one row (no record body needed but its tag).
+public struct RowState: Sendable, Equatable {
+    public let uid: [UInt8]
+    public let objectClass: UInt64
+    public let protection: UInt8
+    public let epoch: UInt64
+    public let tag: [UInt8]
+    public let indexCommit: [UInt8]
+
+    public init(uid: [UInt8], objectClass: UInt64, protection: UInt8, epoch: UInt64, tag: [UInt8], indexCommit: [UInt8]) {
+        self.uid = uid
+        self.objectClass = objectClass
+        self.protection = protection
+        self.epoch = epoch
+        self.tag = tag
+        self.indexCommit = indexCommit
+    }
+
+    /// The AES-GCM tag of a sealed record: its last 16 bytes.
+    public static func tag(of record: [UInt8]) -> [UInt8] { Array(record.suffix(16)) }
 }
 
 /// One searchable attribute of an object, as a blind-index digest.
@@ -36,21 +64,25 @@ public struct IndexTerm: Sendable {
 /// SQL over the `objects` and `object_index` tables.
 extension KeychainDatabase {
     private enum SQL {
-        static let insert = "INSERT INTO objects (uid, class, protection, record, record_version, primary_key, created, modified) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        static let insert = "INSERT INTO objects (uid, class, protection, record, record_version, primary_key, created, modified, epoch, index_commit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         static let insertIndex = "INSERT INTO object_index (object_id, attribute, digest) VALUES (?, ?, ?)"
         static let deleteIndex = "DELETE FROM object_index WHERE object_id = ?"
-        static let update = "UPDATE objects SET protection = ?, record = ?, record_version = ?, primary_key = ?, modified = ? WHERE id = ?"
+        static let update = "UPDATE objects SET protection = ?, record = ?, record_version = ?, primary_key = ?, modified = ?, epoch = ?, index_commit = ? WHERE id = ?"
         static let delete = "DELETE FROM objects WHERE id = ?"
-        static let columns = "id, uid, class, protection, record, record_version, created, modified"
+        static let columns = "id, uid, class, protection, record, record_version, created, modified, primary_key, epoch, index_commit"
+        static let states = "SELECT uid, class, protection, epoch, substr(record, -16), index_commit FROM objects WHERE record_version >= 2"
+        static let indexOf = "SELECT attribute, digest FROM object_index WHERE object_id = ?"
         static let fetch = "SELECT \(columns) FROM objects WHERE id = ?"
         static let count = "SELECT protection, count(*) FROM objects GROUP BY protection"
     }
 
     /// Adds an object and its index entries in one transaction; returns its row id.
-    public func insertObject(uid: [UInt8], objectClass: UInt64, protection: UInt8, record: [UInt8], primaryKey: [UInt8]?, index: [IndexEntry], now: Int64) throws -> Int64 {
+    public func insertObject(uid: [UInt8], objectClass: UInt64, protection: UInt8, record: [UInt8], primaryKey: [UInt8]?, index: [IndexEntry], now: Int64,
+                             epoch: UInt64 = 0, indexCommit: [UInt8]? = nil, recordVersion: UInt32 = SealedRecord.currentVersion) throws -> Int64 {
         try database.write {
             try database.run(SQL.insert, [.blob(uid), .integer(Int64(bitPattern: objectClass)), .integer(Int64(protection)), .blob(record),
-                                          .integer(Int64(SealedRecord.currentVersion)), primaryKey.map { .blob($0) } ?? .null, .integer(now), .integer(now)])
+                                          .integer(Int64(recordVersion)), primaryKey.map { .blob($0) } ?? .null, .integer(now), .integer(now),
+                                          .integer(Int64(bitPattern: epoch)), indexCommit.map { .blob($0) } ?? .null])
             let id = database.lastInsertRowID
             for entry in index {
                 try database.run(SQL.insertIndex, [.integer(id), .integer(Int64(bitPattern: entry.attribute)), .blob(entry.digest)])
@@ -60,9 +92,11 @@ extension KeychainDatabase {
     }
 
     /// Replaces an object's record, protection and index entries.
-    public func updateObject(id: Int64, protection: UInt8, record: [UInt8], primaryKey: [UInt8]?, index: [IndexEntry], now: Int64) throws {
+    public func updateObject(id: Int64, protection: UInt8, record: [UInt8], primaryKey: [UInt8]?, index: [IndexEntry], now: Int64,
+                             epoch: UInt64 = 0, indexCommit: [UInt8]? = nil) throws {
         try database.write {
-            try database.run(SQL.update, [.integer(Int64(protection)), .blob(record), .integer(Int64(SealedRecord.currentVersion)), primaryKey.map { .blob($0) } ?? .null, .integer(now), .integer(id)])
+            try database.run(SQL.update, [.integer(Int64(protection)), .blob(record), .integer(Int64(SealedRecord.currentVersion)), primaryKey.map { .blob($0) } ?? .null,
+                                          .integer(now), .integer(Int64(bitPattern: epoch)), indexCommit.map { .blob($0) } ?? .null, .integer(id)])
             guard database.changes == 1 else { throw StoreError(.notFound, "object \(id) no longer exists") }
             try database.run(SQL.deleteIndex, [.integer(id)])
             for entry in index {
@@ -78,6 +112,37 @@ extension KeychainDatabase {
         }
     }
 
+    /// What the integrity manifest covers of every current-format row, optionally only of the
+    /// rows whose uid starts with `bucket` (the unique index on uid answers the range).
+    public func rowStates(bucket: UInt8? = nil) throws -> [RowState] {
+        var sql = SQL.states
+        var values: [SQLValue] = []
+        if let bucket {
+            sql += " AND uid >= ? AND uid < ?"
+            values = [.blob([bucket]), bucket == 0xFF ? .blob([0xFF] + [UInt8](repeating: 0xFF, count: 64)) : .blob([bucket + 1])]
+        }
+        var states: [RowState] = []
+        try database.query(sql, values) { s in
+            states.append(RowState(uid: s.blob(0), objectClass: UInt64(bitPattern: s.int64(1)), protection: UInt8(truncatingIfNeeded: s.int64(2)),
+                                   epoch: UInt64(bitPattern: s.int64(3)), tag: s.blob(4), indexCommit: s.isNull(5) ? [] : s.blob(5)))
+        }
+        return states
+    }
+
+    /// Whether any row is in the current record format (then the keychain must have a manifest).
+    public func hasCurrentFormatRows() throws -> Bool {
+        var found = false
+        try database.query("SELECT 1 FROM objects WHERE record_version >= 2 LIMIT 1") { _ in found = true }
+        return found
+    }
+
+    /// The index entries stored for an object, as the table holds them now.
+    public func indexEntries(objectID: Int64) throws -> [IndexEntry] {
+        var entries: [IndexEntry] = []
+        try database.query(SQL.indexOf, [.integer(objectID)]) { entries.append(IndexEntry(attribute: UInt64(bitPattern: $0.int64(0)), digest: $0.blob(1))) }
+        return entries
+    }
+
     public func fetchObject(id: Int64) throws -> ObjectRow {
         var row: ObjectRow?
         try database.query(SQL.fetch, [.integer(id)]) { row = Self.row($0) }
@@ -89,7 +154,7 @@ extension KeychainDatabase {
     /// entry matching every term. With `withRecords` false the record column is left empty.
     public func findObjects(protections: [UInt8], objectClass: UInt64?, terms: [IndexTerm], withRecords: Bool) throws -> [ObjectRow] {
         guard !protections.isEmpty else { return [] }
-        var sql = "SELECT \(withRecords ? SQL.columns : "id, uid, class, protection, x'', record_version, created, modified") FROM objects WHERE protection IN (\(protections.map { _ in "?" }.joined(separator: ",")))"
+        var sql = "SELECT \(withRecords ? SQL.columns : "id, uid, class, protection, x'', record_version, created, modified, primary_key, epoch, index_commit") FROM objects WHERE protection IN (\(protections.map { _ in "?" }.joined(separator: ",")))"
         var values: [SQLValue] = protections.map { .integer(Int64($0)) }
         if let objectClass {
             sql += " AND class = ?"
@@ -125,6 +190,7 @@ extension KeychainDatabase {
     private static func row(_ s: Statement) -> ObjectRow {
         ObjectRow(id: s.int64(0), uid: s.blob(1), objectClass: UInt64(bitPattern: s.int64(2)),
                   protection: UInt8(truncatingIfNeeded: s.int64(3)), record: s.blob(4),
-                  recordVersion: UInt32(truncatingIfNeeded: s.int64(5)), created: s.int64(6), modified: s.int64(7))
+                  recordVersion: UInt32(truncatingIfNeeded: s.int64(5)), created: s.int64(6), modified: s.int64(7),
+                  primaryKey: s.isNull(8) ? nil : s.blob(8), epoch: UInt64(bitPattern: s.int64(9)), indexCommit: s.isNull(10) ? nil : s.blob(10))
     }
 }

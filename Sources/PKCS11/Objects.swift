@@ -59,7 +59,7 @@ extension ModuleState {
         if object.isToken {
             // The SO may store public objects only (checked above); the first one of the Always
             // class keeps its key under the master key, which the SO's login holds too.
-            let master = object.isPrivate ? token.userMaster : token.userMaster ?? token.securityOfficerMaster
+            let master = object.isPrivate ? token.userMaster : token.writingMaster
             let rowID = try translating { () throws(KeychainError) in try token.keychain.add(object, uid: uid, master: master) }
             return handles.handle(forTokenObject: rowID, slotID: session.slotID, isPrivate: object.isPrivate)
         }
@@ -104,7 +104,7 @@ extension ModuleState {
             let (entry, current) = try objectForWriting(object, session: session, token: token)
             guard current.isDestroyable else { throw CKError(CK_RV(CKR_ACTION_PROHIBITED), "the object is not destroyable") }
             if case .token(let rowID) = entry.location {
-                try translating { () throws(KeychainError) in try token.keychain.remove(id: rowID) }
+                try translating { () throws(KeychainError) in try token.keychain.remove(id: rowID, master: token.writingMaster) }
             }
             handles.remove(object)
             token.forgetKey(object)
@@ -223,7 +223,7 @@ extension ModuleState {
                 sessionObject.attributes = updated
                 sessionObject.attributes[.modificationTime] = AttributeValue.ulong(UInt(time(nil)))
             case .token(let rowID):
-                try translating { () throws(KeychainError) in try token.keychain.replace(id: rowID, with: updated, master: token.userMaster) }
+                try translating { () throws(KeychainError) in try token.keychain.replace(id: rowID, with: updated, master: updated.isPrivate ? token.userMaster : token.writingMaster) }
             }
         }
     }

@@ -80,4 +80,7 @@ final class Token {
 
     /// The master key while the SO is logged in (to set the user PIN).
     var securityOfficerMaster: MasterKey? { login == .securityOfficer ? master : nil }
+    /// The master key of whoever is logged in, for writes of public objects (which the SO may
+    /// make too): it opens the Always key and the manifest key where the device key cannot.
+    var writingMaster: MasterKey? { master }
 }

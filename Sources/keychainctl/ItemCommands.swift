@@ -233,13 +233,13 @@ struct Delete: ParsableCommand {
 
     func run() throws {
         let open = try selector.keychain(selection)
-        try open.unlock()
+        let master = try open.unlock()
         try selector.requireCriteria()
         let found = all ? try selector.items(in: open) : [try selector.single(in: open)]
         guard !found.isEmpty else { throw fail("no item matches in keychain '\(open.label)'.", status: ExitStatus.notFound) }
         try open.run { () throws(KeychainError) in
             try open.keychain.transaction { () throws(KeychainError) in
-                for item in found { try open.keychain.remove(id: item.rowID) }
+                for item in found { try open.keychain.remove(id: item.rowID, master: master) }
             }
         }
         for item in found { print("Deleted \(item.kind) \(item.uri.text)") }

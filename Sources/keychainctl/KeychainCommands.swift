@@ -197,3 +197,39 @@ struct ResetPIN: ParsableCommand {
         print("Set a new user PIN for '\(open.label)'.")
     }
 }
+
+struct Verify: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check a keychain file for damage and for changes made outside this software.",
+        discussion: """
+        Checks the SQLite file, the integrity manifest (every record's write epoch, record and search \
+        entries, so that a record rolled back, removed or added outside this software is found), \
+        whether the file is older than one this device has seen, and opens every item the PIN opens. \
+        Exit status 0 when all is well, 5 when damage or tampering is found.
+
+        --accept-older-copy: after restoring an older copy of the file on purpose, accept it as the \
+        current state (the device's record of this keychain goes back to the file's).
+
+        Examples:
+          keychainctl verify
+          keychainctl verify --keychain work --accept-older-copy
+        """
+    )
+
+    @OptionGroup var selection: KeychainOptions
+
+    @Flag(help: "Accept this file although it is older than one this device has seen (a backup restored on purpose).")
+    var acceptOlderCopy = false
+
+    func run() throws {
+        let open = try selection.open()
+        let master = try open.unlock()
+        let integrity = try open.run { () throws(KeychainError) in try open.keychain.integrityCheck() }
+        guard integrity == "ok" else { throw fail("the SQLite file is damaged: \(integrity)", status: ExitStatus.storage) }
+        if acceptOlderCopy {
+            try open.run { () throws(KeychainError) in try open.keychain.acceptOlderCopy(master: master) }
+        }
+        let opened = try open.run { () throws(KeychainError) in try open.keychain.verifyIntegrity(master: master) }
+        print("Keychain '\(open.label)': file sound, integrity manifest verified, \(opened) item(s) opened and checked.")
+    }
+}

@@ -294,9 +294,9 @@ struct DeletePassword<Class: PasswordClass>: ParsableCommand {
 
     func run() throws {
         let open = try selection.open()
-        try open.unlock()
+        let master = try open.unlock()
         let item = try PasswordItems.single(Class.itemClass, attributes: attributes, extra: try Class.template(extra), in: open)
-        try open.run { () throws(KeychainError) in try open.keychain.remove(id: item.rowID) }
+        try open.run { () throws(KeychainError) in try open.keychain.remove(id: item.rowID, master: master) }
         print("Deleted \(item.kind) \(item.uri.text)")
     }
 }

@@ -151,7 +151,7 @@ final class ProtectionClassTests: XCTestCase {
                        .deviceKeyUnavailable, "new device-bound items are refused while old ones are stranded")
 
         // Deleting the stranded items lets the copy bind to its new device.
-        for protection in ProtectionClass.allCases where protection.isDeviceBound { try again.remove(id: ids[protection] ?? 0) }
+        for protection in ProtectionClass.allCases where protection.isDeviceBound { try again.remove(id: ids[protection] ?? 0, master: try unlock(again)) }
         XCTAssertNoThrow(try again.add(try item("new", .alwaysThisDeviceOnly), uid: try Random.bytes(16), master: try unlock(again)))
         let third = try Keychain.open(at: moved, deviceKey: otherDevice)
         XCTAssertEqual(try labels(third, master: nil), ["always", "new"], "Always items now open on the new device without a login")

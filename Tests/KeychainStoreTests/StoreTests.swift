@@ -116,14 +116,29 @@ final class KeychainDatabaseTests: XCTestCase {
 final class SealedRecordTests: XCTestCase {
     private let base = SecureBytes(Array(repeating: 5, count: 32))
 
-    func test_a_record_opens_only_on_its_own_row() throws {
+    func test_a_record_opens_only_on_its_own_row_with_its_own_index_entries() throws {
         let plaintext = SecureBytes(Array("attributes".utf8))
-        let box = try SealedRecord.seal(plaintext, base: base, uid: [1, 1], objectClass: 0, protection: 1)
-        XCTAssertEqual(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 1, version: SealedRecord.currentVersion).bytes, plaintext.bytes)
-        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 2], objectClass: 0, protection: 1, version: SealedRecord.currentVersion))
-        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 3, protection: 1, version: SealedRecord.currentVersion))
-        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 0, version: SealedRecord.currentVersion))
-        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 1, version: 2))
+        let label = IndexEntry(attribute: 3, digest: [UInt8](repeating: 0xAA, count: 16))
+        let id = IndexEntry(attribute: 0x102, digest: [UInt8](repeating: 0xBB, count: 16))
+        let index = try IndexCommitment(entries: [label, id], primaryKey: nil)
+        let box = try SealedRecord.seal(plaintext, base: base, uid: [1, 1], objectClass: 0, protection: 1, index: index)
+        let version = SealedRecord.currentVersion
+        XCTAssertEqual(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 1, version: version, index: index).bytes, plaintext.bytes)
+        let reordered = try IndexCommitment(entries: [id, label], primaryKey: nil)
+        XCTAssertEqual(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 1, version: version, index: reordered).bytes, plaintext.bytes,
+                       "the order rows come back in does not matter")
+        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 2], objectClass: 0, protection: 1, version: version, index: index))
+        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 3, protection: 1, version: version, index: index))
+        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 0, version: version, index: index))
+        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 1, version: 1, index: index))
+        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 1, version: 3, index: index))
+        // Index entries removed, swapped for another object's, or a primary key added: refused.
+        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 1, version: version,
+                                                   index: try IndexCommitment(entries: [label], primaryKey: nil)))
+        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 1, version: version,
+                                                   index: try IndexCommitment(entries: [IndexEntry(attribute: 3, digest: [UInt8](repeating: 0xCC, count: 16)), id], primaryKey: nil)))
+        XCTAssertThrowsError(try SealedRecord.open(box, base: base, uid: [1, 1], objectClass: 0, protection: 1, version: version,
+                                                   index: try IndexCommitment(entries: [label, id], primaryKey: [1])))
     }
 
     func test_blind_index_is_keyed_and_binds_the_attribute() throws {

@@ -70,8 +70,10 @@ extension MechanismTests {
     func test_a_public_private_key_signs_without_login_after_the_keychain_has_been_unlocked_once() {
         let slot = makeToken()
         let anonymous = openSession(slot, readWrite: true)
+        // The keychain's Always key exists from its creation (it also authenticates public
+        // records), so a public session may make an Always key pair, as PKCS#11 allows.
         _ = generate(anonymous, UInt(CKM_EC_KEY_PAIR_GEN), public: [(UInt(CKA_EC_PARAMS), Self.p256Parameters), (UInt(CKA_TOKEN), [1])],
-                     private: [(UInt(CKA_TOKEN), [1]), (UInt(CKA_PRIVATE), [0]), (UInt(CKA_SIGN), [1])], expect: CKR_USER_NOT_LOGGED_IN)
+                     private: [(UInt(CKA_TOKEN), [1]), (UInt(CKA_PRIVATE), [0]), (UInt(CKA_SIGN), [1]), (UInt(CKA_LABEL), Array("anonymous".utf8))])
         XCTAssertRV(login(anonymous), CKR_OK)
         let (publicKey, privateKey) = generate(anonymous, UInt(CKM_EC_KEY_PAIR_GEN),
                                                public: [(UInt(CKA_EC_PARAMS), Self.p256Parameters), (UInt(CKA_TOKEN), [1]), (UInt(CKA_LABEL), Array("always".utf8))],
@@ -82,8 +84,9 @@ extension MechanismTests {
 
         restartModule()
         let session = openSession(slot, readWrite: false)
-        let keys = find(session, [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_PRIVATE_KEY)))])
-        XCTAssertEqual(keys.count, 1, "found without login")
+        XCTAssertEqual(find(session, [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_PRIVATE_KEY)))]).count, 2, "found without login")
+        let keys = find(session, [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_PRIVATE_KEY))), (UInt(CKA_LABEL), Array("always".utf8))])
+        XCTAssertEqual(keys.count, 1)
         let publicKeys = find(session, [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_PUBLIC_KEY))), (UInt(CKA_LABEL), Array("always".utf8))])
         let data = Array("signed without a login".utf8)
         let (result, signature) = sign(session, UInt(CKM_ECDSA_SHA256), key: keys.first ?? 0, data: data)

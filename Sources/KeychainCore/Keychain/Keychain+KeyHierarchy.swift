@@ -30,7 +30,10 @@ extension Keychain {
     /// logged-in user's master key (nil while locked).
     func keys(for protection: Protection, master: MasterKey?) throws(KeychainError) -> RecordKeys {
         switch protection {
-        case .public: return publicKeys
+        case .public:
+            // Public records are not secret, but only this device (or the master key) can seal
+            // one: the Always key, not the key kept in the file, authenticates them.
+            return try alwaysRecordKeys(master: master, creating: false)
         case .private:
             guard let master else { throw KeychainError(.objectNotFound, "private object while locked") }
             return master.keys
@@ -198,8 +201,10 @@ extension Keychain {
             }
         }
         switch protection {
-        case .public, .private:
+        case .private:
             return try keys(for: protection, master: master)
+        case .public:
+            return try alwaysRecordKeys(master: master, creating: true)
         case .afterFirstUnlock, .afterFirstUnlockThisDevice, .privateThisDevice:
             guard master != nil || protection != .privateThisDevice else { throw KeychainError(.objectNotFound, "private object while locked") }
             if protection.isDeviceBound { try bindToThisDevice(master: master) }
@@ -210,6 +215,13 @@ extension Keychain {
             try bindToThisDevice(master: master)
             return try keys(for: protection, master: master)
         }
+    }
+
+    /// A new keychain gets its Always key at once (under the master key and this device's key),
+    /// so that public objects, which it authenticates, can be stored without a login. Without a
+    /// usable device key the first public or Always item waits for a login instead.
+    func makeAlwaysKey(master: MasterKey) {
+        _ = try? alwaysRecordKeys(master: master, creating: true)
     }
 
     /// Makes sure the device key exists and this keychain is bound to it; a keychain that was

@@ -2,6 +2,15 @@ import Glibc
 import KeychainCrypto
 import KeychainStore
 
+/// A sealed record with what its row stores beside it.
+struct SealedRow {
+    let record: [UInt8]
+    let index: [IndexEntry]
+    let primaryKey: [UInt8]?
+    let commitment: [UInt8]
+    let state: RowState
+}
+
 /// Stored objects: sealing, index entries, adding, reading, replacing, removing and searching.
 extension Keychain {
     func indexEntries(_ object: ObjectAttributes, keys: RecordKeys) throws -> [IndexEntry] {
@@ -18,12 +27,57 @@ extension Keychain {
         return try keys.index.digest(attribute: UInt64.max, value: tuple)
     }
 
-    func seal(_ object: ObjectAttributes, uid: [UInt8], protection: Protection, keys: RecordKeys) throws -> [UInt8] {
+    /// The sealed record of `object` with its index entries and primary-key digest, which the
+    /// record's associated data commits to.
+    func seal(_ object: ObjectAttributes, uid: [UInt8], protection: Protection, keys: RecordKeys, epoch: UInt64) throws -> SealedRow {
+        let index = try indexEntries(object, keys: keys)
+        let primaryKey = try primaryKey(object, keys: keys)
         // Records that may hold a secret are padded to a size class (Docs/security.md).
         var plaintext = AttributeRecord.encode(object.recordAttributes, padded: protection != .public)
         defer { wipe(&plaintext) }
         let secure = SecureBytes(plaintext)
-        return try SealedRecord.seal(secure, base: keys.recordBase, uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue)
+        let commitment = try IndexCommitment(entries: index, primaryKey: primaryKey)
+        let record = try SealedRecord.seal(secure, base: keys.recordBase, uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0),
+                                           protection: protection.rawValue, index: commitment, epoch: epoch)
+        return SealedRow(record: record, index: index, primaryKey: primaryKey, commitment: commitment.bytes,
+                         state: RowState(uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue, epoch: epoch,
+                                         tag: RowState.tag(of: record), indexCommit: commitment.bytes))
+    }
+
+    /// A row's state before a write, as the manifest counts it (rows of earlier builds are not in it).
+    static func state(of row: ObjectRow) -> RowState? {
+        guard row.recordVersion >= SealedRecord.currentVersion else { return nil }
+        return RowState(uid: row.uid, objectClass: row.objectClass, protection: row.protection, epoch: row.epoch, tag: RowState.tag(of: row.record),
+                        indexCommit: row.indexCommit ?? [])
+    }
+
+    /// Runs a write of one row in a transaction with the manifest: `body` gets the new epoch and
+    /// returns the row's old and new states; the manifest moves on with them.
+    func writeRow<R>(master: MasterKey?, _ body: (UInt64) throws -> (result: R, old: RowState?, new: RowState?)) throws(KeychainError) -> R {
+        var written: Manifest?
+        let result = try transaction { () throws(KeychainError) -> R in
+            try translatingErrors {
+                let mac = try integrityMAC(master: master, creating: master != nil)
+                var manifest = try manifestForWrite(mac: mac)
+                let epoch = manifest.epoch + 1
+                let (result, old, new): (R, RowState?, RowState?)
+                do { (result, old, new) = try body(epoch) } catch let error as StoreError where error.code == .duplicate {
+                    throw KeychainError(.duplicateItem, "an item with the same primary key exists")
+                }
+                if let old { try manifest.toggle(old, mac: mac) }
+                if let new { try manifest.toggle(new, mac: mac) }
+                manifest.epoch = epoch
+                try storeManifest(manifest, mac: mac)
+                written = manifest
+                return result
+            }
+        }
+        if let written {
+            // Inside a caller's transaction the write is not durable yet: the device's record
+            // of the epoch moves when that transaction commits (Keychain.transaction).
+            if store.inTransaction { pendingManifest = written } else { didCommitWrite(written) }
+        }
+        return result
     }
 
     /// Stores a new token object; private objects need the master key. Returns its row id.
@@ -44,15 +98,12 @@ extension Keychain {
         }
         let protection = try Protection(for: object)
         let keys = try keysForStoring(protection, object: object, master: master)
-        do {
-            let record = try seal(object, uid: uid, protection: protection, keys: keys)
-            return try store.insertObject(uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue,
-                                          record: record, primaryKey: try primaryKey(object, keys: keys),
-                                          index: try indexEntries(object, keys: keys), now: Self.now())
-        } catch let error as StoreError where error.code == .duplicate {
-            throw KeychainError(.duplicateItem, "an item with the same primary key exists")
-        } catch {
-            throw KeychainError(error)
+        return try writeRow(master: master) { epoch in
+                let sealed = try seal(object, uid: uid, protection: protection, keys: keys, epoch: epoch)
+                let id = try store.insertObject(uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue,
+                                                record: sealed.record, primaryKey: sealed.primaryKey, index: sealed.index, now: Self.now(),
+                                                epoch: epoch, indexCommit: sealed.commitment)
+                return (id, nil, sealed.state)
         }
     }
 
@@ -60,17 +111,30 @@ extension Keychain {
     /// private objects without the master key fail with `.objectNotFound`.
     public func object(id: Int64, master: MasterKey?) throws(KeychainError) -> ObjectAttributes {
         let row = try translatingErrors { try store.fetchObject(id: id) }
-        return try open(row, master: master)
+        let object = try open(row, master: master)
+        try checkIntegrity(of: [row], master: master)
+        return object
     }
 
     func open(_ row: ObjectRow, master: MasterKey?) throws(KeychainError) -> ObjectAttributes {
         guard let protection = Protection(rawValue: row.protection) else {
             throw KeychainError(.recordCorrupted, "object \(row.id) has an unknown protection class")
         }
+        if row.recordVersion < SealedRecord.currentVersion, protection == .public {
+            // Earlier builds sealed public records under a key kept in the file: anyone who can
+            // write the file can forge those, so they are not believed.
+            throw KeychainError(.recordCorrupted, "object \(row.id) is a public record of an earlier format, which cannot be authenticated: import it again")
+        }
         let keys = try keys(for: protection, master: master)
         var object = try translatingErrors {
-            let plaintext = try SealedRecord.open(row.record, base: keys.recordBase, uid: row.uid, objectClass: row.objectClass,
-                                                  protection: row.protection, version: row.recordVersion)
+            let index = try IndexCommitment(entries: try store.indexEntries(objectID: row.id), primaryKey: row.primaryKey)
+            let plaintext: SecureBytes
+            do {
+                plaintext = try SealedRecord.open(row.record, base: keys.recordBase, uid: row.uid, objectClass: row.objectClass,
+                                                  protection: row.protection, version: row.recordVersion, index: index, epoch: row.epoch)
+            } catch let error as CryptoError where error.code == .authenticationFailed {
+                throw KeychainError(.recordCorrupted, "object \(row.id) was altered or damaged on disk (its record, or the search entries it commits to, do not verify)")
+            }
             return ObjectAttributes(recordAttributes: try plaintext.withUnsafeBytes { try AttributeRecord.decode($0) })
         }
         guard object.objectClass?.rawValue == UInt(truncatingIfNeeded: row.objectClass), object.isPrivate == protection.isPrivate else {
@@ -94,19 +158,24 @@ extension Keychain {
         }
         let protection = try Protection(for: object)
         let keys = protection == current ? try keys(for: protection, master: master) : try keysForStoring(protection, object: object, master: master)
-        do {
-            let record = try seal(object, uid: row.uid, protection: protection, keys: keys)
-            try store.updateObject(id: id, protection: protection.rawValue, record: record, primaryKey: try primaryKey(object, keys: keys),
-                                   index: try indexEntries(object, keys: keys), now: Self.now())
-        } catch let error as StoreError where error.code == .duplicate {
-            throw KeychainError(.duplicateItem, "an item with the same primary key exists")
-        } catch {
-            throw KeychainError(error)
+        try writeRow(master: master) { epoch in
+                // The row as it is inside this transaction (another process may have changed it).
+                let before = try store.fetchObject(id: id)
+                let sealed = try seal(object, uid: before.uid, protection: protection, keys: keys, epoch: epoch)
+                try store.updateObject(id: id, protection: protection.rawValue, record: sealed.record, primaryKey: sealed.primaryKey,
+                                       index: sealed.index, now: Self.now(), epoch: epoch, indexCommit: sealed.commitment)
+                return ((), Self.state(of: before), sealed.state)
         }
     }
 
-    public func remove(id: Int64) throws(KeychainError) {
-        try translatingErrors { try store.deleteObject(id: id) }
+    /// Deletes a stored object; the manifest forgets its row (`master` opens the manifest key
+    /// where the device key cannot).
+    public func remove(id: Int64, master: MasterKey?) throws(KeychainError) {
+        try writeRow(master: master) { _ in
+            let before = try store.fetchObject(id: id)
+            try store.deleteObject(id: id)
+            return ((), Self.state(of: before), nil)
+        }
     }
 
     /// Size of an object's stored record.
@@ -152,7 +221,28 @@ extension Keychain {
         let rows = try translatingErrors {
             try store.findObjects(protections: protections.map(\.rawValue), objectClass: objectClass, terms: terms, withRecords: needsRecord)
         }
-        let matching = needsRecord ? rows.filter { row in (try? open(row, master: master))?.matches(template) == true } : rows
+        // Every answer is checked against what it claims. The manifest authenticates each row's
+        // class, protection, epoch and index commitment (its bucket sums are re-read); a row found
+        // through index entries must have exactly the entries its commitment names; attributes
+        // without an index are matched on the opened record. An answer the index gives but the
+        // row denies is damage, reported, not left out. A listing checks every bucket, so that a
+        // row removed from the file shows.
+        try checkIntegrity(of: rows, master: master, allBuckets: terms.isEmpty)
+        var matching: [ObjectRow] = []
+        for row in rows {
+            if !terms.isEmpty, row.recordVersion >= SealedRecord.currentVersion {
+                let actual = try translatingErrors { try IndexCommitment(entries: try store.indexEntries(objectID: row.id), primaryKey: row.primaryKey).bytes }
+                guard let stored = row.indexCommit, ConstantTime.equals(actual, stored) else {
+                    throw KeychainError(.recordCorrupted, "object \(row.id) is listed by search entries its record does not commit to: the index was altered")
+                }
+            }
+            if needsRecord {
+                let object: ObjectAttributes
+                do { object = try open(row, master: master) } catch where error.code == .recordCorrupted { throw error } catch { continue }
+                guard object.matches(template) else { continue }
+            }
+            matching.append(row)
+        }
         return matching.map { FoundObject(id: $0.id, isPrivate: Protection(rawValue: $0.protection)?.isPrivate ?? true) }
     }
 }

@@ -139,19 +139,22 @@ extension Keychain {
     /// replaces the master key and clears the user PIN. Slot ID and serial stay.
     public func reinitialize(soPIN: UnsafeRawBufferPointer, label: String, kdf: ScryptParameters) throws(KeychainError) {
         _ = try unlock(.securityOfficer, pin: soPIN)
+        let master = try translatingErrors { try SecureBytes.random(count: AESGCM.keySize) }
         try translatingErrors {
-            let master = try SecureBytes.random(count: AESGCM.keySize)
             try store.write {
                 try store.deleteAllObjects()
-                for key in [Meta.deviceCheck, Meta.alwaysByMaster, Meta.alwaysByDevice] { try store.setMeta(key, blob: nil) }
+                for key in [Meta.deviceCheck, Meta.alwaysByMaster, Meta.alwaysByDevice, Self.manifestMeta] { try store.setMeta(key, blob: nil) }
                 try Self.initialiseSecrets(store, label: label, master: master, soPIN: soPIN, userPIN: nil, kdf: kdf)
             }
         }
         firstUnlock = nil
         alwaysKeys = nil
+        integrityCache = nil
+        integrityMACCache = nil
         device = nil
         deviceAlwaysKeys = nil
         deviceFailure = nil
         availability = nil
+        if let unlocked = try? MasterKey(master) { makeAlwaysKey(master: unlocked) }
     }
 }

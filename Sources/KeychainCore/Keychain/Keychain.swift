@@ -60,6 +60,14 @@ public final class Keychain {
     var availability: (stamp: ChangeStamp, file: DeviceKeyFile.State?, master: ObjectIdentifier?, firstUnlock: Bool, protections: [Protection])?
     /// The Always key's record keys, once opened.
     var alwaysKeys: RecordKeys?
+    /// The manifest's HMAC, for the Always key it was derived from.
+    var integrityMACCache: (base: RecordKeys, mac: KeyedMAC)?
+    /// The manifest and the buckets this process has checked, while the file is unchanged.
+    var integrityCache: IntegrityCache?
+    /// This device's record of the keychain's epoch (whole-file rollback).
+    let epochCounter: EpochCounter
+    /// The manifest of a write inside a transaction that has not committed yet.
+    var pendingManifest: Manifest?
 
     enum Meta {
         static let label = "token.label"
@@ -91,6 +99,7 @@ public final class Keychain {
         }
         keychainSalt = publicKey
         publicKeys = try translatingErrors { try RecordKeys(base: SecureBytes(publicKey)) }
+        epochCounter = EpochCounter(deviceKeyPath: deviceKey.path, keychainSalt: publicKey)
     }
 
     /// Opens an existing keychain file; `deviceKey` is the device key its `…ThisDeviceOnly`
@@ -120,7 +129,9 @@ public final class Keychain {
                 try store.setMeta(Meta.maximumLength, integer: Int64(policy.maximumLength))
                 try initialiseSecrets(store, label: label, master: master, soPIN: soPIN, userPIN: userPIN, kdf: kdf)
             }
-            return try Keychain(store: store, deviceKey: deviceKey)
+            let keychain = try Keychain(store: store, deviceKey: deviceKey)
+            keychain.makeAlwaysKey(master: try MasterKey(master))
+            return keychain
         } catch {
             unlink(path)
             unlink(path + "-wal")
@@ -180,15 +191,23 @@ public final class Keychain {
 
     /// Runs `body` as one write transaction: every change in it is stored, or none.
     public func transaction<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
+        let outermost = !store.inTransaction
         do {
-            return try store.write { () throws -> R in try body() }
+            let result = try store.write { () throws -> R in try body() }
+            if outermost, let manifest = pendingManifest {
+                pendingManifest = nil
+                didCommitWrite(manifest)
+            }
+            return result
         } catch {
+            if outermost { pendingManifest = nil }
             // Keys first made inside the transaction (the Always key of a keychain's first Always
             // item) were rolled back with it: forget the cached copies so none outlives its row.
             alwaysKeys = nil
             deviceAlwaysKeys = nil
             availability = nil
             deviceFailure = nil
+            integrityCache = nil
             throw KeychainError(error)
         }
     }

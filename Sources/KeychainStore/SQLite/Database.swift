@@ -6,7 +6,7 @@ public final class Database {
     let handle: OpaquePointer
     public let path: String
     private var statements: [String: Statement] = [:]
-    private var transactionDepth = 0
+    private(set) var transactionDepth = 0
 
     /// How long a writer waits for another process's transaction before giving up.
     static let busyTimeoutMilliseconds: Int32 = 10_000

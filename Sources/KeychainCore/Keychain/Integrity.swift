@@ -1,0 +1,260 @@
+import Glibc
+import KeychainCrypto
+import KeychainStore
+
+/// The keychain's integrity manifest: what every current-format row must be, so that rows rolled
+/// back, removed or added outside this software are detected (Docs/security.md, "the file").
+///
+/// Each row contributes a 128-bit keyed digest of (uid, class, protection, epoch, record tag,
+/// index commitment) to
+/// one of 256 buckets (by the uid's first byte): a bucket holds the XOR of its rows' digests.
+/// The manifest holds the keychain's epoch (one more at every write) and the 256 sums, under an
+/// HMAC whose key comes from the Always key (the device key or the master key opens it; the file
+/// alone does not). Checking an object re-reads only its bucket; a row older than the manifest
+/// says, or missing, or foreign, changes its bucket's sum.
+///
+/// Layout: "KCM1" ‖ epoch (8, big-endian) ‖ 256 × 16 bucket sums ‖ HMAC-SHA-256 (32).
+struct Manifest: Equatable {
+    static let magic = Array("KCM1".utf8)
+    static let bucketSize = 16
+    static let bucketCount = 256
+    static let encodedSize = 4 + 8 + bucketCount * bucketSize + 32
+
+    var epoch: UInt64
+    var sums: [UInt8]
+
+    static func empty(epoch: UInt64) -> Manifest { Manifest(epoch: epoch, sums: [UInt8](repeating: 0, count: bucketCount * bucketSize)) }
+
+    func body() -> [UInt8] { Self.magic + withUnsafeBytes(of: epoch.bigEndian) { Array($0) } + sums }
+
+    func encoded(mac: KeyedMAC) throws -> [UInt8] {
+        let body = body()
+        return body + (try body.withUnsafeBytes { try mac.mac($0) })
+    }
+
+    /// The stored manifest, if its HMAC verifies.
+    static func decode(_ bytes: [UInt8], mac: KeyedMAC) throws -> Manifest? {
+        guard bytes.count == encodedSize, Array(bytes.prefix(4)) == magic else { return nil }
+        let body = Array(bytes.prefix(encodedSize - 32))
+        let expected = try body.withUnsafeBytes { try mac.mac($0) }
+        guard ConstantTime.equals(expected, Array(bytes.suffix(32))) else { return nil }
+        let epoch = bytes[4..<12].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return Manifest(epoch: epoch, sums: Array(bytes[12..<(12 + bucketCount * bucketSize)]))
+    }
+
+    func sum(_ bucket: UInt8) -> ArraySlice<UInt8> {
+        sums[Int(bucket) * Self.bucketSize..<(Int(bucket) + 1) * Self.bucketSize]
+    }
+
+    mutating func toggle(_ state: RowState, mac: KeyedMAC) throws {
+        let digest = try Self.digest(state, mac: mac)
+        let start = Int(state.uid.first ?? 0) * Self.bucketSize
+        for i in 0..<Self.bucketSize { sums[start + i] ^= digest[i] }
+    }
+
+    static func digest(_ state: RowState, mac: KeyedMAC) throws -> [UInt8] {
+        var message = Array("row".utf8)
+        message.append(UInt8(truncatingIfNeeded: state.uid.count))
+        message += state.uid
+        message += withUnsafeBytes(of: state.objectClass.bigEndian) { Array($0) }
+        message.append(state.protection)
+        message += withUnsafeBytes(of: state.epoch.bigEndian) { Array($0) }
+        message += state.tag
+        message += state.indexCommit
+        return Array(try message.withUnsafeBytes { try mac.mac($0) }.prefix(bucketSize))
+    }
+
+    static func sum(of states: [RowState], mac: KeyedMAC) throws -> [UInt8] {
+        var sum = [UInt8](repeating: 0, count: bucketSize)
+        for state in states {
+            let digest = try digest(state, mac: mac)
+            for i in 0..<bucketSize { sum[i] ^= digest[i] }
+        }
+        return sum
+    }
+}
+
+/// What this process has checked of one keychain's manifest, valid while the file is unchanged.
+struct IntegrityCache {
+    var stamp: ChangeStamp
+    var manifest: Manifest?
+    var verified: Set<UInt8>
+}
+
+extension Keychain {
+    static let manifestMeta = "integrity.manifest"
+
+    /// The manifest's HMAC key: from the Always key, which the device key or the master key opens.
+    func integrityMAC(master: MasterKey?, creating: Bool) throws(KeychainError) -> KeyedMAC {
+        let always: RecordKeys
+        do { always = try alwaysRecordKeys(master: master, creating: false) } catch where creating && error.code == .objectNotFound {
+            // A keychain of an earlier build without an Always key: its first write makes one.
+            always = try alwaysRecordKeys(master: master, creating: true)
+        }
+        if let cached = integrityMACCache, cached.base === always { return cached.mac }
+        let mac = try translatingErrors {
+            try KeyedMAC(key: try KeyDerivation.hkdf(key: always.recordBase, salt: [], info: Array("keychain-pkcs11 manifest".utf8)), algorithm: .sha256)
+        }
+        integrityMACCache = (always, mac)
+        return mac
+    }
+
+    /// Inside a write transaction: the stored manifest, verified; a keychain without one gets a
+    /// new one only while it holds no current-format row (a new keychain, or one from an earlier
+    /// build, whose rows are then covered from their next write on).
+    func manifestForWrite(mac: KeyedMAC) throws -> Manifest {
+        if let stored = try store.metaBlob(Self.manifestMeta) {
+            guard let manifest = try Manifest.decode(stored, mac: mac) else {
+                throw KeychainError(.recordCorrupted, "the keychain's integrity manifest was altered or damaged: nothing is written until 'keychainctl verify' has been run")
+            }
+            try checkNotRolledBack(manifest)
+            return manifest
+        }
+        guard try !store.hasCurrentFormatRows() else {
+            throw KeychainError(.recordCorrupted, "the keychain's integrity manifest is missing while its records need one: the file was altered")
+        }
+        return Manifest.empty(epoch: max(epochCounter.read() ?? 0, 0))
+    }
+
+    /// Stores `manifest` after a write that moved the keychain to `manifest.epoch`.
+    func storeManifest(_ manifest: Manifest, mac: KeyedMAC) throws {
+        try store.setMeta(Self.manifestMeta, blob: try manifest.encoded(mac: mac))
+    }
+
+    /// After a committed write: the device's record of this keychain's epoch moves on. What this
+    /// process had checked is checked again (another process may have written in between).
+    func didCommitWrite(_ manifest: Manifest) {
+        epochCounter.raise(to: manifest.epoch)
+        integrityCache = nil
+    }
+
+    /// Checks the manifest against the device's record of this keychain's epoch.
+    func checkNotRolledBack(_ manifest: Manifest) throws {
+        if let seen = epochCounter.read(), manifest.epoch < seen {
+            throw KeychainError(.recordCorrupted, "this keychain file is older than one this device has seen (epoch \(manifest.epoch) < \(seen)): it was replaced by an older copy. If you restored it on purpose, run 'keychainctl verify --accept-older-copy'")
+        }
+    }
+
+    /// Checks that `row` is what the manifest says: its bucket's rows sum to the stored sum.
+    /// `allBuckets` checks every bucket (listings: a row removed from a bucket with no other
+    /// reader would otherwise go unnoticed).
+    func checkIntegrity(of rows: [ObjectRow], master: MasterKey?, allBuckets: Bool = false) throws(KeychainError) {
+        // Every row's bucket, old-format rows included: a current row turned into an old-format
+        // one on disk drops out of its bucket's sum.
+        let current = rows.filter { $0.recordVersion >= SealedRecord.currentVersion }
+        guard !rows.isEmpty || allBuckets else { return }
+        try translatingErrors {
+            let stamp = try store.changeStamp()
+            var cache = integrityCache.flatMap { $0.stamp == stamp ? $0 : nil }
+            if cache == nil {
+                let stored = try store.metaBlob(Self.manifestMeta)
+                var manifest: Manifest?
+                if let stored {
+                    // Without the device key or a login there is no manifest key, and no record
+                    // that could be checked opens either.
+                    guard let mac = try? integrityMAC(master: master, creating: false) else { return }
+                    guard let decoded = try Manifest.decode(stored, mac: mac) else {
+                        throw KeychainError(.recordCorrupted, "the keychain's integrity manifest was altered or damaged")
+                    }
+                    try checkNotRolledBack(decoded)
+                    manifest = decoded
+                } else if try store.hasCurrentFormatRows() {
+                    throw KeychainError(.recordCorrupted, "the keychain's integrity manifest is missing while its records need one: the file was altered")
+                }
+                cache = IntegrityCache(stamp: stamp, manifest: manifest, verified: [])
+            }
+            guard var checked = cache else { return }
+            defer { integrityCache = checked }
+            guard let manifest = checked.manifest else { return }
+            let buckets: [UInt8] = allBuckets ? Array(0...255) : Array(Set(rows.compactMap { $0.uid.first }))
+            guard let mac = try? integrityMAC(master: master, creating: false) else { return }
+            for row in current where row.epoch > manifest.epoch {
+                throw KeychainError(.recordCorrupted, "object \(row.id) claims a later write than the keychain has seen: the file was altered")
+            }
+            for bucket in buckets where !checked.verified.contains(bucket) {
+                let sum = try Manifest.sum(of: try store.rowStates(bucket: bucket), mac: mac)
+                guard ConstantTime.equals(sum, Array(manifest.sum(bucket))) else {
+                    throw KeychainError(.recordCorrupted, "records of this keychain (uid bucket \(bucket)) were rolled back, removed or added outside this software")
+                }
+                checked.verified.insert(bucket)
+            }
+        }
+    }
+
+    /// `keychainctl verify`: every bucket against the manifest, then every object opened.
+    public func verifyIntegrity(master: MasterKey?) throws(KeychainError) -> Int {
+        integrityCache = nil
+        let rows = try translatingErrors { try store.findObjects(protections: Protection.allCases.map(\.rawValue), objectClass: nil, terms: [], withRecords: true) }
+        try checkIntegrity(of: rows, master: master, allBuckets: true)
+        var opened = 0
+        for row in rows {
+            do {
+                _ = try open(row, master: master)
+                opened += 1
+            } catch where error.code == .objectNotFound || error.code == .protectionUnavailable || error.code == .deviceKeyUnavailable {
+                continue
+            }
+        }
+        return opened
+    }
+
+    /// Accepts this file as it is now, older than the device remembers (a backup restored on
+    /// purpose): the device's record goes back to the file's epoch.
+    public func acceptOlderCopy(master: MasterKey?) throws(KeychainError) {
+        guard let stored = try translatingErrors({ try store.metaBlob(Self.manifestMeta) }) else { return }
+        let mac = try integrityMAC(master: master, creating: false)
+        guard let manifest = try translatingErrors({ try Manifest.decode(stored, mac: mac) }) else {
+            throw KeychainError(.recordCorrupted, "the keychain's integrity manifest was altered or damaged")
+        }
+        epochCounter.reset(to: manifest.epoch)
+        integrityCache = nil
+    }
+}
+
+/// The device's record of a keychain's epoch: a small file beside the device key (outside the
+/// keychain folder), raised after every write. A keychain file whose manifest is older was
+/// replaced by an older copy. Written without fsync: a lost update makes the record lag, which
+/// can only hide a rollback to a very recent state, never flag a good file.
+struct EpochCounter {
+    let path: String?
+
+    init(deviceKeyPath: String, keychainSalt: [UInt8]) {
+        let folder = deviceKeyPath.lastIndex(of: "/").map { String(deviceKeyPath[..<$0]) } ?? "."
+        if let digest = try? Digest.hash(.sha256, Array("keychain-pkcs11 epoch".utf8) + keychainSalt) {
+            path = folder + "/epochs/" + String(decoding: Hex.digits(digest.prefix(16)), as: UTF8.self)
+        } else {
+            path = nil
+        }
+    }
+
+    func read() -> UInt64? {
+        guard let path, let file = fopen(path, "r") else { return nil }
+        defer { fclose(file) }
+        var buffer = [CChar](repeating: 0, count: 32)
+        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return nil }
+        return UInt64(String(decoding: buffer.prefix { $0 != 0 && $0 != 0x0A }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    }
+
+    func raise(to epoch: UInt64) { write(epoch, onlyUp: true) }
+    func reset(to epoch: UInt64) { write(epoch, onlyUp: false) }
+
+    private func write(_ epoch: UInt64, onlyUp: Bool) {
+        guard let path else { return }
+        let folder = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
+        let parent = String(folder[..<(folder.lastIndex(of: "/") ?? folder.endIndex)])
+        mkdir(parent, 0o700)
+        mkdir(folder, 0o700)
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        guard flock(fd, LOCK_EX) == 0 else { return }
+        defer { flock(fd, LOCK_UN) }
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let length = pread(fd, &buffer, buffer.count, 0)
+        let current = length > 0 ? UInt64(String(decoding: buffer.prefix(length).prefix { $0 != 0x0A }, as: UTF8.self)) : nil
+        if onlyUp, let current, current >= epoch { return }
+        let text = Array("\(epoch)\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = pwrite(fd, text, text.count, 0)
+    }
+}
