@@ -1,16 +1,26 @@
 internal import COpenSSL
 
-/// Secret bytes on the heap that are wiped when the last reference goes away.
+/// Secret bytes that are wiped when the last reference goes away.
 ///
 /// Keys, PINs and decrypted records live here, never in a plain `[UInt8]` that the
-/// allocator might hand out again with the secret still in it.
+/// allocator might hand out again with the secret still in it. The bytes are on `SecurePages`:
+/// left out of core dumps and, within RLIMIT_MEMLOCK, locked out of swap (the ordinary heap only
+/// when no page can be mapped).
 public final class SecureBytes: @unchecked Sendable {
     private let storage: UnsafeMutableRawBufferPointer
+    /// The capacity of the SecurePages buffer, or nil for the heap fallback.
+    private let pageCapacity: Int?
 
     /// Allocates `count` zero bytes.
     public init(count: Int) {
-        storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
-        storage.initializeMemory(as: UInt8.self, repeating: 0)
+        if let buffer = SecurePages.shared.allocate(max(count, 1)) {
+            storage = UnsafeMutableRawBufferPointer(start: buffer.pointer, count: buffer.capacity)
+            pageCapacity = buffer.capacity
+        } else {
+            storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+            storage.initializeMemory(as: UInt8.self, repeating: 0)
+            pageCapacity = nil
+        }
         self.count = count
     }
 
@@ -30,8 +40,12 @@ public final class SecureBytes: @unchecked Sendable {
     public let count: Int
 
     deinit {
-        OPENSSL_cleanse(storage.baseAddress, storage.count)
-        storage.deallocate()
+        if let pageCapacity, let base = storage.baseAddress {
+            SecurePages.shared.release(base, capacity: pageCapacity)
+        } else {
+            OPENSSL_cleanse(storage.baseAddress, storage.count)
+            storage.deallocate()
+        }
     }
 
     public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {

@@ -11,13 +11,14 @@ public enum AttributeRecord {
     /// attribute; decoding drops it.
     static let paddingType = UInt64.max
 
-    /// The size a padded record's plaintext is brought to: a power of two from 256 bytes up to
+    /// The size a padded record's plaintext is brought to: a power of two from 1 KiB up to
     /// 16 KiB, then a multiple of 16 KiB. A stored record's length then says only its class, not
-    /// the length of the secret in it (a 1-byte and a 41-byte password seal to the same size).
+    /// the length of the secret in it: every password or data value up to about 500 bytes seals
+    /// to the same size (a password item's other attributes take about 500 bytes).
     public static func sizeClass(_ length: Int) -> Int {
         let large = 16 << 10
         if length > large { return (length + large - 1) / large * large }
-        var size = 256
+        var size = 1024
         while size < length { size <<= 1 }
         return size
     }

@@ -157,9 +157,10 @@ final class RecordPaddingTests: XCTestCase {
     func test_records_of_different_secret_lengths_have_the_same_padded_size() {
         let short = AttributeRecord.encode([(0x11, Array("x".utf8)), (0x3, Array("label".utf8))], padded: true)
         let long = AttributeRecord.encode([(0x11, [UInt8](repeating: 0x41, count: 41)), (0x3, Array("label".utf8))], padded: true)
-        XCTAssertEqual(short.count, 256)
-        XCTAssertEqual(long.count, 256)
-        XCTAssertEqual(AttributeRecord.encode([(0x11, [UInt8](repeating: 1, count: 300))], padded: true).count, 512)
+        XCTAssertEqual(short.count, 1024)
+        XCTAssertEqual(long.count, 1024)
+        XCTAssertEqual(AttributeRecord.encode([(0x11, [UInt8](repeating: 1, count: 1100))], padded: true).count, 2048)
+        XCTAssertEqual(AttributeRecord.encode([(0x11, [UInt8](repeating: 1, count: 1100))], padded: false).count, 8 + 12 + 1100)
         XCTAssertEqual(AttributeRecord.sizeClass(16 << 10), 16 << 10)
         XCTAssertEqual(AttributeRecord.sizeClass((16 << 10) + 1), 32 << 10)
         let decoded = short.withUnsafeBytes { try? AttributeRecord.decode($0) }

@@ -107,7 +107,7 @@ extension Keychain {
             guard let manifest = try Manifest.decode(stored, mac: mac) else {
                 throw KeychainError(.recordCorrupted, "the keychain's integrity manifest was altered or damaged: nothing is written until 'keychainctl verify' has been run")
             }
-            try checkNotRolledBack(manifest)
+            try checkNotRolledBack(manifest, seen: epochCounter.read())
             return manifest
         }
         guard try !store.hasCurrentFormatRows() else {
@@ -128,9 +128,12 @@ extension Keychain {
         integrityCache = nil
     }
 
-    /// Checks the manifest against the device's record of this keychain's epoch.
-    func checkNotRolledBack(_ manifest: Manifest) throws {
-        if let seen = epochCounter.read(), manifest.epoch < seen {
+    /// Checks the manifest against the device's record of this keychain's epoch. `seen` must be
+    /// read before the snapshot the manifest comes from began (the record is raised after each
+    /// commit, so it never runs ahead of a snapshot taken after it was read); a write transaction
+    /// sees the newest state and may read it inside.
+    func checkNotRolledBack(_ manifest: Manifest, seen: UInt64?) throws {
+        if let seen, manifest.epoch < seen {
             throw KeychainError(.recordCorrupted, "this keychain file is older than one this device has seen (epoch \(manifest.epoch) < \(seen)): it was replaced by an older copy. If you restored it on purpose, run 'keychainctl verify --accept-older-copy'")
         }
     }
@@ -138,7 +141,7 @@ extension Keychain {
     /// Checks that `row` is what the manifest says: its bucket's rows sum to the stored sum.
     /// `allBuckets` checks every bucket (listings: a row removed from a bucket with no other
     /// reader would otherwise go unnoticed).
-    func checkIntegrity(of rows: [ObjectRow], master: MasterKey?, allBuckets: Bool = false) throws(KeychainError) {
+    func checkIntegrity(of rows: [ObjectRow], master: MasterKey?, allBuckets: Bool = false, seenEpoch: UInt64?) throws(KeychainError) {
         // Every row's bucket, old-format rows included: a current row turned into an old-format
         // one on disk drops out of its bucket's sum.
         let current = rows.filter { $0.recordVersion >= SealedRecord.currentVersion }
@@ -156,7 +159,7 @@ extension Keychain {
                     guard let decoded = try Manifest.decode(stored, mac: mac) else {
                         throw KeychainError(.recordCorrupted, "the keychain's integrity manifest was altered or damaged")
                     }
-                    try checkNotRolledBack(decoded)
+                    try checkNotRolledBack(decoded, seen: seenEpoch)
                     manifest = decoded
                 } else if try store.hasCurrentFormatRows() {
                     throw KeychainError(.recordCorrupted, "the keychain's integrity manifest is missing while its records need one: the file was altered")
@@ -184,8 +187,14 @@ extension Keychain {
     /// `keychainctl verify`: every bucket against the manifest, then every object opened.
     public func verifyIntegrity(master: MasterKey?) throws(KeychainError) -> Int {
         integrityCache = nil
-        let rows = try translatingErrors { try store.findObjects(protections: Protection.allCases.map(\.rawValue), objectClass: nil, terms: [], withRecords: true) }
-        try checkIntegrity(of: rows, master: master, allBuckets: true)
+        let seen = epochCounter.read()
+        let rows = try translatingErrors {
+            try store.read { () throws -> [ObjectRow] in
+                let rows = try store.findObjects(protections: Protection.allCases.map(\.rawValue), objectClass: nil, terms: [], withRecords: true)
+                try checkIntegrity(of: rows, master: master, allBuckets: true, seenEpoch: seen)
+                return rows
+            }
+        }
         var opened = 0
         for row in rows {
             do {

@@ -110,10 +110,16 @@ extension Keychain {
     /// Reads a token object. Altered or damaged records fail with `.recordCorrupted`;
     /// private objects without the master key fail with `.objectNotFound`.
     public func object(id: Int64, master: MasterKey?) throws(KeychainError) -> ObjectAttributes {
-        let row = try translatingErrors { try store.fetchObject(id: id) }
-        let object = try open(row, master: master)
-        try checkIntegrity(of: [row], master: master)
-        return object
+        // One snapshot: the row, its index entries and the manifest, as one commit left them.
+        let seen = epochCounter.read()
+        return try translatingErrors {
+            try store.read { () throws -> ObjectAttributes in
+                let row = try store.fetchObject(id: id)
+                let object = try open(row, master: master)
+                try checkIntegrity(of: [row], master: master, seenEpoch: seen)
+                return object
+            }
+        }
     }
 
     func open(_ row: ObjectRow, master: MasterKey?) throws(KeychainError) -> ObjectAttributes {
@@ -218,30 +224,36 @@ extension Keychain {
                 }
             }
         }
-        let rows = try translatingErrors {
-            try store.findObjects(protections: protections.map(\.rawValue), objectClass: objectClass, terms: terms, withRecords: needsRecord)
-        }
-        // Every answer is checked against what it claims. The manifest authenticates each row's
-        // class, protection, epoch and index commitment (its bucket sums are re-read); a row found
-        // through index entries must have exactly the entries its commitment names; attributes
-        // without an index are matched on the opened record. An answer the index gives but the
-        // row denies is damage, reported, not left out. A listing checks every bucket, so that a
-        // row removed from the file shows.
-        try checkIntegrity(of: rows, master: master, allBuckets: terms.isEmpty)
-        var matching: [ObjectRow] = []
-        for row in rows {
-            if !terms.isEmpty, row.recordVersion >= SealedRecord.currentVersion {
-                let actual = try translatingErrors { try IndexCommitment(entries: try store.indexEntries(objectID: row.id), primaryKey: row.primaryKey).bytes }
-                guard let stored = row.indexCommit, ConstantTime.equals(actual, stored) else {
-                    throw KeychainError(.recordCorrupted, "object \(row.id) is listed by search entries its record does not commit to: the index was altered")
+        // One snapshot for the rows, their index entries and the manifest: another process's
+        // commit in between would otherwise look like tampering.
+        let seen = epochCounter.read()
+        let matching = try translatingErrors {
+            try store.read { () throws -> [ObjectRow] in
+                let rows = try store.findObjects(protections: protections.map(\.rawValue), objectClass: objectClass, terms: terms, withRecords: needsRecord)
+                // Every answer is checked against what it claims. The manifest authenticates each
+                // row's class, protection, epoch and index commitment (its bucket sums are re-read);
+                // a row found through index entries must have exactly the entries its commitment
+                // names; attributes without an index are matched on the opened record. An answer
+                // the index gives but the row denies is damage, reported, not left out. A listing
+                // checks every bucket, so that a row removed from the file shows.
+                try checkIntegrity(of: rows, master: master, allBuckets: terms.isEmpty, seenEpoch: seen)
+                var matching: [ObjectRow] = []
+                for row in rows {
+                    if !terms.isEmpty, row.recordVersion >= SealedRecord.currentVersion {
+                        let actual = try IndexCommitment(entries: try store.indexEntries(objectID: row.id), primaryKey: row.primaryKey).bytes
+                        guard let stored = row.indexCommit, ConstantTime.equals(actual, stored) else {
+                            throw KeychainError(.recordCorrupted, "object \(row.id) is listed by search entries its record does not commit to: the index was altered")
+                        }
+                    }
+                    if needsRecord {
+                        let object: ObjectAttributes
+                        do { object = try open(row, master: master) } catch let error as KeychainError where error.code == .recordCorrupted { throw error } catch { continue }
+                        guard object.matches(template) else { continue }
+                    }
+                    matching.append(row)
                 }
+                return matching
             }
-            if needsRecord {
-                let object: ObjectAttributes
-                do { object = try open(row, master: master) } catch where error.code == .recordCorrupted { throw error } catch { continue }
-                guard object.matches(template) else { continue }
-            }
-            matching.append(row)
         }
         return matching.map { FoundObject(id: $0.id, isPrivate: Protection(rawValue: $0.protection)?.isPrivate ?? true) }
     }

@@ -1,0 +1,90 @@
+internal import COpenSSL
+import Glibc
+
+/// Memory for secrets, apart from the ordinary heap: private anonymous mappings marked
+/// `MADV_DONTDUMP` (left out of core dumps) and, within `RLIMIT_MEMLOCK`, locked in RAM with
+/// `mlock` (never written to swap). When the lock limit is reached the pages are still excluded
+/// from dumps; nothing fails because of it.
+///
+/// Buffers of up to 4 KiB come from slots of fixed sizes cut from 64 KiB chunks (a chunk stays
+/// mapped, its slots are reused); larger ones get a mapping of their own, unmapped when released.
+/// Every slot is wiped before it is reused or unmapped.
+final class SecurePages: @unchecked Sendable {
+    static let shared = SecurePages()
+
+    static let slotSizes = [32, 64, 128, 256, 512, 1024, 2048, 4096]
+    static let chunkSize = 64 << 10
+
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var free: [[UnsafeMutableRawPointer]]
+    /// Bytes mapped for secrets, and how many of them `mlock` could lock.
+    private(set) var mappedBytes = 0
+    private(set) var lockedBytes = 0
+
+    private init() {
+        mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        free = Array(repeating: [], count: Self.slotSizes.count)
+    }
+
+    /// What the pages of secrets look like now: mapped, locked (for `keychainctl` and tests).
+    static var usage: (mapped: Int, locked: Int) {
+        let pages = shared
+        pthread_mutex_lock(pages.mutex)
+        defer { pthread_mutex_unlock(pages.mutex) }
+        return (pages.mappedBytes, pages.lockedBytes)
+    }
+
+    /// A zeroed buffer of at least `count` bytes, and its capacity; nil when no mapping can be made.
+    func allocate(_ count: Int) -> (pointer: UnsafeMutableRawPointer, capacity: Int)? {
+        guard let slot = Self.slotSizes.firstIndex(where: { $0 >= count }) else {
+            let size = Self.roundToPages(count)
+            guard let region = map(size) else { return nil }
+            return (region, size)
+        }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        if free[slot].isEmpty {
+            guard let chunk = map(Self.chunkSize) else { return nil }
+            let size = Self.slotSizes[slot]
+            for offset in stride(from: Self.chunkSize - size, through: 0, by: -size) { free[slot].append(chunk + offset) }
+        }
+        guard let pointer = free[slot].popLast() else { return nil }
+        return (pointer, Self.slotSizes[slot])
+    }
+
+    /// Wipes a buffer from `allocate` and takes it back.
+    func release(_ pointer: UnsafeMutableRawPointer, capacity: Int) {
+        OPENSSL_cleanse(pointer, capacity)
+        guard let slot = Self.slotSizes.firstIndex(of: capacity) else {
+            munlock(pointer, capacity)
+            munmap(pointer, capacity)
+            pthread_mutex_lock(mutex)
+            mappedBytes -= capacity
+            pthread_mutex_unlock(mutex)
+            return
+        }
+        pthread_mutex_lock(mutex)
+        free[slot].append(pointer)
+        pthread_mutex_unlock(mutex)
+    }
+
+    private func map(_ size: Int) -> UnsafeMutableRawPointer? {
+        let region = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        guard let region, region != MAP_FAILED else { return nil }
+        _ = madvise(region, size, MADV_DONTDUMP)
+        // Not inherited by a child process after fork: a forked host never holds our secrets.
+        _ = madvise(region, size, MADV_WIPEONFORK)
+        let locked = mlock(region, size) == 0
+        if size != Self.chunkSize { pthread_mutex_lock(mutex) }
+        mappedBytes += size
+        if locked { lockedBytes += size }
+        if size != Self.chunkSize { pthread_mutex_unlock(mutex) }
+        return region
+    }
+
+    private static func roundToPages(_ count: Int) -> Int {
+        let page = max(Int(sysconf(Int32(_SC_PAGESIZE))), 4096)
+        return (max(count, 1) + page - 1) / page * page
+    }
+}
