@@ -39,13 +39,13 @@ final class SecurePages: @unchecked Sendable {
     func allocate(_ count: Int) -> (pointer: UnsafeMutableRawPointer, capacity: Int)? {
         guard let slot = Self.slotSizes.firstIndex(where: { $0 >= count }) else {
             let size = Self.roundToPages(count)
-            guard let region = map(size) else { return nil }
+            guard let region = map(size, holdingLock: false) else { return nil }
             return (region, size)
         }
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         if free[slot].isEmpty {
-            guard let chunk = map(Self.chunkSize) else { return nil }
+            guard let chunk = map(Self.chunkSize, holdingLock: true) else { return nil }
             let size = Self.slotSizes[slot]
             for offset in stride(from: Self.chunkSize - size, through: 0, by: -size) { free[slot].append(chunk + offset) }
         }
@@ -56,7 +56,7 @@ final class SecurePages: @unchecked Sendable {
     /// Wipes a buffer from `allocate` and takes it back.
     func release(_ pointer: UnsafeMutableRawPointer, capacity: Int) {
         OPENSSL_cleanse(pointer, capacity)
-        guard let slot = Self.slotSizes.firstIndex(of: capacity) else {
+        guard capacity <= Self.slotSizes[Self.slotSizes.count - 1], let slot = Self.slotSizes.firstIndex(of: capacity) else {
             munlock(pointer, capacity)
             munmap(pointer, capacity)
             pthread_mutex_lock(mutex)
@@ -69,17 +69,17 @@ final class SecurePages: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
     }
 
-    private func map(_ size: Int) -> UnsafeMutableRawPointer? {
+    private func map(_ size: Int, holdingLock: Bool) -> UnsafeMutableRawPointer? {
         let region = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
         guard let region, region != MAP_FAILED else { return nil }
         _ = madvise(region, size, MADV_DONTDUMP)
         // Not inherited by a child process after fork: a forked host never holds our secrets.
         _ = madvise(region, size, MADV_WIPEONFORK)
         let locked = mlock(region, size) == 0
-        if size != Self.chunkSize { pthread_mutex_lock(mutex) }
+        if !holdingLock { pthread_mutex_lock(mutex) }
         mappedBytes += size
         if locked { lockedBytes += size }
-        if size != Self.chunkSize { pthread_mutex_unlock(mutex) }
+        if !holdingLock { pthread_mutex_unlock(mutex) }
         return region
     }
 
