@@ -170,13 +170,8 @@ public final class AsymmetricKey: @unchecked Sendable {
         }
         if let d = parts.privateExponent, let p = parts.prime1, let q = parts.prime2, let dp = parts.exponent1, let dq = parts.exponent2,
            let qinv = parts.coefficient {
-            var body = derInteger([0]) + derInteger(parts.modulus) + derInteger(parts.publicExponent) + derInteger(d)
-            body += derInteger(p) + derInteger(q) + derInteger(dp) + derInteger(dq) + derInteger(qinv)
-            var der = derSequence(body)
-            defer {
-                wipe(&body)
-                wipe(&der)
-            }
+            var der = derIntegerSequence([[0], parts.modulus, parts.publicExponent, d, p, q, dp, dq, qinv])
+            defer { wipe(&der) }
             return try decodePrivate(EVP_PKEY_RSA, kind: .rsa, der: der)
         }
         return try withParameters { builder in
@@ -425,10 +420,9 @@ public final class AsymmetricKey: @unchecked Sendable {
             let parts = try rsaComponents()
             guard let d = parts.privateExponent, let p = parts.prime1, let q = parts.prime2, let dp = parts.exponent1, let dq = parts.exponent2,
                   let qinv = parts.coefficient else { throw CryptoError(.invalidInput, "RSA key without CRT parts") }
-            var body = Self.derInteger([0]) + Self.derInteger(parts.modulus) + Self.derInteger(parts.publicExponent) + Self.derInteger(d)
-            body += Self.derInteger(p) + Self.derInteger(q) + Self.derInteger(dp) + Self.derInteger(dq) + Self.derInteger(qinv)
-            defer { wipe(&body) }
-            return SecureBytes(Self.derSequence(body))
+            var der = Self.derIntegerSequence([[0], parts.modulus, parts.publicExponent, d, p, q, dp, dq, qinv])
+            defer { wipe(&der) }
+            return SecureBytes(der)
         case .ec where isPrivate:
             var scalar = try ecScalar().bytes
             defer { wipe(&scalar) }
@@ -511,7 +505,16 @@ public final class AsymmetricKey: @unchecked Sendable {
         let builder = try ParameterBuilder()
         try fill(builder)
         guard let params = OSSL_PARAM_BLD_to_param(builder.handle) else { throw CryptoError.library("OSSL_PARAM_BLD_to_param") }
-        defer { OSSL_PARAM_free(params) }
+        defer {
+            // OpenSSL 3.0 has no OSSL_PARAM_clear_free: the block holds copies of the key's
+            // numbers, wiped here before it goes back to the heap.
+            var entry = params
+            while entry.pointee.key != nil {
+                if let data = entry.pointee.data { OPENSSL_cleanse(data, entry.pointee.data_size) }
+                entry += 1
+            }
+            OSSL_PARAM_free(params)
+        }
         // The parameters point at the builder's name strings: keep them alive until built.
         return try withExtendedLifetime(builder) { try build(params) }
     }

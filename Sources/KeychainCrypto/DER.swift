@@ -70,4 +70,29 @@ extension AsymmetricKey {
     static func derSequence(_ content: [UInt8]) -> [UInt8] {
         [0x30] + DER.lengthBytes(content.count) + content
     }
+
+    /// A SEQUENCE of unsigned INTEGERs written into one buffer of its final size: no intermediate
+    /// copy of a private key part is left behind in freed memory (the caller wipes the result).
+    static func derIntegerSequence(_ integers: [[UInt8]]) -> [UInt8] {
+        let shapes = integers.map { value -> (start: Int, pad: Bool, length: Int) in
+            var start = 0
+            while start < value.count - 1, value[start] == 0 { start += 1 }
+            guard !value.isEmpty else { return (0, false, 1) }
+            let pad = value[start] & 0x80 != 0
+            return (start, pad, value.count - start + (pad ? 1 : 0))
+        }
+        let content = shapes.reduce(0) { $0 + 1 + DER.lengthBytes($1.length).count + $1.length }
+        var out: [UInt8] = []
+        out.reserveCapacity(1 + DER.lengthBytes(content).count + content)
+        out.append(0x30)
+        out.append(contentsOf: DER.lengthBytes(content))
+        for (value, shape) in zip(integers, shapes) {
+            out.append(0x02)
+            out.append(contentsOf: DER.lengthBytes(shape.length))
+            if value.isEmpty { out.append(0); continue }
+            if shape.pad { out.append(0) }
+            out.append(contentsOf: value[shape.start...])
+        }
+        return out
+    }
 }

@@ -83,3 +83,8 @@ public enum ConstantTime {
 public func wipe(_ bytes: inout [UInt8]) {
     bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
 }
+
+/// Wipes a buffer.
+public func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
+    OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+}

@@ -23,35 +23,31 @@ public enum AttributeRecord {
         return size
     }
 
-    /// With `padded`, a padding entry brings the record to `sizeClass` of its length.
+    /// With `padded`, a padding entry brings the record to `sizeClass` of its length. The record
+    /// is built in one buffer of its final size: a buffer outgrown on the way would go back to
+    /// the heap with the secrets in it.
     public static func encode(_ attributes: [(type: UInt64, value: [UInt8])], padded: Bool) -> [UInt8] {
         let kept = attributes.filter { $0.type != paddingType }
-        let plain = encode(kept, count: kept.count + (padded ? 1 : 0))
-        guard padded else { return plain }
         let entry = 12
-        let target = sizeClass(plain.count + entry)
-        var out = plain
-        out.reserveCapacity(target)
-        append(paddingType, bytes: 8, to: &out)
-        append(UInt64(target - plain.count - entry), bytes: 4, to: &out)
-        out += [UInt8](repeating: 0, count: target - plain.count - entry)
-        return out
-    }
-
-    public static func encode(_ attributes: [(type: UInt64, value: [UInt8])]) -> [UInt8] {
-        encode(attributes.filter { $0.type != paddingType }, count: nil)
-    }
-
-    private static func encode(_ attributes: [(type: UInt64, value: [UInt8])], count: Int?) -> [UInt8] {
+        let plain = 8 + kept.reduce(0) { $0 + entry + $1.value.count }
+        let target = padded ? sizeClass(plain + entry) : plain
         var out = magic
-        out.reserveCapacity(8 + attributes.reduce(0) { $0 + 12 + $1.value.count })
-        append(UInt64(count ?? attributes.count), bytes: 4, to: &out)
-        for (type, value) in attributes {
+        out.reserveCapacity(target)
+        append(UInt64(kept.count + (padded ? 1 : 0)), bytes: 4, to: &out)
+        for (type, value) in kept {
             append(type, bytes: 8, to: &out)
             append(UInt64(value.count), bytes: 4, to: &out)
             out += value
         }
+        guard padded else { return out }
+        append(paddingType, bytes: 8, to: &out)
+        append(UInt64(target - plain - entry), bytes: 4, to: &out)
+        out += repeatElement(0, count: target - plain - entry)
         return out
+    }
+
+    public static func encode(_ attributes: [(type: UInt64, value: [UInt8])]) -> [UInt8] {
+        encode(attributes, padded: false)
     }
 
     public static func decode(_ data: UnsafeRawBufferPointer) throws -> [(type: UInt64, value: [UInt8])] {

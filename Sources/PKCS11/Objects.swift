@@ -132,6 +132,7 @@ extension ModuleState {
         try withSession(handle) { session, token throws(CKError) in
             let entry = try visibleEntry(object, session: session, token: token)
             var current = try attributes(of: entry, handle: object, token: token)
+            defer { current.wipeValues() }
             // A password with per-item authentication shows its secret only in a session that
             // presented the item's credential (a CKO_KC_CREDENTIAL object).
             var gated = false

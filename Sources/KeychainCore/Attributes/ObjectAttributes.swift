@@ -1,3 +1,5 @@
+import KeychainCrypto
+
 /// An object's attributes: every attribute of its class, each with a value.
 public struct ObjectAttributes: Sendable, Equatable {
     public private(set) var values: [AttributeType: [UInt8]]
@@ -65,4 +67,17 @@ public struct ObjectAttributes: Sendable, Equatable {
         for (type, value) in recordAttributes { values[AttributeType(UInt(truncatingIfNeeded: type))] = value }
         self.values = values
     }
+
+    /// Wipes every value where it lies, at the end of this copy's life. Safe at any time: a value
+    /// another holder still shares is copied first (copy-on-write) and only this copy is wiped,
+    /// so the wipe reaches the memory only when this is the last holder — which it is for records
+    /// just decoded and templates just read, the copies this is meant for.
+    public mutating func wipeValues() {
+        for key in Array(values.keys) { values[key]?.withUnsafeMutableBytes { KeychainCrypto.wipe($0) } }
+    }
+}
+
+/// Wipes the values of a template at the end of its life (see `ObjectAttributes.wipeValues`).
+public func wipeValues(_ template: inout Template) {
+    for index in template.indices { template[index].value.withUnsafeMutableBytes { KeychainCrypto.wipe($0) } }
 }

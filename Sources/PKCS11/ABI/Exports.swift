@@ -265,7 +265,9 @@ public func C_CancelFunction(_ session: CK_SESSION_HANDLE) -> CK_RV {
 public func C_CreateObject(_ session: CK_SESSION_HANDLE, _ template: AttributePointer, _ count: CK_ULONG, _ object: HandlePointer) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
         guard let object else { throw CKError.argumentsBad }
-        object.pointee = try state.createObject(session, template: try CallerTemplate.read(template, count: count))
+        var parsed = try CallerTemplate.read(template, count: count)
+        defer { wipeValues(&parsed) }
+        object.pointee = try state.createObject(session, template: parsed)
     }
 }
 

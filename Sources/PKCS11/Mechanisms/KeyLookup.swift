@@ -56,7 +56,8 @@ extension ModuleState {
 
     func asymmetricKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
                        mechanism: Mechanism) throws(CKError) -> AsymmetricKey {
-        let attributes = try checkedKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism)
+        var attributes = try checkedKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism)
+        defer { attributes.wipeValues() }
         guard let key = try readyKey(handle, policy: attributes, session: session, token: token).asymmetric else {
             throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not an asymmetric key")
         }
@@ -65,7 +66,8 @@ extension ModuleState {
     }
 
     func secretKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, usage: AttributeType, mechanism: Mechanism) throws(CKError) -> SecureBytes {
-        let attributes = try checkedKey(handle, session: session, token: token, objectClass: .secretKey, usage: usage, mechanism: mechanism)
+        var attributes = try checkedKey(handle, session: session, token: token, objectClass: .secretKey, usage: usage, mechanism: mechanism)
+        defer { attributes.wipeValues() }
         guard let value = try readyKey(handle, policy: attributes, session: session, token: token).secret else {
             throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not a secret key")
         }
@@ -87,7 +89,9 @@ extension ModuleState {
         // Public keys have no secret parts; for the others, `policy` holds them only when it was
         // just read in full (`withoutSecrets` strips every sensitive attribute).
         let complete = policy.objectClass == .publicKey || policy.values.keys.contains { AttributeTable.rule($0)?.flags.contains(.sensitive) == true }
-        let attributes = complete ? policy : try keyAttributes(handle, session: session, token: token)
+        if complete { return try token.readyKey(for: handle, attributes: policy) }
+        var attributes = try keyAttributes(handle, session: session, token: token)
+        defer { attributes.wipeValues() }
         return try token.readyKey(for: handle, attributes: attributes)
     }
 

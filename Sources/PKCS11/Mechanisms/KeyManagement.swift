@@ -29,10 +29,11 @@ extension ModuleState {
             }
             let publicID = try Self.newUniqueID(), privateID = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
-            let (publicObject, privateObject) = try translating { () throws(KeychainError) in
+            var (publicObject, privateObject) = try translating { () throws(KeychainError) in
                 try KeyGeneration.objects(for: key, request: request, mechanism: UInt(mechanism.type), publicTemplate: publicTemplate,
                                           privateTemplate: privateTemplate, uniqueIDs: (publicID.text, privateID.text), bySecurityOfficer: bySO)
             }
+            defer { privateObject.wipeValues() }
             // Check both before storing either, so a refusal leaves nothing behind.
             try checkWritable(token: publicObject.isToken, private: publicObject.isPrivate, session: session, login: token.login)
             try checkWritable(token: privateObject.isToken, private: privateObject.isPrivate, session: session, login: token.login)

@@ -88,7 +88,10 @@ extension ModuleState {
 
     /// Whether a private key asks for the PIN at every use (CKA_ALWAYS_AUTHENTICATE).
     func alwaysAuthenticates(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> Bool {
-        try keyPolicy(handle, session: session, token: token).bool(.alwaysAuthenticate)
+        // A cache miss reads the whole record: its secret parts are wiped here, not left to the heap.
+        var policy = try keyPolicy(handle, session: session, token: token)
+        defer { policy.wipeValues() }
+        return policy.bool(.alwaysAuthenticate)
     }
 
     /// C_Login(CKU_CONTEXT_SPECIFIC): the user PIN, checked (and counted) like a login, releases
