@@ -70,7 +70,7 @@ extension KeychainDatabase {
         static let update = "UPDATE objects SET protection = ?, record = ?, record_version = ?, primary_key = ?, modified = ?, epoch = ?, index_commit = ? WHERE id = ?"
         static let delete = "DELETE FROM objects WHERE id = ?"
         static let columns = "id, uid, class, protection, record, record_version, created, modified, primary_key, epoch, index_commit"
-        static let states = "SELECT uid, class, protection, epoch, substr(record, -16), index_commit FROM objects WHERE record_version >= 2"
+        static let states = "SELECT uid, class, protection, epoch, x'', index_commit FROM objects WHERE record_version >= 2"
         static let indexOf = "SELECT attribute, digest FROM object_index WHERE object_id = ?"
         static let fetch = "SELECT \(columns) FROM objects WHERE id = ?"
         static let count = "SELECT protection, count(*) FROM objects GROUP BY protection"
@@ -113,13 +113,14 @@ extension KeychainDatabase {
     }
 
     /// What the integrity manifest covers of every current-format row, optionally only of the
-    /// rows whose uid starts with `bucket` (the unique index on uid answers the range).
-    public func rowStates(bucket: UInt8? = nil) throws -> [RowState] {
+    /// rows whose uid's first byte is in `firstBytes` (the unique index on uid answers the range).
+    public func rowStates(firstBytes: ClosedRange<UInt8>? = nil) throws -> [RowState] {
         var sql = SQL.states
         var values: [SQLValue] = []
-        if let bucket {
+        if let firstBytes {
             sql += " AND uid >= ? AND uid < ?"
-            values = [.blob([bucket]), bucket == 0xFF ? .blob([0xFF] + [UInt8](repeating: 0xFF, count: 64)) : .blob([bucket + 1])]
+            let upper = firstBytes.upperBound
+            values = [.blob([firstBytes.lowerBound]), upper == 0xFF ? .blob([0xFF] + [UInt8](repeating: 0xFF, count: 64)) : .blob([upper + 1])]
         }
         var states: [RowState] = []
         try database.query(sql, values) { s in

@@ -156,7 +156,7 @@ final class KeychainTests: XCTestCase {
         let database = try KeychainDatabase(path: keychain.path, create: false)
         var record = try database.fetchObject(id: victim).record
         record[record.count / 2] ^= 0x40
-        try database.updateObject(id: victim, protection: 1, record: record, primaryKey: nil, index: [], now: 0)
+        try database.database.run("UPDATE objects SET record = ? WHERE id = ?", [.blob(record), .integer(victim)])
         XCTAssertEqual(code { _ = try keychain.object(id: victim, master: master) }, .recordCorrupted)
         XCTAssertEqual(try keychain.object(id: bystander, master: master)[.value], [4, 5, 6])
     }

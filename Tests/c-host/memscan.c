@@ -5,6 +5,7 @@
  * extractable RSA-2048 key pair and reads its first prime (to know it), signs with the key (so
  * the module caches it), reads the data object back; then scans this process's own writable
  * memory for both secrets, once while logged in and once after C_Logout, and prints
+ *   canary value=N         (the value put back in clear on purpose: the scanner must find it)
  *   logged-in value=N prime=N
  *   logged-out value=N prime=N
  * This program never holds either secret in clear after use: it keeps them XOR-masked and wipes
@@ -151,6 +152,12 @@ int main(int argc, char **argv) {
     free(back);
     if (!same) { fprintf(stderr, "value read back differs\n"); return 1; }
 
+    /* The scanner's own check: the value put back in clear into a heap buffer must be found. */
+    unsigned char *canary = malloc(VALUE);
+    for (int i = 0; i < VALUE; i++) canary[i] = value_masked[i] ^ value_mask[i];
+    printf("canary value=%d\n", scan(value_masked, value_mask, VALUE));
+    explicit_bzero(canary, VALUE);
+    free(canary);
     printf("secure-pages dontdump=%ld locked=%ld\n", flagged_kib("dd"), flagged_kib("lo"));
     printf("logged-in value=%d prime=%d\n", scan(value_masked, value_mask, VALUE), scan(prime_masked, prime_mask, PRIME));
     check(p11->C_Logout(session), "C_Logout");

@@ -5,19 +5,26 @@ import KeychainStore
 /// The keychain's integrity manifest: what every current-format row must be, so that rows rolled
 /// back, removed or added outside this software are detected (Docs/security.md, "the file").
 ///
-/// Each row contributes a 128-bit keyed digest of (uid, class, protection, epoch, record tag,
-/// index commitment) to
-/// one of 256 buckets (by the uid's first byte): a bucket holds the XOR of its rows' digests.
-/// The manifest holds the keychain's epoch (one more at every write) and the 256 sums, under an
+/// Each row contributes a 128-bit keyed digest of (uid, class, protection, epoch, index
+/// commitment) to
+/// one of 64 buckets (by the top six bits of the uid's first byte): a bucket holds the XOR of its
+/// rows' digests. The manifest holds the keychain's epoch (one more at every write) and the 64
+/// sums (about 1 KiB: it fits in the meta row's page, so a write adds no overflow page), under an
 /// HMAC whose key comes from the Always key (the device key or the master key opens it; the file
 /// alone does not). Checking an object re-reads only its bucket; a row older than the manifest
 /// says, or missing, or foreign, changes its bucket's sum.
 ///
-/// Layout: "KCM1" ‖ epoch (8, big-endian) ‖ 256 × 16 bucket sums ‖ HMAC-SHA-256 (32).
+/// Layout: "KCM2" ‖ epoch (8, big-endian) ‖ 64 × 16 bucket sums ‖ HMAC-SHA-256 (32).
 struct Manifest: Equatable {
-    static let magic = Array("KCM1".utf8)
+    static let magic = Array("KCM2".utf8)
     static let bucketSize = 16
-    static let bucketCount = 256
+    static let bucketCount = 64
+
+    /// The bucket of a row: the top six bits of its uid's first byte.
+    static func bucket(of uid: [UInt8]) -> UInt8 { (uid.first ?? 0) >> 2 }
+
+    /// The uid first bytes of a bucket.
+    static func firstBytes(of bucket: UInt8) -> ClosedRange<UInt8> { (bucket << 2)...(bucket << 2 | 3) }
     static let encodedSize = 4 + 8 + bucketCount * bucketSize + 32
 
     var epoch: UInt64
@@ -48,7 +55,7 @@ struct Manifest: Equatable {
 
     mutating func toggle(_ state: RowState, mac: KeyedMAC) throws {
         let digest = try Self.digest(state, mac: mac)
-        let start = Int(state.uid.first ?? 0) * Self.bucketSize
+        let start = Int(Self.bucket(of: state.uid)) * Self.bucketSize
         for i in 0..<Self.bucketSize { sums[start + i] ^= digest[i] }
     }
 
@@ -59,7 +66,8 @@ struct Manifest: Equatable {
         message += withUnsafeBytes(of: state.objectClass.bigEndian) { Array($0) }
         message.append(state.protection)
         message += withUnsafeBytes(of: state.epoch.bigEndian) { Array($0) }
-        message += state.tag
+        // Not the record itself: its AES-GCM tag already binds it to uid, class, protection, epoch
+        // and commitment, so a damaged record fails alone, and an older one cannot carry the new epoch.
         message += state.indexCommit
         return Array(try message.withUnsafeBytes { try mac.mac($0) }.prefix(bucketSize))
     }
@@ -72,6 +80,12 @@ struct Manifest: Equatable {
         }
         return sum
     }
+}
+
+/// Whether the device's epoch record was read before a snapshot (and what it said).
+enum EpochReading {
+    case notNeeded
+    case read(UInt64?)
 }
 
 /// What this process has checked of one keychain's manifest, valid while the file is unchanged.
@@ -141,7 +155,14 @@ extension Keychain {
     /// Checks that `row` is what the manifest says: its bucket's rows sum to the stored sum.
     /// `allBuckets` checks every bucket (listings: a row removed from a bucket with no other
     /// reader would otherwise go unnoticed).
-    func checkIntegrity(of rows: [ObjectRow], master: MasterKey?, allBuckets: Bool = false, seenEpoch: UInt64?) throws(KeychainError) {
+    /// The device's epoch record, read before a snapshot begins — only when this process's view
+    /// of the manifest is stale (a fresh view needs no new rollback check).
+    func epochBeforeSnapshot() -> EpochReading {
+        if let cache = integrityCache, let stamp = try? store.changeStamp(), cache.stamp == stamp { return .notNeeded }
+        return .read(epochCounter.read())
+    }
+
+    func checkIntegrity(of rows: [ObjectRow], master: MasterKey?, allBuckets: Bool = false, seenEpoch reading: EpochReading) throws(KeychainError) {
         // Every row's bucket, old-format rows included: a current row turned into an old-format
         // one on disk drops out of its bucket's sum.
         let current = rows.filter { $0.recordVersion >= SealedRecord.currentVersion }
@@ -159,35 +180,49 @@ extension Keychain {
                     guard let decoded = try Manifest.decode(stored, mac: mac) else {
                         throw KeychainError(.recordCorrupted, "the keychain's integrity manifest was altered or damaged")
                     }
-                    try checkNotRolledBack(decoded, seen: seenEpoch)
+                    guard case .read(let seen) = reading else {
+                        // The file changed since this call looked: check the buckets, but leave
+                        // the rollback check (and the cache) to the next call, which reads first.
+                        let unchecked = IntegrityCache(stamp: stamp, manifest: decoded, verified: [])
+                        try verifyBuckets(rows, current: current, allBuckets: allBuckets, cache: unchecked, master: master)
+                        return
+                    }
+                    try checkNotRolledBack(decoded, seen: seen)
                     manifest = decoded
                 } else if try store.hasCurrentFormatRows() {
                     throw KeychainError(.recordCorrupted, "the keychain's integrity manifest is missing while its records need one: the file was altered")
                 }
                 cache = IntegrityCache(stamp: stamp, manifest: manifest, verified: [])
             }
-            guard var checked = cache else { return }
-            defer { integrityCache = checked }
-            guard let manifest = checked.manifest else { return }
-            let buckets: [UInt8] = allBuckets ? Array(0...255) : Array(Set(rows.compactMap { $0.uid.first }))
-            guard let mac = try? integrityMAC(master: master, creating: false) else { return }
-            for row in current where row.epoch > manifest.epoch {
-                throw KeychainError(.recordCorrupted, "object \(row.id) claims a later write than the keychain has seen: the file was altered")
-            }
-            for bucket in buckets where !checked.verified.contains(bucket) {
-                let sum = try Manifest.sum(of: try store.rowStates(bucket: bucket), mac: mac)
-                guard ConstantTime.equals(sum, Array(manifest.sum(bucket))) else {
-                    throw KeychainError(.recordCorrupted, "records of this keychain (uid bucket \(bucket)) were rolled back, removed or added outside this software")
-                }
-                checked.verified.insert(bucket)
-            }
+            guard let checked = cache else { return }
+            integrityCache = try verifyBuckets(rows, current: current, allBuckets: allBuckets, cache: checked, master: master)
         }
+    }
+
+    /// Re-sums the buckets of `rows` (all buckets for a listing) not yet verified in `cache`.
+    @discardableResult
+    private func verifyBuckets(_ rows: [ObjectRow], current: [ObjectRow], allBuckets: Bool, cache: IntegrityCache, master: MasterKey?) throws -> IntegrityCache {
+        var checked = cache
+        guard let manifest = checked.manifest else { return checked }
+        let buckets: [UInt8] = allBuckets ? Array(0..<UInt8(Manifest.bucketCount)) : Array(Set(rows.map { Manifest.bucket(of: $0.uid) }))
+        guard let mac = try? integrityMAC(master: master, creating: false) else { return checked }
+        for row in current where row.epoch > manifest.epoch {
+            throw KeychainError(.recordCorrupted, "object \(row.id) claims a later write than the keychain has seen: the file was altered")
+        }
+        for bucket in buckets where !checked.verified.contains(bucket) {
+            let sum = try Manifest.sum(of: try store.rowStates(firstBytes: Manifest.firstBytes(of: bucket)), mac: mac)
+            guard ConstantTime.equals(sum, Array(manifest.sum(bucket))) else {
+                throw KeychainError(.recordCorrupted, "records of this keychain (uid bucket \(bucket)) were rolled back, removed or added outside this software")
+            }
+            checked.verified.insert(bucket)
+        }
+        return checked
     }
 
     /// `keychainctl verify`: every bucket against the manifest, then every object opened.
     public func verifyIntegrity(master: MasterKey?) throws(KeychainError) -> Int {
         integrityCache = nil
-        let seen = epochCounter.read()
+        let seen = epochBeforeSnapshot()
         let rows = try translatingErrors {
             try store.read { () throws -> [ObjectRow] in
                 let rows = try store.findObjects(protections: Protection.allCases.map(\.rawValue), objectClass: nil, terms: [], withRecords: true)
@@ -223,9 +258,11 @@ extension Keychain {
 /// The device's record of a keychain's epoch: a small file beside the device key (outside the
 /// keychain folder), raised after every write. A keychain file whose manifest is older was
 /// replaced by an older copy. Written without fsync: a lost update makes the record lag, which
-/// can only hide a rollback to a very recent state, never flag a good file.
-struct EpochCounter {
+/// can only hide a rollback to a very recent state, never flag a good file. The file stays open
+/// while the keychain is (one pread per check, flock + pread + pwrite per write).
+final class EpochCounter {
     let path: String?
+    private var fd: Int32 = -1
 
     init(deviceKeyPath: String, keychainSalt: [UInt8]) {
         let folder = deviceKeyPath.lastIndex(of: "/").map { String(deviceKeyPath[..<$0]) } ?? "."
@@ -236,34 +273,47 @@ struct EpochCounter {
         }
     }
 
+    deinit { if fd >= 0 { close(fd) } }
+
+    private func descriptor(create: Bool) -> Int32? {
+        if fd >= 0 { return fd }
+        guard let path else { return nil }
+        if create {
+            let folder = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
+            let parent = String(folder[..<(folder.lastIndex(of: "/") ?? folder.endIndex)])
+            mkdir(parent, 0o700)
+            mkdir(folder, 0o700)
+        }
+        let opened = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0o600)
+        guard opened >= 0 else { return nil }
+        fd = opened
+        return opened
+    }
+
+    private func value(_ fd: Int32) -> UInt64? {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let length = pread(fd, &buffer, buffer.count, 0)
+        guard length > 0 else { return nil }
+        return UInt64(String(decoding: buffer.prefix(length).prefix { $0 != 0x0A && $0 != 0x20 }, as: UTF8.self))
+    }
+
     func read() -> UInt64? {
-        guard let path, let file = fopen(path, "r") else { return nil }
-        defer { fclose(file) }
-        var buffer = [CChar](repeating: 0, count: 32)
-        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return nil }
-        return UInt64(String(decoding: buffer.prefix { $0 != 0 && $0 != 0x0A }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        guard let fd = descriptor(create: false) else { return nil }
+        return value(fd)
     }
 
     func raise(to epoch: UInt64) { write(epoch, onlyUp: true) }
     func reset(to epoch: UInt64) { write(epoch, onlyUp: false) }
 
     private func write(_ epoch: UInt64, onlyUp: Bool) {
-        guard let path else { return }
-        let folder = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
-        let parent = String(folder[..<(folder.lastIndex(of: "/") ?? folder.endIndex)])
-        mkdir(parent, 0o700)
-        mkdir(folder, 0o700)
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
+        guard let fd = descriptor(create: true) else { return }
         guard flock(fd, LOCK_EX) == 0 else { return }
         defer { flock(fd, LOCK_UN) }
-        var buffer = [UInt8](repeating: 0, count: 32)
-        let length = pread(fd, &buffer, buffer.count, 0)
-        let current = length > 0 ? UInt64(String(decoding: buffer.prefix(length).prefix { $0 != 0x0A }, as: UTF8.self)) : nil
-        if onlyUp, let current, current >= epoch { return }
-        let text = Array("\(epoch)\n".utf8)
-        _ = ftruncate(fd, 0)
+        if onlyUp, let current = value(fd), current >= epoch { return }
+        // Fixed width: a shorter number never leaves digits of a longer one behind.
+        var text = Array(String(epoch).utf8)
+        while text.count < 20 { text.append(0x20) }
+        text.append(0x0A)
         _ = pwrite(fd, text, text.count, 0)
     }
 }

@@ -111,7 +111,7 @@ extension Keychain {
     /// private objects without the master key fail with `.objectNotFound`.
     public func object(id: Int64, master: MasterKey?) throws(KeychainError) -> ObjectAttributes {
         // One snapshot: the row, its index entries and the manifest, as one commit left them.
-        let seen = epochCounter.read()
+        let seen = epochBeforeSnapshot()
         return try translatingErrors {
             try store.read { () throws -> ObjectAttributes in
                 let row = try store.fetchObject(id: id)
@@ -226,7 +226,7 @@ extension Keychain {
         }
         // One snapshot for the rows, their index entries and the manifest: another process's
         // commit in between would otherwise look like tampering.
-        let seen = epochCounter.read()
+        let seen = epochBeforeSnapshot()
         let matching = try translatingErrors {
             try store.read { () throws -> [ObjectRow] in
                 let rows = try store.findObjects(protections: protections.map(\.rawValue), objectClass: objectClass, terms: terms, withRecords: needsRecord)
