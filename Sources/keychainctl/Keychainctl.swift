@@ -32,6 +32,14 @@ struct Keychainctl: ParsableCommand {
             P11Kit.self, ModulePath.self,
         ]
     )
+
+    /// keychainctl holds PINs, passwords and keys in clear while it works: it never writes a
+    /// core dump (RLIMIT_CORE 0, which it cannot raise again), whatever the shell's `ulimit -c`.
+    static func main() {
+        var none = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
+        main(nil)
+    }
 }
 
 /// Exit codes, distinct per kind of failure so scripts can tell them apart.

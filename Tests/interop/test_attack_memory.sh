@@ -21,3 +21,19 @@ fi
 expect_eq "$(sed -n 's/^logged-out //p' <<<"$out")" "value=0 prime=0" "copies of the value and the prime after C_Logout"
 expect_eq "$(sed -n 's/^finalized //p' <<<"$out")" "value=0 prime=0" "copies of the value and the prime after C_Finalize"
 echo "figure: secret pages ${dontdump} KiB excluded from core dumps, ${locked} KiB locked (RLIMIT_MEMLOCK $(ulimit -l) KiB); copies found logged in: $(sed -n 's/^logged-in //p' <<<"$out"), after C_Logout: $(sed -n 's/^logged-out //p' <<<"$out"), after C_Finalize: $(sed -n 's/^finalized //p' <<<"$out")"
+
+# keychainctl never writes a core dump, whatever `ulimit -c` says: its RLIMIT_CORE is 0 (soft and
+# hard) from its first instruction on. Checked on a keychainctl blocked reading a password.
+printf '123456' >"$WORK/user.pin"
+mkfifo "$WORK/password.fifo"
+( ulimit -c unlimited 2>/dev/null || ulimit -c 1024; kc add-generic-password -a coretest -s example.org --pin-file "$WORK/user.pin" --password-file "$WORK/password.fifo" ) >"$WORK/add.out" 2>&1 &
+adder=$!
+limits=""
+for _ in $(seq 100); do
+    pid=$(pgrep -n -f "keychainctl add-generic-password -a coretest") && limits=$(grep "Max core file size" "/proc/$pid/limits" 2>/dev/null)
+    [ "$(awk '{print $5, $6}' <<<"$limits")" = "0 0" ] && break
+    sleep 0.05
+done
+printf 'not-in-a-core-dump' >"$WORK/password.fifo"
+wait "$adder" || fail "keychainctl add-generic-password: $(cat "$WORK/add.out")"
+expect_eq "$(awk '{print $5, $6}' <<<"$limits")" "0 0" "keychainctl's core file size limit (soft, hard)"
