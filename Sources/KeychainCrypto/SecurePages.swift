@@ -17,9 +17,6 @@ final class SecurePages: @unchecked Sendable {
 
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var free: [[UnsafeMutableRawPointer]]
-    /// Bytes mapped for secrets, and how many of them `mlock` could lock.
-    private(set) var mappedBytes = 0
-    private(set) var lockedBytes = 0
 
     private init() {
         mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
@@ -27,25 +24,17 @@ final class SecurePages: @unchecked Sendable {
         free = Array(repeating: [], count: Self.slotSizes.count)
     }
 
-    /// What the pages of secrets look like now: mapped, locked (for `keychainctl` and tests).
-    static var usage: (mapped: Int, locked: Int) {
-        let pages = shared
-        pthread_mutex_lock(pages.mutex)
-        defer { pthread_mutex_unlock(pages.mutex) }
-        return (pages.mappedBytes, pages.lockedBytes)
-    }
-
     /// A zeroed buffer of at least `count` bytes, and its capacity; nil when no mapping can be made.
     func allocate(_ count: Int) -> (pointer: UnsafeMutableRawPointer, capacity: Int)? {
         guard let slot = Self.slotSizes.firstIndex(where: { $0 >= count }) else {
             let size = Self.roundToPages(count)
-            guard let region = map(size, holdingLock: false) else { return nil }
+            guard let region = Self.map(size) else { return nil }
             return (region, size)
         }
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         if free[slot].isEmpty {
-            guard let chunk = map(Self.chunkSize, holdingLock: true) else { return nil }
+            guard let chunk = Self.map(Self.chunkSize) else { return nil }
             let size = Self.slotSizes[slot]
             for offset in stride(from: Self.chunkSize - size, through: 0, by: -size) { free[slot].append(chunk + offset) }
         }
@@ -59,9 +48,6 @@ final class SecurePages: @unchecked Sendable {
         guard capacity <= Self.slotSizes[Self.slotSizes.count - 1], let slot = Self.slotSizes.firstIndex(of: capacity) else {
             munlock(pointer, capacity)
             munmap(pointer, capacity)
-            pthread_mutex_lock(mutex)
-            mappedBytes -= capacity
-            pthread_mutex_unlock(mutex)
             return
         }
         pthread_mutex_lock(mutex)
@@ -69,17 +55,15 @@ final class SecurePages: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
     }
 
-    private func map(_ size: Int, holdingLock: Bool) -> UnsafeMutableRawPointer? {
+    /// A private mapping out of core dumps, zeroed in a forked child, locked in RAM if the limit
+    /// allows (`test_attack_memory.sh` reads the result in /proc/self/smaps).
+    private static func map(_ size: Int) -> UnsafeMutableRawPointer? {
         let region = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
         guard let region, region != MAP_FAILED else { return nil }
         _ = madvise(region, size, MADV_DONTDUMP)
         // Not inherited by a child process after fork: a forked host never holds our secrets.
         _ = madvise(region, size, MADV_WIPEONFORK)
-        let locked = mlock(region, size) == 0
-        if !holdingLock { pthread_mutex_lock(mutex) }
-        mappedBytes += size
-        if locked { lockedBytes += size }
-        if !holdingLock { pthread_mutex_unlock(mutex) }
+        _ = mlock(region, size)
         return region
     }
 

@@ -16,26 +16,22 @@ public struct ObjectRow: Sendable {
     public let indexCommit: [UInt8]?
 }
 
-/// What the integrity manifest covers of one row (no record body needed but its tag).
+/// What the integrity manifest covers of one row: its columns, not its record (the record's
+/// AES-GCM tag already binds it to these).
 public struct RowState: Sendable, Equatable {
     public let uid: [UInt8]
     public let objectClass: UInt64
     public let protection: UInt8
     public let epoch: UInt64
-    public let tag: [UInt8]
     public let indexCommit: [UInt8]
 
-    public init(uid: [UInt8], objectClass: UInt64, protection: UInt8, epoch: UInt64, tag: [UInt8], indexCommit: [UInt8]) {
+    public init(uid: [UInt8], objectClass: UInt64, protection: UInt8, epoch: UInt64, indexCommit: [UInt8]) {
         self.uid = uid
         self.objectClass = objectClass
         self.protection = protection
         self.epoch = epoch
-        self.tag = tag
         self.indexCommit = indexCommit
     }
-
-    /// The AES-GCM tag of a sealed record: its last 16 bytes.
-    public static func tag(of record: [UInt8]) -> [UInt8] { Array(record.suffix(16)) }
 }
 
 /// One searchable attribute of an object, as a blind-index digest.
@@ -70,7 +66,7 @@ extension KeychainDatabase {
         static let update = "UPDATE objects SET protection = ?, record = ?, record_version = ?, primary_key = ?, modified = ?, epoch = ?, index_commit = ? WHERE id = ?"
         static let delete = "DELETE FROM objects WHERE id = ?"
         static let columns = "id, uid, class, protection, record, record_version, created, modified, primary_key, epoch, index_commit"
-        static let states = "SELECT uid, class, protection, epoch, x'', index_commit FROM objects WHERE record_version >= 2"
+        static let states = "SELECT uid, class, protection, epoch, index_commit FROM objects WHERE record_version >= 2"
         static let indexOf = "SELECT attribute, digest FROM object_index WHERE object_id = ?"
         static let fetch = "SELECT \(columns) FROM objects WHERE id = ?"
         static let count = "SELECT protection, count(*) FROM objects GROUP BY protection"
@@ -125,7 +121,7 @@ extension KeychainDatabase {
         var states: [RowState] = []
         try database.query(sql, values) { s in
             states.append(RowState(uid: s.blob(0), objectClass: UInt64(bitPattern: s.int64(1)), protection: UInt8(truncatingIfNeeded: s.int64(2)),
-                                   epoch: UInt64(bitPattern: s.int64(3)), tag: s.blob(4), indexCommit: s.isNull(5) ? [] : s.blob(5)))
+                                   epoch: UInt64(bitPattern: s.int64(3)), indexCommit: s.isNull(4) ? [] : s.blob(4)))
         }
         return states
     }

@@ -7,52 +7,16 @@
  * The token is chosen by its label. Exit status 0 when the run completed (whatever the CK_RVs),
  * 1 when the PKCS#11 set-up failed.
  */
-#include <dlfcn.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "keychain-pkcs11.h"
-
-static CK_FUNCTION_LIST_PTR p11;
-
-static void check(CK_RV rv, const char *what) {
-    if (rv != CKR_OK) { fprintf(stderr, "%s: 0x%lx\n", what, rv); exit(1); }
-}
-
-/* Loads the module, initialises it and opens a read/write session on the token labelled LABEL. */
-static CK_SESSION_HANDLE open_session(const char *module, const char *label) {
-    void *handle = dlopen(module, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) { fprintf(stderr, "dlopen: %s\n", dlerror()); exit(1); }
-    CK_C_GetFunctionList get = (CK_C_GetFunctionList)dlsym(handle, "C_GetFunctionList");
-    if (!get) exit(1);
-    check(get(&p11), "C_GetFunctionList");
-    check(p11->C_Initialize(NULL), "C_Initialize");
-    CK_SLOT_ID slots[64];
-    CK_ULONG count = 64;
-    check(p11->C_GetSlotList(CK_TRUE, slots, &count), "C_GetSlotList");
-    char padded[32];
-    memset(padded, ' ', sizeof padded);
-    memcpy(padded, label, strlen(label) < sizeof padded ? strlen(label) : sizeof padded);
-    for (CK_ULONG i = 0; i < count; i++) {
-        CK_TOKEN_INFO info;
-        if (p11->C_GetTokenInfo(slots[i], &info) == CKR_OK && memcmp(info.label, padded, sizeof padded) == 0) {
-            CK_SESSION_HANDLE session;
-            check(p11->C_OpenSession(slots[i], CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &session), "C_OpenSession");
-            return session;
-        }
-    }
-    fprintf(stderr, "no token labelled %s\n", label);
-    exit(1);
-}
+#include "labelled-token.h"
 
 /* One guessing process: logs in until the answer changes; writes its tallies to `out`. */
 static void guesser(const char *module, const char *label, const char *pin, int start, int out) {
     char go;
     if (read(start, &go, 1) != 1) _exit(1);
-    CK_SESSION_HANDLE session = open_session(module, label);
+    CK_SESSION_HANDLE session = open_labelled_session(module, label);
     long tally[4] = {0, 0, 0, 0}; /* incorrect, locked, ok, other */
     for (int i = 0; i < 1000; i++) {
         CK_RV rv = p11->C_Login(session, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin));
@@ -100,7 +64,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[2], "login") == 0 && argc == 6) {
-        CK_SESSION_HANDLE session = open_session(module, argv[3]);
+        CK_SESSION_HANDLE session = open_labelled_session(module, argv[3]);
         CK_USER_TYPE user = strcmp(argv[4], "so") == 0 ? CKU_SO : CKU_USER;
         CK_RV rv = p11->C_Login(session, user, (CK_UTF8CHAR_PTR)argv[5], strlen(argv[5]));
         printf("0x%08lx\n", rv);

@@ -14,18 +14,8 @@
  * the size of this process's mappings that the kernel leaves out of core dumps (VmFlags "dd")
  * and that are locked in RAM ("lo"), while logged in: the module's pages for keys and records.
  */
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
-#include "keychain-pkcs11.h"
-
-static CK_FUNCTION_LIST_PTR p11;
-
-static void check(CK_RV rv, const char *what) {
-    if (rv != CKR_OK) { fprintf(stderr, "%s: 0x%lx\n", what, rv); exit(1); }
-}
+#include "labelled-token.h"
 
 static void random_bytes(unsigned char *out, size_t n) {
     FILE *f = fopen("/dev/urandom", "rb");
@@ -81,25 +71,7 @@ static long flagged_kib(const char *flag) {
 
 int main(int argc, char **argv) {
     if (argc != 4) { fprintf(stderr, "usage: memscan MODULE LABEL PIN\n"); return 64; }
-    void *handle = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (!handle) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
-    CK_C_GetFunctionList get = (CK_C_GetFunctionList)dlsym(handle, "C_GetFunctionList");
-    if (!get) return 1;
-    check(get(&p11), "C_GetFunctionList");
-    check(p11->C_Initialize(NULL), "C_Initialize");
-    CK_SLOT_ID slots[64];
-    CK_ULONG count = 64;
-    check(p11->C_GetSlotList(CK_TRUE, slots, &count), "C_GetSlotList");
-    char padded[32];
-    memset(padded, ' ', sizeof padded);
-    memcpy(padded, argv[2], strlen(argv[2]) < sizeof padded ? strlen(argv[2]) : sizeof padded);
-    CK_SESSION_HANDLE session = 0;
-    for (CK_ULONG i = 0; i < count && !session; i++) {
-        CK_TOKEN_INFO info;
-        if (p11->C_GetTokenInfo(slots[i], &info) == CKR_OK && memcmp(info.label, padded, sizeof padded) == 0)
-            check(p11->C_OpenSession(slots[i], CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &session), "C_OpenSession");
-    }
-    if (!session) { fprintf(stderr, "no token %s\n", argv[2]); return 1; }
+    CK_SESSION_HANDLE session = open_labelled_session(argv[1], argv[2]);
     check(p11->C_Login(session, CKU_USER, (CK_UTF8CHAR_PTR)argv[3], strlen(argv[3])), "C_Login");
 
     enum { VALUE = 48, PRIME = 32 };

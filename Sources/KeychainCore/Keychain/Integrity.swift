@@ -113,21 +113,31 @@ extension Keychain {
         return mac
     }
 
-    /// Inside a write transaction: the stored manifest, verified; a keychain without one gets a
-    /// new one only while it holds no current-format row (a new keychain, or one from an earlier
-    /// build, whose rows are then covered from their next write on).
-    func manifestForWrite(mac: KeyedMAC) throws -> Manifest {
-        if let stored = try store.metaBlob(Self.manifestMeta) {
-            guard let manifest = try Manifest.decode(stored, mac: mac) else {
-                throw KeychainError(.recordCorrupted, "the keychain's integrity manifest was altered or damaged: nothing is written until 'keychainctl verify' has been run")
+    /// The stored manifest, its HMAC checked; nil for a keychain that never had one (no
+    /// current-format row), or when there is no `mac` to check it with. A manifest altered, or
+    /// missing while current-format rows need it, is damage.
+    func storedManifest(mac: KeyedMAC?) throws -> Manifest? {
+        guard let stored = try store.metaBlob(Self.manifestMeta) else {
+            guard try !store.hasCurrentFormatRows() else {
+                throw KeychainError(.recordCorrupted, "the keychain's integrity manifest is missing while its records need one: the file was altered")
             }
-            try checkNotRolledBack(manifest, seen: epochCounter.read())
-            return manifest
+            return nil
         }
-        guard try !store.hasCurrentFormatRows() else {
-            throw KeychainError(.recordCorrupted, "the keychain's integrity manifest is missing while its records need one: the file was altered")
+        guard let mac else { return nil }
+        guard let manifest = try Manifest.decode(stored, mac: mac) else {
+            throw KeychainError(.recordCorrupted, "the keychain's integrity manifest was altered or damaged: 'keychainctl verify' checks the keychain")
         }
-        return Manifest.empty(epoch: max(epochCounter.read() ?? 0, 0))
+        return manifest
+    }
+
+    /// Inside a write transaction: the stored manifest; a keychain without one gets a new one
+    /// (a new keychain, or one from an earlier build, whose rows are then covered from their next
+    /// write on), starting at the epoch this device has recorded.
+    func manifestForWrite(mac: KeyedMAC) throws -> Manifest {
+        let seen = epochCounter.read()
+        guard let manifest = try storedManifest(mac: mac) else { return Manifest.empty(epoch: seen ?? 0) }
+        try checkNotRolledBack(manifest, seen: seen)
+        return manifest
     }
 
     /// Stores `manifest` after a write that moved the keychain to `manifest.epoch`.
@@ -152,9 +162,6 @@ extension Keychain {
         }
     }
 
-    /// Checks that `row` is what the manifest says: its bucket's rows sum to the stored sum.
-    /// `allBuckets` checks every bucket (listings: a row removed from a bucket with no other
-    /// reader would otherwise go unnoticed).
     /// The device's epoch record, read before a snapshot begins — only when this process's view
     /// of the manifest is stale (a fresh view needs no new rollback check).
     func epochBeforeSnapshot() -> EpochReading {
@@ -162,6 +169,9 @@ extension Keychain {
         return .read(epochCounter.read())
     }
 
+    /// Checks that `rows` are what the manifest says: their buckets' rows sum to the stored sums.
+    /// `allBuckets` checks every bucket (listings: a row removed from a bucket with no other
+    /// reader would otherwise go unnoticed).
     func checkIntegrity(of rows: [ObjectRow], master: MasterKey?, allBuckets: Bool = false, seenEpoch reading: EpochReading) throws(KeychainError) {
         // Every row's bucket, old-format rows included: a current row turned into an old-format
         // one on disk drops out of its bucket's sum.
@@ -169,33 +179,24 @@ extension Keychain {
         guard !rows.isEmpty || allBuckets else { return }
         try translatingErrors {
             let stamp = try store.changeStamp()
-            var cache = integrityCache.flatMap { $0.stamp == stamp ? $0 : nil }
-            if cache == nil {
-                let stored = try store.metaBlob(Self.manifestMeta)
-                var manifest: Manifest?
-                if let stored {
-                    // Without the device key or a login there is no manifest key, and no record
-                    // that could be checked opens either.
-                    guard let mac = try? integrityMAC(master: master, creating: false) else { return }
-                    guard let decoded = try Manifest.decode(stored, mac: mac) else {
-                        throw KeychainError(.recordCorrupted, "the keychain's integrity manifest was altered or damaged")
-                    }
-                    guard case .read(let seen) = reading else {
-                        // The file changed since this call looked: check the buckets, but leave
-                        // the rollback check (and the cache) to the next call, which reads first.
-                        let unchecked = IntegrityCache(stamp: stamp, manifest: decoded, verified: [])
-                        try verifyBuckets(rows, current: current, allBuckets: allBuckets, cache: unchecked, master: master)
-                        return
-                    }
-                    try checkNotRolledBack(decoded, seen: seen)
-                    manifest = decoded
-                } else if try store.hasCurrentFormatRows() {
-                    throw KeychainError(.recordCorrupted, "the keychain's integrity manifest is missing while its records need one: the file was altered")
-                }
-                cache = IntegrityCache(stamp: stamp, manifest: manifest, verified: [])
+            if let cache = integrityCache, cache.stamp == stamp {
+                integrityCache = try verifyBuckets(rows, current: current, allBuckets: allBuckets, cache: cache, master: master)
+                return
             }
-            guard let checked = cache else { return }
-            integrityCache = try verifyBuckets(rows, current: current, allBuckets: allBuckets, cache: checked, master: master)
+            // Without the device key or a login there is no manifest key, and no record that
+            // could be checked opens either (nothing is cached then).
+            let mac = try? integrityMAC(master: master, creating: false)
+            let manifest = try storedManifest(mac: mac)
+            guard mac != nil else { return }
+            let fresh = IntegrityCache(stamp: stamp, manifest: manifest, verified: [])
+            guard case .read(let seen) = reading else {
+                // The file changed since this call looked: check the buckets, but leave the
+                // rollback check (and the cache) to the next call, which reads first.
+                try verifyBuckets(rows, current: current, allBuckets: allBuckets, cache: fresh, master: master)
+                return
+            }
+            if let manifest { try checkNotRolledBack(manifest, seen: seen) }
+            integrityCache = try verifyBuckets(rows, current: current, allBuckets: allBuckets, cache: fresh, master: master)
         }
     }
 
@@ -245,11 +246,8 @@ extension Keychain {
     /// Accepts this file as it is now, older than the device remembers (a backup restored on
     /// purpose): the device's record goes back to the file's epoch.
     public func acceptOlderCopy(master: MasterKey?) throws(KeychainError) {
-        guard let stored = try translatingErrors({ try store.metaBlob(Self.manifestMeta) }) else { return }
         let mac = try integrityMAC(master: master, creating: false)
-        guard let manifest = try translatingErrors({ try Manifest.decode(stored, mac: mac) }) else {
-            throw KeychainError(.recordCorrupted, "the keychain's integrity manifest was altered or damaged")
-        }
+        guard let manifest = try translatingErrors({ try storedManifest(mac: mac) }) else { return }
         epochCounter.reset(to: manifest.epoch)
         integrityCache = nil
     }

@@ -7,7 +7,7 @@ struct SealedRow {
     let record: [UInt8]
     let index: [IndexEntry]
     let primaryKey: [UInt8]?
-    let commitment: [UInt8]
+    /// The row's columns as the manifest counts them (its `indexCommit` is stored beside the record).
     let state: RowState
 }
 
@@ -39,16 +39,15 @@ extension Keychain {
         let commitment = try IndexCommitment(entries: index, primaryKey: primaryKey)
         let record = try SealedRecord.seal(secure, base: keys.recordBase, uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0),
                                            protection: protection.rawValue, index: commitment, epoch: epoch)
-        return SealedRow(record: record, index: index, primaryKey: primaryKey, commitment: commitment.bytes,
+        return SealedRow(record: record, index: index, primaryKey: primaryKey,
                          state: RowState(uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue, epoch: epoch,
-                                         tag: RowState.tag(of: record), indexCommit: commitment.bytes))
+                                         indexCommit: commitment.bytes))
     }
 
     /// A row's state before a write, as the manifest counts it (rows of earlier builds are not in it).
     static func state(of row: ObjectRow) -> RowState? {
         guard row.recordVersion >= SealedRecord.currentVersion else { return nil }
-        return RowState(uid: row.uid, objectClass: row.objectClass, protection: row.protection, epoch: row.epoch, tag: RowState.tag(of: row.record),
-                        indexCommit: row.indexCommit ?? [])
+        return RowState(uid: row.uid, objectClass: row.objectClass, protection: row.protection, epoch: row.epoch, indexCommit: row.indexCommit ?? [])
     }
 
     /// Runs a write of one row in a transaction with the manifest: `body` gets the new epoch and
@@ -102,7 +101,7 @@ extension Keychain {
                 let sealed = try seal(object, uid: uid, protection: protection, keys: keys, epoch: epoch)
                 let id = try store.insertObject(uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue,
                                                 record: sealed.record, primaryKey: sealed.primaryKey, index: sealed.index, now: Self.now(),
-                                                epoch: epoch, indexCommit: sealed.commitment)
+                                                epoch: epoch, indexCommit: sealed.state.indexCommit)
                 return (id, nil, sealed.state)
         }
     }
@@ -169,7 +168,7 @@ extension Keychain {
                 let before = try store.fetchObject(id: id)
                 let sealed = try seal(object, uid: before.uid, protection: protection, keys: keys, epoch: epoch)
                 try store.updateObject(id: id, protection: protection.rawValue, record: sealed.record, primaryKey: sealed.primaryKey,
-                                       index: sealed.index, now: Self.now(), epoch: epoch, indexCommit: sealed.commitment)
+                                       index: sealed.index, now: Self.now(), epoch: epoch, indexCommit: sealed.state.indexCommit)
                 return ((), Self.state(of: before), sealed.state)
         }
     }

@@ -42,7 +42,6 @@ public struct FoundObject: Sendable, Equatable {
 public final class Keychain {
     public let path: String
     let store: KeychainDatabase
-    let publicKeys: RecordKeys
     /// The file key's bytes: random per keychain, they make its device binding its own.
     let keychainSalt: [UInt8]
     public let deviceKeyFile: DeviceKeyFile
@@ -98,7 +97,6 @@ public final class Keychain {
             throw KeychainError(.keychainUnrecognized, "\(store.path) is not an initialised keychain")
         }
         keychainSalt = publicKey
-        publicKeys = try translatingErrors { try RecordKeys(base: SecureBytes(publicKey)) }
         epochCounter = EpochCounter(deviceKeyPath: deviceKey.path, keychainSalt: publicKey)
     }
 
