@@ -237,6 +237,7 @@ public final class AsymmetricKey: @unchecked Sendable {
         default: type = EVP_PKEY_X448
         }
         if let privateKey {
+            OpenSSLSecureHeap.prepare()
             guard privateKey.count == length else { throw CryptoError(.invalidInput, "\(kind.openSSLName) private key must have \(length) bytes") }
             guard let pkey = EVP_PKEY_new_raw_private_key(type, nil, privateKey, privateKey.count) else { throw CryptoError.library("EVP_PKEY_new_raw_private_key") }
             let key = AsymmetricKey(pkey: pkey, kind: kind, isPrivate: true)
@@ -267,6 +268,7 @@ public final class AsymmetricKey: @unchecked Sendable {
 
     /// Generates a key pair. RSA takes `bits` and the public exponent (default 65537).
     public static func generate(_ kind: AsymmetricKind, bits: Int = 0, publicExponent: [UInt8]? = nil) throws -> AsymmetricKey {
+        OpenSSLSecureHeap.prepare()
         guard let ctx = EVP_PKEY_CTX_new_from_name(nil, kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_keygen_init(ctx) == 1 else { throw CryptoError.library("EVP_PKEY_keygen_init") }
@@ -371,6 +373,7 @@ public final class AsymmetricKey: @unchecked Sendable {
 
     /// A private key from its type-specific DER (PKCS#1 RSAPrivateKey, SEC1 ECPrivateKey).
     private static func decodePrivate(_ type: Int32, kind: AsymmetricKind, der: [UInt8]) throws -> AsymmetricKey {
+        OpenSSLSecureHeap.prepare()
         let parsed = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
             guard let base = buffer.baseAddress else { return nil }
             var cursor: UnsafePointer<UInt8>? = base
@@ -490,6 +493,7 @@ public final class AsymmetricKey: @unchecked Sendable {
     }
 
     static func fromData(kind: AsymmetricKind, params: UnsafeMutablePointer<OSSL_PARAM>, isPrivate: Bool) throws -> AsymmetricKey {
+        if isPrivate { OpenSSLSecureHeap.prepare() }
         guard let ctx = EVP_PKEY_CTX_new_from_name(nil, kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
         defer { EVP_PKEY_CTX_free(ctx) }
         var pkey: OpaquePointer?

@@ -123,6 +123,7 @@ extension AsymmetricKey {
 
     /// A key pair over the given domain.
     public static func generate(_ kind: AsymmetricKind, domain: FiniteFieldComponents) throws -> AsymmetricKey {
+        OpenSSLSecureHeap.prepare()
         guard kind == .dsa || kind == .dh else { throw CryptoError(.invalidInput, "not a DSA or DH key") }
         guard finiteFieldPrimeBits.contains(domain.primeBits) else { throw CryptoError(.invalidInput, "a \(domain.primeBits)-bit prime") }
         if kind == .dsa, domain.subprime == nil { throw CryptoError(.invalidInput, "DSA needs its subprime q") }

@@ -79,6 +79,7 @@ extension KeyFile {
     /// DER is tried as each structure in turn; only one that spans every byte counts.
     static func decodeDER(_ der: [UInt8], _ passphrase: PassphraseSource) throws(Failure) -> KeyFileContents {
         guard der.first == 0x30 else { throw .malformed("neither PEM, DER nor an OpenSSH key") }
+        OpenSSLSecureHeap.prepare()
         if let bundle = DERParser.whole(der, { d2i_PKCS12(nil, $0, $1) }, free: PKCS12_free) {
             return try PKCS12Bundle(handle: bundle).contents(passphrase)
         }
@@ -143,6 +144,7 @@ enum DERParser {
     }
 
     static func pkcs8(_ der: UnsafeRawBufferPointer) throws(KeyFile.Failure) -> AsymmetricKey? {
+        OpenSSLSecureHeap.prepare()
         // PKCS8_PRIV_KEY_INFO_free cleanses the key octets.
         guard let info = whole(der, { d2i_PKCS8_PRIV_KEY_INFO(nil, $0, $1) }, free: PKCS8_PRIV_KEY_INFO_free) else { return nil }
         defer { PKCS8_PRIV_KEY_INFO_free(info) }
@@ -156,6 +158,7 @@ enum DERParser {
 
     /// A PKCS#1 RSAPrivateKey (type EVP_PKEY_RSA) or SEC1 ECPrivateKey (EVP_PKEY_EC), or nil.
     static func traditional(_ der: UnsafeRawBufferPointer, type: Int32) throws(KeyFile.Failure) -> AsymmetricKey? {
+        OpenSSLSecureHeap.prepare()
         guard let pkey = whole(der, { d2i_PrivateKey(type, nil, $0, $1) }, free: EVP_PKEY_free) else { return nil }
         return try key(pkey, isPrivate: true)
     }

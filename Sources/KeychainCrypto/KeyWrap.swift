@@ -105,6 +105,7 @@ extension AsymmetricKey {
 
     /// A private key from DER PKCS#8 (what C_UnwrapKey unwraps).
     public static func privateKey(pkcs8 der: SecureBytes) throws -> AsymmetricKey {
+        OpenSSLSecureHeap.prepare()
         let parsed = der.withUnsafeBytes { buffer -> OpaquePointer? in
             guard let base = buffer.baseAddress else { return nil }
             var cursor: UnsafePointer<UInt8>? = base.assumingMemoryBound(to: UInt8.self)

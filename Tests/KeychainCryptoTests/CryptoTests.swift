@@ -1,3 +1,4 @@
+import COpenSSL
 import XCTest
 @testable import KeychainCrypto
 
@@ -133,5 +134,34 @@ final class HexTests: XCTestCase {
             let isDigit = (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
             XCTAssertEqual(Hex.value(byte) != nil, isDigit, "byte \(byte)")
         }
+    }
+}
+
+final class OpenSSLSecureHeapTests: XCTestCase {
+    func test_settings_read_as_byte_counts_or_off() {
+        XCTAssertEqual(OpenSSLSecureHeap.parseSize("1M"), 1 << 20)
+        XCTAssertEqual(OpenSSLSecureHeap.parseSize("64k"), 64 << 10)
+        XCTAssertEqual(OpenSSLSecureHeap.parseSize("65536"), 65536)
+        XCTAssertEqual(OpenSSLSecureHeap.parseSize("off"), 0)
+        XCTAssertEqual(OpenSSLSecureHeap.parseSize("0"), 0)
+        for bad in ["", "M", "-1K", "1G", "1MiB", "65M", "lots"] {
+            XCTAssertNil(OpenSSLSecureHeap.parseSize(bad), bad)
+        }
+    }
+
+    func test_sizes_become_powers_of_two_that_openssl_accepts() {
+        XCTAssertEqual(OpenSSLSecureHeap.roundedSize(0), 0)
+        XCTAssertEqual(OpenSSLSecureHeap.roundedSize(1), 16 << 10)
+        XCTAssertEqual(OpenSSLSecureHeap.roundedSize(16 << 10), 16 << 10)
+        XCTAssertEqual(OpenSSLSecureHeap.roundedSize((1 << 20) + 1), 2 << 20)
+        XCTAssertEqual(OpenSSLSecureHeap.roundedSize(64 << 20), 64 << 20)
+    }
+
+    func test_a_private_key_lives_in_the_secure_heap() throws {
+        // This test process: the first private key given to OpenSSL makes the heap.
+        let key = try AsymmetricKey.generate(.ec(.p256))
+        XCTAssertTrue(OpenSSLSecureHeap.isAvailable)
+        XCTAssertGreaterThan(CRYPTO_secure_used(), 0)
+        _ = key
     }
 }

@@ -30,6 +30,10 @@ public struct Configuration: Sendable {
     /// Which keys may wrap a sensitive key (`sensitive_wrapping = trusted|any`,
     /// KEYCHAIN_PKCS11_SENSITIVE_WRAPPING); trusted by default. See `SensitiveWrapping`.
     public var sensitiveWrapping: SensitiveWrapping = .trusted
+    /// The size of OpenSSL's secure heap, which this process makes the first time it gives a
+    /// private key to OpenSSL (`openssl_secure_heap = 1M|…|off`,
+    /// KEYCHAIN_PKCS11_OPENSSL_SECURE_HEAP); 1 MiB by default. See `OpenSSLSecureHeap`.
+    public var opensslSecureHeap: Int = OpenSSLSecureHeap.defaultSize
 
     public init(directory: String, kdf: ScryptParameters = .interactive, defaultKeychain: String? = nil) {
         self.directory = directory
@@ -68,6 +72,13 @@ public struct Configuration: Sendable {
             // An unknown word must not weaken anything.
             configuration.sensitiveWrapping = SensitiveWrapping(rawValue: text) ?? .trusted
         }
+        if let text = environment("KEYCHAIN_PKCS11_OPENSSL_SECURE_HEAP") ?? file["openssl_secure_heap"] {
+            // An unreadable value keeps the protection of the default size.
+            configuration.opensslSecureHeap = OpenSSLSecureHeap.parseSize(text) ?? OpenSSLSecureHeap.defaultSize
+        }
+        // Every door reads its configuration through here before it handles a key; the size is
+        // fixed when the heap is made (the first private key given to OpenSSL).
+        OpenSSLSecureHeap.configure(size: configuration.opensslSecureHeap)
         return configuration
     }
 

@@ -117,9 +117,34 @@ extension Token {
     /// The usable form of a key object, parsed once while logged in.
     func readyKey(for handle: CK_OBJECT_HANDLE, attributes: ObjectAttributes) throws(CKError) -> ReadyKey {
         if let key = keyCache[handle] { return key }
-        let key = try Self.parse(attributes)
+        let key: ReadyKey
+        do {
+            key = try Self.parse(attributes)
+        } catch where attributes.objectClass == .privateKey && OpenSSLSecureHeap.isAvailable {
+            // OpenSSL's secure heap fails when full: make room by dropping the ready keys, once.
+            let dropped = dropReadyAsymmetricKeys()
+            do throws(CKError) {
+                guard dropped else { throw error }
+                key = try Self.parse(attributes)
+            } catch {
+                guard OpenSSLSecureHeap.isCrowded else { throw error }
+                throw CKError(CK_RV(CKR_DEVICE_MEMORY), "OpenSSL's secure heap is full: raise openssl_secure_heap")
+            }
+        }
+        // Keep the module's share of the secure heap at half at most (OpenSSLSecureHeap).
+        if key.asymmetric?.isPrivate == true, OpenSSLSecureHeap.isCrowded { dropReadyAsymmetricKeys() }
         keyCache[handle] = key
         return key
+    }
+
+    /// Forgets the parsed asymmetric keys (operations under way keep theirs until they end);
+    /// false when there were none.
+    @discardableResult
+    func dropReadyAsymmetricKeys() -> Bool {
+        let kept = keyCache.filter { $0.value.asymmetric == nil }
+        guard kept.count < keyCache.count else { return false }
+        keyCache = kept
+        return true
     }
 
     static func parse(_ attributes: ObjectAttributes) throws(CKError) -> ReadyKey {
