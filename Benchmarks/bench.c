@@ -8,12 +8,18 @@
  *        bench MODULE scale N                 N durable token objects: creation rate, find by
  *                                             CKA_LABEL and by CKA_ID, and in fresh processes
  *                                             dlopen+C_Initialize, C_Login and resident memory
+ *        bench MODULE threads SECONDS         signatures with 1, 2 and 4 threads in one process
+ *                                             (each its own session, one shared token key), and
+ *                                             the latency of a signing thread while another
+ *                                             logs in and out of a second token, or generates
+ *                                             RSA-3072 key pairs on the same token
  * With BENCH_OPENSSL_INLINE=1, each signature measure is followed at once by the same measure on
  * raw OpenSSL in this process (EVP, contexts initialised once, as `openssl speed` does), printed
  * as "@openssl <measure> <value> <unit>": the two run in the same seconds, which on a shared
  * machine matters more than anything else about the comparison.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <openssl/evp.h>
 #include <openssl/rsa.h>
 #include <stdio.h>
@@ -399,9 +405,191 @@ static void evp_signatures(const char *name, enum evp_kind kind) {
     EVP_PKEY_free(key);
 }
 
+/* ---- threads: many threads, one process ---- */
+
+/* The slot of the token labelled `name`. */
+static int labelled_slot(const char *name, CK_SLOT_ID *slot) {
+    CK_SLOT_ID slots[64];
+    CK_ULONG count = 64;
+    CK_UTF8CHAR label[32];
+    memset(label, ' ', sizeof label);
+    memcpy(label, name, strlen(name));
+    if (!TRY(p11->C_GetSlotList(CK_TRUE, slots, &count))) return 0;
+    for (CK_ULONG i = 0; i < count; i++) {
+        CK_TOKEN_INFO info;
+        if (TRY(p11->C_GetTokenInfo(slots[i], &info)) && memcmp(info.label, label, 32) == 0) { *slot = slots[i]; return 1; }
+    }
+    return 0;
+}
+
+/* A second token, "bench2", with the same PINs, for the login loop (returns its slot). */
+static int second_token(CK_SLOT_ID *slot) {
+    CK_SLOT_ID slots[64];
+    CK_ULONG count = 64;
+    if (!TRY(p11->C_GetSlotList(CK_FALSE, slots, &count)) || count == 0) return 0;
+    CK_UTF8CHAR label[32], so[] = "12345678";
+    memset(label, ' ', sizeof label);
+    memcpy(label, "bench2", 6);
+    CK_SESSION_HANDLE s;
+    if (!TRY(p11->C_InitToken(slots[count - 1], so, 8, label)) || !labelled_slot("bench2", slot)) return 0;
+    int ok = TRY(p11->C_OpenSession(*slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s)) && TRY(p11->C_Login(s, CKU_SO, so, 8)) &&
+             TRY(p11->C_InitPIN(s, user_pin, 4)) && TRY(p11->C_Logout(s));
+    p11->C_CloseSession(s);
+    return ok;
+}
+
+struct signer {
+    CK_SLOT_ID slot;
+    CK_OBJECT_HANDLE key;
+    CK_MECHANISM mechanism;
+    double seconds;
+    volatile int *stop;     /* for the latency runs: sign until told to stop */
+    long count;
+    int ok;
+    double *latencies;      /* per signature, when not NULL (capacity `capacity`) */
+    long capacity;
+};
+
+static void *sign_loop(void *argument) {
+    struct signer *w = argument;
+    CK_SESSION_HANDLE s;
+    w->ok = TRY(p11->C_OpenSession(w->slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s));
+    unsigned char data[32], sig[1024];
+    memset(data, 0x42, sizeof data);
+    double start = now(), t = start;
+    while (w->ok && (w->stop ? !*w->stop : t - start < w->seconds)) {
+        CK_ULONG siglen = sizeof sig;
+        double t0 = now();
+        w->ok = TRY(p11->C_SignInit(s, &w->mechanism, w->key)) && TRY(p11->C_Sign(s, data, sizeof data, sig, &siglen));
+        t = now();
+        if (w->latencies && w->count < w->capacity) w->latencies[w->count] = t - t0;
+        w->count++;
+    }
+    p11->C_CloseSession(s);
+    return NULL;
+}
+
+/* Token key pair (CKA_TOKEN true: every session sees it). */
+static int token_key_pair(CK_MECHANISM_TYPE gen, unsigned char *params, CK_ULONG params_len, CK_ULONG bits,
+                          CK_OBJECT_HANDLE *pub, CK_OBJECT_HANDLE *priv) {
+    CK_MECHANISM m = {gen, NULL, 0};
+    CK_BBOOL yes = CK_TRUE;
+    CK_ATTRIBUTE ec[] = {{CKA_EC_PARAMS, params, params_len}, {CKA_VERIFY, &yes, 1}, {CKA_TOKEN, &yes, 1}};
+    CK_ATTRIBUTE rsa[] = {{CKA_MODULUS_BITS, &bits, sizeof bits}, {CKA_VERIFY, &yes, 1}, {CKA_TOKEN, &yes, 1}};
+    CK_ATTRIBUTE priv_t[] = {{CKA_SIGN, &yes, 1}, {CKA_TOKEN, &yes, 1}, {CKA_PRIVATE, &yes, 1}};
+    return TRY(p11->C_GenerateKeyPair(session, &m, params ? ec : rsa, 3, priv_t, 3, pub, priv));
+}
+
+static void threaded_signatures(CK_SLOT_ID slot, const char *name, CK_MECHANISM_TYPE gen, unsigned char *params, CK_ULONG params_len,
+                                CK_ULONG bits, CK_MECHANISM mechanism) {
+    CK_OBJECT_HANDLE pub, priv;
+    int have = token_key_pair(gen, params, params_len, bits, &pub, &priv);
+    int counts[] = {1, 2, 4};
+    for (int c = 0; c < 3; c++) {
+        int n = counts[c];
+        struct signer workers[4];
+        pthread_t threads[4];
+        char label[64];
+        snprintf(label, sizeof label, "threads.sign.%s.t%d", name, n);
+        if (!have) { report(label, -1, "op/s"); continue; }
+        for (int i = 0; i < n; i++) {
+            workers[i] = (struct signer){slot, priv, mechanism, budget, NULL, 0, 0, NULL, 0};
+            pthread_create(&threads[i], NULL, sign_loop, &workers[i]);
+        }
+        double total = 0;
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            pthread_join(threads[i], NULL);
+            ok = ok && workers[i].ok;
+            total += workers[i].count / budget;
+        }
+        report(label, ok ? total : -1, "op/s");
+    }
+}
+
+struct disturber {
+    CK_SLOT_ID slot;        /* the other token (logins) or this one (key generation) */
+    int keygen;
+    volatile int stop;
+    long count;
+    int ok;
+};
+
+static void *disturb(void *argument) {
+    struct disturber *d = argument;
+    CK_SESSION_HANDLE s;
+    d->ok = TRY(p11->C_OpenSession(d->slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s));
+    while (d->ok && !d->stop) {
+        if (d->keygen) {
+            CK_MECHANISM m = {CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0};
+            CK_ULONG bits = 3072;
+            CK_BBOOL yes = CK_TRUE;
+            CK_ATTRIBUTE pub_t[] = {{CKA_MODULUS_BITS, &bits, sizeof bits}, {CKA_VERIFY, &yes, 1}, {CKA_TOKEN, &yes, 1}};
+            CK_ATTRIBUTE priv_t[] = {{CKA_SIGN, &yes, 1}, {CKA_TOKEN, &yes, 1}, {CKA_PRIVATE, &yes, 1}};
+            CK_OBJECT_HANDLE pub, priv;
+            d->ok = TRY(p11->C_GenerateKeyPair(s, &m, pub_t, 3, priv_t, 3, &pub, &priv)) && TRY(p11->C_DestroyObject(s, pub)) &&
+                    TRY(p11->C_DestroyObject(s, priv));
+        } else {
+            d->ok = TRY(p11->C_Login(s, CKU_USER, user_pin, 4)) && TRY(p11->C_Logout(s));
+        }
+        d->count++;
+    }
+    p11->C_CloseSession(s);
+    return NULL;
+}
+
+/* A P-256 signer's latency per signature while a second thread disturbs it. */
+static void latency(CK_SLOT_ID slot, CK_SLOT_ID other, CK_OBJECT_HANDLE key, const char *name, int keygen) {
+    enum { capacity = 2000000 };
+    static double samples[capacity];
+    struct disturber d = {keygen ? slot : other, keygen, 0, 0, 0};
+    volatile int stop = 0;
+    struct signer w = {slot, key, {CKM_ECDSA, NULL, 0}, 0, &stop, 0, 0, samples, capacity};
+    pthread_t signer_thread, disturber_thread;
+    pthread_create(&disturber_thread, NULL, disturb, &d);
+    pthread_create(&signer_thread, NULL, sign_loop, &w);
+    double start = now();
+    while (now() - start < budget) usleep(10000);
+    stop = 1;
+    pthread_join(signer_thread, NULL);
+    d.stop = 1;
+    pthread_join(disturber_thread, NULL);
+    char label[80];
+    long n = w.count < capacity ? w.count : capacity;
+    int ok = w.ok && d.ok && n > 0;
+    if (ok) qsort(samples, n, sizeof(double), compare);
+    snprintf(label, sizeof label, "latency.%s.signatures", name); report(label, ok ? (double)w.count : -1, "count");
+    snprintf(label, sizeof label, "latency.%s.p50", name); report(label, ok ? samples[n / 2] * 1e3 : -1, "ms");
+    snprintf(label, sizeof label, "latency.%s.p99", name); report(label, ok ? samples[(long)(n * 0.99)] * 1e3 : -1, "ms");
+    snprintf(label, sizeof label, "latency.%s.max", name); report(label, ok ? samples[n - 1] * 1e3 : -1, "ms");
+    snprintf(label, sizeof label, "latency.%s.disturbances", name); report(label, d.ok ? (double)d.count : -1, "count");
+}
+
+static int threads_main(const char *module) {
+    if (!open_token(module)) { fprintf(stderr, "cannot set up a token in %s\n", module); return 1; }
+    CK_SLOT_ID slot, other;
+    if (!labelled_slot("bench", &slot) || !second_token(&other)) { fprintf(stderr, "cannot set up the second token\n"); return 1; }
+    CK_MECHANISM pkcs = {CKM_SHA256_RSA_PKCS, NULL, 0};
+    CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
+    CK_MECHANISM eddsa = {0x1057 /* CKM_EDDSA */, NULL, 0};
+    threaded_signatures(slot, "rsa2048.pkcs1", CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0, 2048, pkcs);
+    threaded_signatures(slot, "ecdsa.p256", CKM_EC_KEY_PAIR_GEN, p256, sizeof p256, 0, ecdsa);
+    threaded_signatures(slot, "ed25519", 0x1055 /* CKM_EC_EDWARDS_KEY_PAIR_GEN */, ed25519, sizeof ed25519, 0, eddsa);
+    CK_OBJECT_HANDLE pub, priv;
+    if (!token_key_pair(CKM_EC_KEY_PAIR_GEN, p256, sizeof p256, 0, &pub, &priv)) { fprintf(stderr, "P-256 key\n"); return 1; }
+    latency(slot, other, priv, "login", 0);
+    latency(slot, other, priv, "keygen", 1);
+    p11->C_Finalize(NULL);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[2], "scale") == 0) return scale(argv[1], atoi(argv[3]));
     if (argc == 4 && strcmp(argv[2], "probe") == 0) return probe(argv[1], argv[3]);
+    if (argc == 4 && strcmp(argv[2], "threads") == 0) {
+        budget = atof(argv[3]);
+        return threads_main(argv[1]);
+    }
     if (argc != 3) { fprintf(stderr, "usage: %s MODULE SECONDS | %s MODULE scale N\n", argv[0], argv[0]); return 2; }
     budget = atof(argv[2]);
     if (!open_token(argv[1])) { fprintf(stderr, "cannot set up a token in %s\n", argv[1]); return 1; }

@@ -29,7 +29,7 @@ work=$(mktemp -d)
 fast=$( [ -d /dev/shm ] && mktemp -d -p /dev/shm || mktemp -d )
 trap 'rm -rf "$work" "$fast"' EXIT
 softhsm_max=${BENCH_SOFTHSM_MAX_N:-10000}
-gcc -O2 -Wall -Wextra -IInclude Benchmarks/bench.c -o "$work/bench" -ldl -lcrypto
+gcc -O2 -Wall -Wextra -IInclude Benchmarks/bench.c -o "$work/bench" -ldl -lcrypto -pthread
 
 # run WHO ARGS...: one bench process against a fresh token of WHO, results appended.
 run() {
@@ -58,6 +58,20 @@ for round in $(seq 1 "$rounds"); do
     openssl speed -seconds "$openssl_seconds" -evp aes-256-cbc -bytes 1024 2>/dev/null | awk '/^AES-256-CBC/ { print "openssl aes256.cbc.1KiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
     openssl speed -seconds "$openssl_seconds" -evp aes-256-cbc -bytes 1048576 2>/dev/null | awk '/^AES-256-CBC/ { print "openssl aes256.cbc.1MiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
     openssl speed -seconds "$openssl_seconds" -evp sha256 -bytes 1048576 2>/dev/null | awk '/^sha256/ { print "openssl digest.sha256.1MiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
+    # Threads in one process (1, 2, 4 signers on one token key; a signer's latency while another
+    # thread logs in and out of a second token or generates RSA-3072 pairs), next to
+    # `openssl speed` with 1, 2 and 4 processes (-multi) doing the same signatures.
+    run keychain threads "$seconds"
+    run softhsm threads "$seconds"
+    for t in 1 2 4; do
+        multi=$( [ "$t" -gt 1 ] && echo "-multi $t" || true )
+        # shellcheck disable=SC2086
+        openssl speed -seconds "$openssl_seconds" $multi rsa2048 2>/dev/null | awk -v t="$t" '/^rsa 2048 bits/ { print "openssl threads.sign.rsa2048.pkcs1.t" t, $(NF-1), "op/s" }' >>"$work/results"
+        # shellcheck disable=SC2086
+        openssl speed -seconds "$openssl_seconds" $multi ecdsap256 2>/dev/null | awk -v t="$t" '/^ *256 bits ecdsa \(nistp256\)/ { print "openssl threads.sign.ecdsa.p256.t" t, $(NF-1), "op/s" }' >>"$work/results"
+        # shellcheck disable=SC2086
+        openssl speed -seconds "$openssl_seconds" $multi ed25519 2>/dev/null | awk -v t="$t" '/^ *253 bits EdDSA \(Ed25519\)/ { print "openssl threads.sign.ed25519.t" t, $(NF-1), "op/s" }' >>"$work/results"
+    done
     for n in $counts; do
         run keychain scale "$n"
         [ "$n" -le "$softhsm_max" ] && run softhsm scale "$n"

@@ -22,6 +22,12 @@ final class SecurePages: @unchecked Sendable {
         mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
         free = Array(repeating: [], count: Self.slotSizes.count)
+        // A fork while another thread holds the mutex would leave the child's copy locked for
+        // ever: hold it across fork instead.
+        pthread_atfork(
+            { pthread_mutex_lock(SecurePages.shared.mutex) },
+            { pthread_mutex_unlock(SecurePages.shared.mutex) },
+            { pthread_mutex_unlock(SecurePages.shared.mutex) })
     }
 
     /// A zeroed buffer of at least `count` bytes, and its capacity; nil when no mapping can be made.

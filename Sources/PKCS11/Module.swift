@@ -16,25 +16,42 @@ let logger: Logger = {
 
 /// The module's process-wide state: initialised by C_Initialize, torn down by C_Finalize, and
 /// unusable in a forked child until that child calls C_Initialize itself.
+///
+/// Locking (Docs/architecture.md, "Threads"): this lock guards only which state is current and
+/// is held for an instant; each call then runs on that state without it. The state's tables
+/// have their own read/write lock (`ModuleState`), each session a lock held by the thread
+/// running a call on it, each token a lock for its login and caches, each keychain a lock for
+/// its database connection. None is held across cryptography, scrypt or key generation.
 final class Module: @unchecked Sendable {
     static let shared = Module()
 
     private let lock = PThreadMutex()
+    /// Held for reading by every call for its whole length, and for writing across fork():
+    /// a fork waits until no call is inside the module, so that the child never inherits a lock
+    /// of SQLite, OpenSSL or ours taken by another thread mid-call (the child's C_Initialize
+    /// would wait for it for ever). Calls never nest, so no thread reads it twice.
+    private let forkGate = PThreadRWLock(preferWriters: true)
     private var state: ModuleState?
     private var ownerProcess: pid_t = 0
     /// States left behind by fork: a child must not close its parent's SQLite connections.
     private var abandoned: [ModuleState] = []
     private var forkHandlersInstalled = false
 
-    /// Runs `body` with the state under the module lock.
+    /// Runs `body` with the current state. The state stays valid for the call even if another
+    /// thread finalizes the module meanwhile (its tables are then empty: the call fails cleanly).
     func withState<R>(_ body: (ModuleState) throws(CKError) -> R) throws(CKError) -> R {
+        forkGate.lockForReading()
+        defer { forkGate.unlock() }
         lock.lock()
-        defer { lock.unlock() }
-        guard let state, ownerProcess == getpid() else { throw CKError.notInitialized }
-        return try body(state)
+        let current = ownerProcess == getpid() ? state : nil
+        lock.unlock()
+        guard let current else { throw CKError.notInitialized }
+        return try body(current)
     }
 
     func initialize(configuration: Configuration) throws(CKError) {
+        forkGate.lockForReading()
+        defer { forkGate.unlock() }
         lock.lock()
         defer { lock.unlock() }
         if let state {
@@ -52,29 +69,49 @@ final class Module: @unchecked Sendable {
     }
 
     func finalize() throws(CKError) {
+        forkGate.lockForReading()
+        defer { forkGate.unlock() }
         lock.lock()
-        defer { lock.unlock() }
-        guard let state, ownerProcess == getpid() else { throw CKError.notInitialized }
-        state.stop()
+        guard let state, ownerProcess == getpid() else {
+            lock.unlock()
+            throw CKError.notInitialized
+        }
         self.state = nil
         ownerProcess = 0
+        lock.unlock()
+        // Calls already running keep their reference and finish; new calls see no state.
+        state.stop()
     }
 
-    /// Holds the lock across fork so the child never inherits it mid-call.
+    /// Takes the gate for writing (no call inside any more, none can enter) and the lock across
+    /// fork; parent and child each let both go afterwards, the child with no call inside.
     private func installForkHandlers() {
         guard !forkHandlersInstalled else { return }
         forkHandlersInstalled = true
         pthread_atfork(
-            { Module.shared.lock.lock() },
-            { Module.shared.lock.unlock() },
-            { Module.shared.lock.unlock() })
+            {
+                Module.shared.forkGate.lockForWriting()
+                Module.shared.lock.lock()
+            },
+            {
+                Module.shared.lock.unlock()
+                Module.shared.forkGate.unlock()
+            },
+            {
+                Module.shared.lock.unlock()
+                Module.shared.forkGate.resetInForkedChild()
+            })
     }
 }
 
 /// Everything C_Initialize creates: slots, sessions and object handles of this process.
-final class ModuleState {
+/// `slots`, `sessions` and `handles` are read and changed only inside `tables.reading` /
+/// `tables.writing`, held for the lookup or change alone (never while another lock is taken
+/// inside, except a token's own lock for an instant).
+final class ModuleState: @unchecked Sendable {
     let configuration: Configuration
     let directory: KeychainDirectory
+    let tables = PThreadRWLock()
     var slots = SlotTable()
     var sessions: [CK_SESSION_HANDLE: Session] = [:]
     private var nextSessionHandle: CK_SESSION_HANDLE = 1
@@ -88,57 +125,96 @@ final class ModuleState {
     /// Creates the keychain folder on first use and discovers the keychains in it.
     func start() throws(CKError) {
         do { try directory.ensureExists() } catch { logger.warning("keychain directory: \(error)") }
-        slots.refresh(directory: directory, keepingSlotsWith: [])
+        tables.writing { slots.refresh(directory: directory, keepingSlotsWith: []) }
     }
 
     func stop() {
-        for session in sessions.values { session.find = nil }
-        sessions.removeAll()
-        for slot in slots.all { slot.token?.logout() }
-        handles = ObjectHandleTable()
-        slots = SlotTable()
+        let (closed, tokens) = tables.writing { () -> ([Session], [Token]) in
+            let closed = Array(sessions.values)
+            let tokens = slots.all.compactMap(\.token)
+            sessions.removeAll()
+            handles = ObjectHandleTable()
+            slots = SlotTable()
+            return (closed, tokens)
+        }
+        for session in closed { session.lock.withLock { session.close() } }
+        for token in tokens { token.logout() }
     }
 
     func refreshSlots() {
-        let busy = Set(sessions.values.map(\.slotID))
-        slots.refresh(directory: directory, keepingSlotsWith: busy)
+        tables.writing {
+            let busy = Set(sessions.values.map(\.slotID))
+            slots.refresh(directory: directory, keepingSlotsWith: busy)
+        }
     }
 
     // MARK: sessions
 
     func openSession(slotID: CK_SLOT_ID, readWrite: Bool) -> CK_SESSION_HANDLE {
-        let handle = nextSessionHandle
-        nextSessionHandle += 1
-        sessions[handle] = Session(handle: handle, slotID: slotID, readWrite: readWrite)
-        return handle
+        tables.writing {
+            let handle = nextSessionHandle
+            nextSessionHandle += 1
+            sessions[handle] = Session(handle: handle, slotID: slotID, readWrite: readWrite)
+            return handle
+        }
     }
 
     func session(_ handle: CK_SESSION_HANDLE) throws(CKError) -> Session {
-        guard let session = sessions[handle] else { throw CKError.sessionHandleInvalid }
+        guard let session = tables.reading({ sessions[handle] }) else { throw CKError.sessionHandleInvalid }
         return session
     }
 
     func sessions(on slotID: CK_SLOT_ID) -> [Session] {
-        sessions.values.filter { $0.slotID == slotID }
+        tables.reading { sessions.values.filter { $0.slotID == slotID } }
     }
 
-    /// Closes a session, destroys its session objects, and logs the token out with the last one.
+    /// What an object handle refers to, if anything.
+    func entry(_ handle: CK_OBJECT_HANDLE) -> ObjectEntry? {
+        tables.reading { handles[handle] }
+    }
+
+    /// The token of a slot, if the slot holds a keychain.
+    func token(of slotID: CK_SLOT_ID) -> Token? {
+        tables.reading { slots[slotID]?.token }
+    }
+
+    /// Closes a session: out of the table at once (new calls on it fail), then, once a call
+    /// running on it in another thread has returned, its operations end; its session objects
+    /// go, and the token logs out with the last session.
     func closeSession(_ session: Session) {
-        sessions[session.handle] = nil
-        let token = slots[session.slotID]?.token
-        for handle in handles.removeSessionObjects(ownedBy: session.handle) { token?.forgetKey(handle) }
-        if sessions(on: session.slotID).isEmpty {
-            slots[session.slotID]?.token?.logout()
-            handles.removeSessionObjects(onSlot: session.slotID)
+        let (removed, token) = tables.writing { () -> ([CK_OBJECT_HANDLE], Token?) in
+            guard sessions.removeValue(forKey: session.handle) != nil else { return ([], nil) }
+            let removed = handles.removeSessionObjects(ownedBy: session.handle)
+            let token = slots[session.slotID]?.token
+            if !sessions.values.contains(where: { $0.slotID == session.slotID }) {
+                handles.removeSessionObjects(onSlot: session.slotID)
+                // Here, so that a session opened right after this one closed keeps its login.
+                token?.logout()
+            }
+            return (removed, token)
         }
+        session.lock.withLock { session.close() }
+        for handle in removed { token?.forgetKey(handle) }
     }
 
     /// The session and the token it is open on.
     func withSession<R>(_ handle: CK_SESSION_HANDLE, _ body: (Session, Token) throws(CKError) -> R) throws(CKError) -> R {
         let session = try session(handle)
-        guard let token = slots[session.slotID]?.token else {
+        guard let token = token(of: session.slotID) else {
             throw CKError(CK_RV(CKR_DEVICE_REMOVED), "the keychain of this session is gone")
         }
         return try body(session, token)
+    }
+
+    /// Runs a call on session `handle` holding the session's lock: calls on one session take
+    /// turns (a host that shares a session between threads gets each call whole), calls on
+    /// different sessions run at once. First the session catches up with logouts made through
+    /// other sessions of its token.
+    func inSession<R>(_ handle: CK_SESSION_HANDLE, _ body: () throws(CKError) -> R) throws(CKError) -> R {
+        let session = try session(handle)
+        return try session.lock.withLock { () throws(CKError) -> R in
+            if let token = token(of: session.slotID) { session.catchUp(with: token) }
+            return try body()
+        }
     }
 }

@@ -1,14 +1,22 @@
 import CPKCS11
 import KeychainCore
 
-/// An object that lives only as long as the session that created it.
-final class SessionObject {
-    var attributes: ObjectAttributes
+/// An object that lives only as long as the session that created it. Every session of the
+/// application sees it, from any thread: its attributes are read and replaced whole, under a
+/// lock of its own.
+final class SessionObject: @unchecked Sendable {
+    private var stored: ObjectAttributes
+    private let lock = PThreadMutex()
     let owner: CK_SESSION_HANDLE
 
     init(attributes: ObjectAttributes, owner: CK_SESSION_HANDLE) {
-        self.attributes = attributes
+        self.stored = attributes
         self.owner = owner
+    }
+
+    var attributes: ObjectAttributes {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
     }
 }
 

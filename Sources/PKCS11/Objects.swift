@@ -8,7 +8,7 @@ extension ModuleState {
     /// A handle's entry if the session may see it: same token, and private objects only while
     /// the user is logged in (PKCS#11 §4.1.2).
     private func visibleEntry(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> ObjectEntry {
-        guard let entry = handles[handle], entry.slotID == session.slotID, !entry.isPrivate || token.login == .user else {
+        guard let entry = entry(handle), entry.slotID == session.slotID, !entry.isPrivate || token.login == .user else {
             throw CKError.objectHandleInvalid
         }
         return entry
@@ -23,7 +23,7 @@ extension ModuleState {
             do {
                 return try token.keychain.object(id: rowID, master: token.userMaster)
             } catch where error.code == .objectNotFound {
-                handles.remove(handle)
+                tables.writing { handles.remove(handle) }
                 throw CKError.objectHandleInvalid
             } catch {
                 throw CKError(error)
@@ -61,13 +61,13 @@ extension ModuleState {
             // class keeps its key under the master key, which the SO's login holds too.
             let master = object.isPrivate ? token.userMaster : token.writingMaster
             let rowID = try translating { () throws(KeychainError) in try token.keychain.add(object, uid: uid, master: master) }
-            return handles.handle(forTokenObject: rowID, slotID: session.slotID, isPrivate: object.isPrivate)
+            return tables.writing { handles.handle(forTokenObject: rowID, slotID: session.slotID, isPrivate: object.isPrivate) }
         }
         var stamped = object
         let now = AttributeValue.ulong(UInt(time(nil)))
         stamped[.creationTime] = now
         stamped[.modificationTime] = now
-        return handles.add(SessionObject(attributes: stamped, owner: session.handle), slotID: session.slotID)
+        return tables.writing { handles.add(SessionObject(attributes: stamped, owner: session.handle), slotID: session.slotID) }
     }
 
     func createObject(_ handle: CK_SESSION_HANDLE, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
@@ -106,13 +106,11 @@ extension ModuleState {
             if case .token(let rowID) = entry.location {
                 try translating { () throws(KeychainError) in try token.keychain.remove(id: rowID, master: token.writingMaster) }
             }
-            handles.remove(object)
+            tables.writing { handles.remove(object) }
             token.forgetKey(object)
-            // A destroyed credential locks its item again; a destroyed item drops its unlock.
-            for other in sessions(on: session.slotID) {
-                other.unlockedItems[object] = nil
-                for (item, unlocked) in other.unlockedItems where unlocked.credential == object { other.unlockedItems[item] = nil }
-            }
+            // A destroyed credential locks its item again, a destroyed item drops its unlock: in
+            // every session, each of which sees it when it next looks (`unlocked`).
+            session.unlockedItems[object] = nil
         }
     }
 
@@ -137,7 +135,7 @@ extension ModuleState {
             // presented the item's credential (a CKO_KC_CREDENTIAL object).
             var gated = false
             if current.requiredCredential != .none {
-                if let unlocked = session.unlockedItems[object] {
+                if let unlocked = unlocked(object, in: session) {
                     for (type, value) in unlocked.secrets.values { current[type] = value }
                     current[.sealedSecrets] = nil
                 } else {
@@ -221,8 +219,9 @@ extension ModuleState {
             let updated = try translating { () throws(KeychainError) in try ObjectTemplate.set(template, on: current, bySecurityOfficer: bySO) }
             switch entry.location {
             case .session(let sessionObject):
-                sessionObject.attributes = updated
-                sessionObject.attributes[.modificationTime] = AttributeValue.ulong(UInt(time(nil)))
+                var stamped = updated
+                stamped[.modificationTime] = AttributeValue.ulong(UInt(time(nil)))
+                sessionObject.attributes = stamped
             case .token(let rowID):
                 try translating { () throws(KeychainError) in try token.keychain.replace(id: rowID, with: updated, master: updated.isPrivate ? token.userMaster : token.writingMaster) }
             }
@@ -235,10 +234,13 @@ extension ModuleState {
             var found: [CK_OBJECT_HANDLE] = []
             let master = token.userMaster
             let rows = try translating { () throws(KeychainError) in try token.keychain.find(template, master: master) }
-            for row in rows {
-                found.append(handles.handle(forTokenObject: row.id, slotID: session.slotID, isPrivate: row.isPrivate))
+            let sessionObjects = tables.writing { () -> [(handle: CK_OBJECT_HANDLE, object: SessionObject)] in
+                for row in rows {
+                    found.append(handles.handle(forTokenObject: row.id, slotID: session.slotID, isPrivate: row.isPrivate))
+                }
+                return handles.sessionObjects(onSlot: session.slotID)
             }
-            for (objectHandle, object) in handles.sessionObjects(onSlot: session.slotID) {
+            for (objectHandle, object) in sessionObjects {
                 if object.attributes.isPrivate, token.login != .user { continue }
                 if object.attributes.matches(template) { found.append(objectHandle) }
             }
@@ -246,8 +248,8 @@ extension ModuleState {
             let secretTypes = template.map(\.type).filter { AttributeTable.rule($0)?.flags.contains(.sensitive) == true }
             if !secretTypes.isEmpty {
                 found = found.filter { objectHandle in
-                    guard let entry = handles[objectHandle], let attributes = try? self.attributes(of: entry, handle: objectHandle, token: token) else { return false }
-                    let locked = attributes.requiredCredential != .none && session.unlockedItems[objectHandle] == nil
+                    guard let entry = entry(objectHandle), let attributes = try? self.attributes(of: entry, handle: objectHandle, token: token) else { return false }
+                    let locked = attributes.requiredCredential != .none && unlocked(objectHandle, in: session) == nil
                     return !locked && !secretTypes.contains(where: attributes.isHidden)
                 }
             }
@@ -334,9 +336,20 @@ extension ModuleState {
         credential[.destroyable] = AttributeValue.bool(true)
         credential[.modifiable] = AttributeValue.bool(false)
         credential[.copyable] = AttributeValue.bool(false)
-        let handle = handles.add(SessionObject(attributes: credential, owner: session.handle), slotID: session.slotID)
+        let handle = tables.writing { handles.add(SessionObject(attributes: credential, owner: session.handle), slotID: session.slotID) }
         session.unlockedItems[target] = (secrets, handle)
         return handle
+    }
+
+    /// What the session's credential unlocked for `item`, while both the item and the
+    /// credential object still exist (another session may have destroyed either).
+    func unlocked(_ item: CK_OBJECT_HANDLE, in session: Session) -> (secrets: ObjectAttributes, credential: CK_OBJECT_HANDLE)? {
+        guard let unlocked = session.unlockedItems[item] else { return nil }
+        guard tables.reading({ handles[item] != nil && handles[unlocked.credential] != nil }) else {
+            session.unlockedItems[item] = nil
+            return nil
+        }
+        return unlocked
     }
 
     // MARK: random numbers (§5.15)

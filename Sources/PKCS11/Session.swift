@@ -2,10 +2,17 @@ import CPKCS11
 import KeychainCore
 
 /// One PKCS#11 session. Login state lives on the token (shared by the application's sessions).
-final class Session {
+///
+/// Its mutable state is used only by the thread holding `lock` (`ModuleState.inSession`): no
+/// other session's call touches it. What other sessions' calls change for it — a logout — it
+/// picks up itself at the start of its next call (`catchUp`).
+final class Session: @unchecked Sendable {
     let handle: CK_SESSION_HANDLE
     let slotID: CK_SLOT_ID
     let readWrite: Bool
+    let lock = RecursiveMutex()
+    /// The token's logout count this session has caught up with.
+    private var logoutsSeen: UInt64 = 0
     /// The active C_FindObjects operation: handles not yet returned.
     var find: FindOperation?
     /// Active operations, one of each kind.
@@ -23,10 +30,32 @@ final class Session {
     /// A key opened with its application password, for the moment its operation is built.
     var revealedKeys: [CK_OBJECT_HANDLE: ReadyKey] = [:]
 
-    init(handle: CK_SESSION_HANDLE, slotID: CK_SLOT_ID, readWrite: Bool) {
+    init(handle: CK_SESSION_HANDLE, slotID: CK_SLOT_ID, readWrite: Bool, logoutsSeen: UInt64 = 0) {
         self.handle = handle
         self.slotID = slotID
         self.readWrite = readWrite
+        self.logoutsSeen = logoutsSeen
+    }
+
+    /// After a logout through any session of the token: the search, the PIN's grace and the
+    /// items unlocked by credentials end (operations under way finish with the keys they hold).
+    func catchUp(with token: Token) {
+        let logouts = token.logouts
+        guard logouts != logoutsSeen else { return }
+        logoutsSeen = logouts
+        find = nil
+        pinJustPresented = false
+        unlockedItems.removeAll()
+        revealedKeys.removeAll()
+    }
+
+    /// C_CloseSession, C_CloseAllSessions, C_Finalize: everything the session holds goes.
+    func close() {
+        find = nil
+        operations = ActiveOperations()
+        unlockedItems.removeAll()
+        revealedKeys.removeAll()
+        pinJustPresented = false
     }
 
     /// CKS_* for C_GetSessionInfo (PKCS#11 §5.6 session states).

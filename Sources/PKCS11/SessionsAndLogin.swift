@@ -55,8 +55,10 @@ extension ModuleState {
             if wanted == .securityOfficer, sessions(on: session.slotID).contains(where: { !$0.readWrite }) {
                 throw CKError(CK_RV(CKR_SESSION_READ_ONLY_EXISTS), "close read-only sessions before the SO logs in")
             }
+            // The PIN is checked with no module lock held (scrypt); the login state is set after,
+            // checked again (another thread may have logged in meanwhile).
             let master = try checkPIN(wanted == .user ? .user : .securityOfficer, pin, of: token)
-            token.logIn(wanted, master: master)
+            try token.logIn(wanted, master: master)
             session.pinJustPresented = wanted == .user
         }
     }
@@ -98,14 +100,10 @@ extension ModuleState {
     }
 
     func logout(_ handle: CK_SESSION_HANDLE) throws(CKError) {
-        try withSession(handle) { session, token throws(CKError) in
-            guard token.login != .none else { throw CKError.userNotLoggedIn }
-            token.logout()
-            for other in sessions(on: session.slotID) {
-                other.find = nil
-                other.pinJustPresented = false
-                other.unlockedItems.removeAll()
-            }
+        try withSession(handle) { _, token throws(CKError) in
+            // Every session of the token drops its search, grace and unlocked items at its next
+            // call (`Session.catchUp`).
+            guard token.logout() else { throw CKError.userNotLoggedIn }
         }
     }
 

@@ -6,11 +6,11 @@ extension ModuleState {
     func slotList(tokenPresent: Bool) -> [CK_SLOT_ID] {
         refreshSlots()
         // Every slot holds a token: the empty slot's is an uninitialised one.
-        return slots.all.map(\.id)
+        return tables.reading { slots.all.map(\.id) }
     }
 
     func slot(_ id: CK_SLOT_ID) throws(CKError) -> Slot {
-        guard let slot = slots[id] else { throw CKError.slotIDInvalid }
+        guard let slot = tables.reading({ slots[id] }) else { throw CKError.slotIDInvalid }
         return slot
     }
 
@@ -73,8 +73,10 @@ extension ModuleState {
     /// The non-blocking form of C_WaitForSlotEvent: a slot that appeared or went away.
     func nextSlotEvent() throws(CKError) -> CK_SLOT_ID {
         refreshSlots()
-        guard !slots.events.isEmpty else { throw CKError(CK_RV(CKR_NO_EVENT), "no slot event") }
-        return slots.events.removeFirst()
+        guard let event = tables.writing({ slots.events.isEmpty ? nil : slots.events.removeFirst() }) else {
+            throw CKError(CK_RV(CKR_NO_EVENT), "no slot event")
+        }
+        return event
     }
 
     /// C_InitToken: creates a keychain in the empty slot, or re-initialises an existing one.
@@ -86,12 +88,12 @@ extension ModuleState {
         if let token = slot.token {
             try translating { () throws(KeychainError) in try token.keychain.reinitialize(soPIN: soPIN, label: label, kdf: configuration.kdf) }
             token.logout()
-            handles.removeAll(onSlot: id)
+            tables.writing { handles.removeAll(onSlot: id) }
             return
         }
         let created = try translating { () throws(KeychainError) in
             try directory.createKeychain(slotID: UInt(id), label: label, soPIN: soPIN, userPIN: nil, kdf: configuration.kdf, policy: configuration.pinPolicy)
         }
-        slots.adopt(created, slotID: id, directory: directory)
+        tables.writing { slots.adopt(created, slotID: id, directory: directory) }
     }
 }

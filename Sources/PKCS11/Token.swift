@@ -3,27 +3,35 @@ import KeychainCore
 import KeychainCrypto
 
 /// A keychain opened as a PKCS#11 token, with this process's login state.
-final class Token {
+///
+/// Shared by every session on the token and so by many threads: the login state and the caches
+/// are read and changed only under `lock`, each access on its own and briefly (never across a
+/// key's parsing, a database call or cryptography). The keychain has its own lock.
+final class Token: @unchecked Sendable {
     enum Login: Equatable {
         case none, user, securityOfficer
     }
 
     let slotID: CK_SLOT_ID
     let keychain: Keychain
-    private(set) var login: Login = .none
+    private let lock = PThreadMutex()
+    private var currentLogin: Login = .none
     private var master: MasterKey?
-    /// Parsed keys by object handle, ready for signing; dropped at logout and finalize.
-    var keyCache: [CK_OBJECT_HANDLE: ReadyKey] = [:]
+    /// How many logouts there have been: sessions compare it to drop what a logout ends.
+    private var logoutCount: UInt64 = 0
+    /// Parsed keys by object handle, ready for signing; dropped at logout and finalize. Shared
+    /// read-only by the sessions (an EVP_PKEY is used by many threads, each with its own context).
+    private var keyCache: [CK_OBJECT_HANDLE: ReadyKey] = [:]
     /// Token keys' attributes without their secret parts, valid while the keychain's version is
     /// unchanged: each C_SignInit then checks usage flags without decrypting the record again.
-    var policyCache: [CK_OBJECT_HANDLE: (version: KeychainVersion, attributes: ObjectAttributes)] = [:]
+    private var policyCache: [CK_OBJECT_HANDLE: (version: KeychainVersion, attributes: ObjectAttributes)] = [:]
     /// AES contexts with their key schedule, left by finished operations of cached keys for the
     /// next C_EncryptInit/C_DecryptInit on the same key, mode and direction to restart with a new
     /// IV. Each belongs to the key bytes it was made from (`keyCache`'s entry, compared by
     /// identity) and goes with them: dropped at logout, finalize and the key's destruction
     /// (EVP_CIPHER_CTX_free cleanses the schedule).
     /// A few entries, searched in order (cheaper than hashing at this size); oldest first.
-    private(set) var idleCiphers: [(entry: IdleCipher, key: SecureBytes, cipher: SymmetricCipher)] = []
+    private var idleCiphers: [(entry: IdleCipher, key: SecureBytes, cipher: SymmetricCipher)] = []
 
     struct IdleCipher: Equatable {
         let handle: CK_OBJECT_HANDLE
@@ -35,52 +43,122 @@ final class Token {
     /// makes new ones, as without the cache).
     static let idleCipherLimit = 16
 
-    /// Takes the idle context of `entry` made from `key`, if there is one.
-    func takeIdleCipher(_ entry: IdleCipher, key: SecureBytes) -> SymmetricCipher? {
-        guard let index = idleCiphers.firstIndex(where: { $0.entry == entry }) else { return nil }
-        let idle = idleCiphers.remove(at: index)
-        return idle.key === key ? idle.cipher : nil
-    }
-
-    /// Keeps a finished operation's context for the next operation on the same key.
-    func keepIdle(_ cipher: SymmetricCipher, as entry: IdleCipher, key: SecureBytes) {
-        guard !idleCiphers.contains(where: { $0.entry == entry }) else { return }
-        if idleCiphers.count >= Self.idleCipherLimit { idleCiphers.removeFirst() }
-        idleCiphers.append((entry, key, cipher))
-    }
-
-    /// Forgets every cached form of key `handle`.
-    func forgetKey(_ handle: CK_OBJECT_HANDLE) {
-        keyCache[handle] = nil
-        policyCache[handle] = nil
-        idleCiphers.removeAll { $0.entry.handle == handle }
-    }
-
     init(slotID: CK_SLOT_ID, keychain: Keychain) {
         self.slotID = slotID
         self.keychain = keychain
     }
 
-    func logIn(_ login: Login, master: MasterKey) {
-        self.login = login
-        self.master = master
+    // MARK: login
+
+    var login: Login { lock.withLock { currentLogin } }
+    var logouts: UInt64 { lock.withLock { logoutCount } }
+
+    /// Logs in with a master key just checked. Two logins may check PINs at once: the first to
+    /// get here wins, the other gets what it would have got a moment later.
+    func logIn(_ wanted: Login, master: MasterKey) throws(CKError) {
+        try lock.withLock { () throws(CKError) in
+            if currentLogin == wanted { throw CKError(CK_RV(CKR_USER_ALREADY_LOGGED_IN), "already logged in") }
+            if currentLogin != .none { throw CKError(CK_RV(CKR_USER_ANOTHER_ALREADY_LOGGED_IN), "another user is logged in") }
+            currentLogin = wanted
+            self.master = master
+        }
     }
 
-    /// Drops the master key (its buffer wipes itself when the last reference goes).
-    func logout() {
-        login = .none
-        master = nil
-        keyCache.removeAll()
-        policyCache.removeAll()
-        idleCiphers.removeAll()
+    /// Drops the master key (its buffer wipes itself when the last reference goes) and every
+    /// cached form of a key. False when nobody was logged in.
+    @discardableResult
+    func logout() -> Bool {
+        let (wasLoggedIn, dropped) = lock.withLock { () -> (Bool, ([CK_OBJECT_HANDLE: ReadyKey], Int)) in
+            let was = currentLogin != .none
+            currentLogin = .none
+            master = nil
+            logoutCount &+= 1
+            let dropped = (keyCache, idleCiphers.count)
+            keyCache.removeAll()
+            policyCache.removeAll()
+            idleCiphers.removeAll()
+            return (was, dropped)
+        }
+        // The keys are freed here, outside the lock (freeing an RSA key wipes its numbers).
+        _ = dropped
+        return wasLoggedIn
     }
 
     /// The master key while the normal user is logged in: the only state that sees private objects.
-    var userMaster: MasterKey? { login == .user ? master : nil }
-
+    var userMaster: MasterKey? { lock.withLock { currentLogin == .user ? master : nil } }
     /// The master key while the SO is logged in (to set the user PIN).
-    var securityOfficerMaster: MasterKey? { login == .securityOfficer ? master : nil }
+    var securityOfficerMaster: MasterKey? { lock.withLock { currentLogin == .securityOfficer ? master : nil } }
     /// The master key of whoever is logged in, for writes of public objects (which the SO may
     /// make too): it opens the Always key and the manifest key where the device key cannot.
-    var writingMaster: MasterKey? { master }
+    var writingMaster: MasterKey? { lock.withLock { master } }
+
+    // MARK: caches
+
+    func cachedKey(_ handle: CK_OBJECT_HANDLE) -> ReadyKey? { lock.withLock { keyCache[handle] } }
+
+    /// Keeps a key just parsed, unless another thread kept one first (then that one is used).
+    /// `logoutsBefore` is `logouts` from before the key was read: a key read across a logout is
+    /// used by its operation but not kept (nothing of a logged-out user stays).
+    func keep(_ key: ReadyKey, for handle: CK_OBJECT_HANDLE, logoutsBefore: UInt64, dropReadyKeysFirst: Bool) -> ReadyKey {
+        let (winner, dropped) = lock.withLock { () -> (ReadyKey, [CK_OBJECT_HANDLE: ReadyKey]) in
+            if let existing = keyCache[handle] { return (existing, [:]) }
+            var dropped: [CK_OBJECT_HANDLE: ReadyKey] = [:]
+            if dropReadyKeysFirst { dropped = takeAsymmetricKeys() }
+            if logoutCount == logoutsBefore { keyCache[handle] = key }
+            return (key, dropped)
+        }
+        _ = dropped
+        return winner
+    }
+
+    /// Forgets the parsed asymmetric keys (operations under way keep theirs until they end);
+    /// false when there were none.
+    func dropReadyAsymmetricKeys() -> Bool {
+        let dropped = lock.withLock { takeAsymmetricKeys() }
+        return !dropped.isEmpty
+    }
+
+    private func takeAsymmetricKeys() -> [CK_OBJECT_HANDLE: ReadyKey] {
+        let asymmetric = keyCache.filter { $0.value.asymmetric != nil }
+        guard !asymmetric.isEmpty else { return [:] }
+        keyCache = keyCache.filter { $0.value.asymmetric == nil }
+        return asymmetric
+    }
+
+    func cachedPolicy(_ handle: CK_OBJECT_HANDLE, version: KeychainVersion) -> ObjectAttributes? {
+        lock.withLock { policyCache[handle].flatMap { $0.version == version ? $0.attributes : nil } }
+    }
+
+    func keepPolicy(_ attributes: ObjectAttributes, for handle: CK_OBJECT_HANDLE, version: KeychainVersion) {
+        lock.withLock { policyCache[handle] = (version, attributes) }
+    }
+
+    /// Takes the idle context of `entry` made from `key`, if there is one.
+    func takeIdleCipher(_ entry: IdleCipher, key: SecureBytes) -> SymmetricCipher? {
+        lock.withLock {
+            guard let index = idleCiphers.firstIndex(where: { $0.entry == entry }) else { return nil }
+            let idle = idleCiphers.remove(at: index)
+            return idle.key === key ? idle.cipher : nil
+        }
+    }
+
+    /// Keeps a finished operation's context for the next operation on the same key, if the key
+    /// is still the cached one (not after a logout or the key's destruction).
+    func keepIdle(_ cipher: SymmetricCipher, as entry: IdleCipher, key: SecureBytes) {
+        lock.withLock {
+            guard keyCache[entry.handle]?.secret === key, !idleCiphers.contains(where: { $0.entry == entry }) else { return }
+            if idleCiphers.count >= Self.idleCipherLimit { idleCiphers.removeFirst() }
+            idleCiphers.append((entry, key, cipher))
+        }
+    }
+
+    /// Forgets every cached form of key `handle`.
+    func forgetKey(_ handle: CK_OBJECT_HANDLE) {
+        let dropped = lock.withLock { () -> ReadyKey? in
+            policyCache[handle] = nil
+            idleCiphers.removeAll { $0.entry.handle == handle }
+            return keyCache.removeValue(forKey: handle)
+        }
+        _ = dropped
+    }
 }

@@ -26,27 +26,29 @@ extension Keychain {
     /// Errors: `.argumentsBad` for scrypt parameters out of bounds, `.pinLengthRange` for a
     /// passphrase of 0 or more than 1024 bytes, and what reading an object can fail with.
     public func backup(master: MasterKey, passphrase: UnsafeRawBufferPointer, kdf: ScryptParameters) throws(KeychainError) -> (file: [UInt8], summary: BackupSummary) {
-        guard kdf.isWithinLimits else { throw KeychainError(.argumentsBad, "scrypt parameters out of bounds") }
-        guard passphrase.count >= 1, passphrase.count <= BackupFile.maximumPassphraseLength else {
-            throw KeychainError(.pinLengthRange, "a backup passphrase has 1 to \(BackupFile.maximumPassphraseLength) bytes")
-        }
-        let label = try info(countingObjects: false).label
-        var entries: [BackupFile.Entry] = []
-        defer { for index in entries.indices { wipe(&entries[index].record) } }
-        let portable = Protection.allCases.filter { !$0.isDeviceBound }.map(\.rawValue)
-        let deviceBound = Protection.allCases.filter(\.isDeviceBound).map(\.rawValue)
-        // One snapshot: objects added or removed meanwhile are in the file entirely or not at all.
-        let skipped = try translatingErrors {
-            try store.read { () throws -> Int in
-                for row in try store.findObjects(protections: portable, objectClass: nil, terms: [], withRecords: false) {
-                    let object = try object(id: row.id, master: master)
-                    entries.append(BackupFile.Entry(uid: row.uid, record: AttributeRecord.encode(object.recordAttributes)))
-                }
-                return try store.countObjects(protections: deviceBound)
+        try lock.held { () throws(KeychainError) -> (file: [UInt8], summary: BackupSummary) in
+            guard kdf.isWithinLimits else { throw KeychainError(.argumentsBad, "scrypt parameters out of bounds") }
+            guard passphrase.count >= 1, passphrase.count <= BackupFile.maximumPassphraseLength else {
+                throw KeychainError(.pinLengthRange, "a backup passphrase has 1 to \(BackupFile.maximumPassphraseLength) bytes")
             }
+            let label = try info(countingObjects: false).label
+            var entries: [BackupFile.Entry] = []
+            defer { for index in entries.indices { wipe(&entries[index].record) } }
+            let portable = Protection.allCases.filter { !$0.isDeviceBound }.map(\.rawValue)
+            let deviceBound = Protection.allCases.filter(\.isDeviceBound).map(\.rawValue)
+            // One snapshot: objects added or removed meanwhile are in the file entirely or not at all.
+            let skipped = try translatingErrors {
+                try store.read { () throws -> Int in
+                    for row in try store.findObjects(protections: portable, objectClass: nil, terms: [], withRecords: false) {
+                        let object = try object(id: row.id, master: master)
+                        entries.append(BackupFile.Entry(uid: row.uid, record: AttributeRecord.encode(object.recordAttributes)))
+                    }
+                    return try store.countObjects(protections: deviceBound)
+                }
+            }
+            let file = try BackupFile.seal(entries, label: label, passphrase: passphrase, kdf: kdf)
+            return (file, BackupSummary(written: entries.count, skippedDeviceBound: skipped, label: label))
         }
-        let file = try BackupFile.seal(entries, label: label, passphrase: passphrase, kdf: kdf)
-        return (file, BackupSummary(written: entries.count, skippedDeviceBound: skipped, label: label))
     }
 
     /// Adds the objects of a backup file to this keychain in one transaction (all or nothing),
@@ -62,32 +64,34 @@ extension Keychain {
     /// device key, as when they are added. The restore writes through a connection of its own,
     /// so it must not run inside this keychain's `transaction`.
     public func restore(_ file: [UInt8], passphrase: UnsafeRawBufferPointer, master: MasterKey, skipDuplicates: Bool) throws(KeychainError) -> RestoreSummary {
-        let header = try BackupFile.Header(parsing: file)
-        let objects = try BackupFile.objects(in: try BackupFile.open(file, header: header, passphrase: passphrase), count: header.objectCount)
-        for (index, object) in objects.map(\.object).enumerated() {
-            let protection: Protection
-            do throws(KeychainError) { protection = try Protection(for: object) } catch {
-                throw KeychainError(.recordCorrupted, "backup object \(index): \(error.reason)")
-            }
-            guard object.isToken, object.objectClass != nil, !protection.isDeviceBound else {
-                throw KeychainError(.recordCorrupted, "backup object \(index) is not a portable token object")
-            }
-        }
-        // A keychain instance of its own: adding the first Always item creates and caches the
-        // Always key, and a rolled-back transaction must not leave that cache in this instance.
-        let target = try Keychain.open(at: path, deviceKey: deviceKeyFile)
-        return try target.transaction { () throws(KeychainError) -> RestoreSummary in
-            var restored = 0
-            var duplicates = 0
-            for entry in objects {
-                do throws(KeychainError) {
-                    _ = try target.add(entry.object, uid: entry.uid, master: master)
-                    restored += 1
-                } catch where error.code == .duplicateItem && skipDuplicates {
-                    duplicates += 1
+        try lock.held { () throws(KeychainError) -> RestoreSummary in
+            let header = try BackupFile.Header(parsing: file)
+            let objects = try BackupFile.objects(in: try BackupFile.open(file, header: header, passphrase: passphrase), count: header.objectCount)
+            for (index, object) in objects.map(\.object).enumerated() {
+                let protection: Protection
+                do throws(KeychainError) { protection = try Protection(for: object) } catch {
+                    throw KeychainError(.recordCorrupted, "backup object \(index): \(error.reason)")
+                }
+                guard object.isToken, object.objectClass != nil, !protection.isDeviceBound else {
+                    throw KeychainError(.recordCorrupted, "backup object \(index) is not a portable token object")
                 }
             }
-            return RestoreSummary(restored: restored, duplicates: duplicates)
+            // A keychain instance of its own: adding the first Always item creates and caches the
+            // Always key, and a rolled-back transaction must not leave that cache in this instance.
+            let target = try Keychain.open(at: path, deviceKey: deviceKeyFile)
+            return try target.transaction { () throws(KeychainError) -> RestoreSummary in
+                var restored = 0
+                var duplicates = 0
+                for entry in objects {
+                    do throws(KeychainError) {
+                        _ = try target.add(entry.object, uid: entry.uid, master: master)
+                        restored += 1
+                    } catch where error.code == .duplicateItem && skipDuplicates {
+                        duplicates += 1
+                    }
+                }
+                return RestoreSummary(restored: restored, duplicates: duplicates)
+            }
         }
     }
 

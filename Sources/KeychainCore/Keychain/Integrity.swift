@@ -222,34 +222,38 @@ extension Keychain {
 
     /// `keychainctl verify`: every bucket against the manifest, then every object opened.
     public func verifyIntegrity(master: MasterKey?) throws(KeychainError) -> Int {
-        integrityCache = nil
-        let seen = epochBeforeSnapshot()
-        let rows = try translatingErrors {
-            try store.read { () throws -> [ObjectRow] in
-                let rows = try store.findObjects(protections: Protection.allCases.map(\.rawValue), objectClass: nil, terms: [], withRecords: true)
-                try checkIntegrity(of: rows, master: master, allBuckets: true, seenEpoch: seen)
-                return rows
+        try lock.held { () throws(KeychainError) -> Int in
+            integrityCache = nil
+            let seen = epochBeforeSnapshot()
+            let rows = try translatingErrors {
+                try store.read { () throws -> [ObjectRow] in
+                    let rows = try store.findObjects(protections: Protection.allCases.map(\.rawValue), objectClass: nil, terms: [], withRecords: true)
+                    try checkIntegrity(of: rows, master: master, allBuckets: true, seenEpoch: seen)
+                    return rows
+                }
             }
-        }
-        var opened = 0
-        for row in rows {
-            do {
-                _ = try open(row, master: master)
-                opened += 1
-            } catch where error.code == .objectNotFound || error.code == .protectionUnavailable || error.code == .deviceKeyUnavailable {
-                continue
+            var opened = 0
+            for row in rows {
+                do throws(KeychainError) {
+                    _ = try open(row, master: master)
+                    opened += 1
+                } catch where error.code == .objectNotFound || error.code == .protectionUnavailable || error.code == .deviceKeyUnavailable {
+                    continue
+                }
             }
+            return opened
         }
-        return opened
     }
 
     /// Accepts this file as it is now, older than the device remembers (a backup restored on
     /// purpose): the device's record goes back to the file's epoch.
     public func acceptOlderCopy(master: MasterKey?) throws(KeychainError) {
-        let mac = try integrityMAC(master: master, creating: false)
-        guard let manifest = try translatingErrors({ try storedManifest(mac: mac) }) else { return }
-        epochCounter.reset(to: manifest.epoch)
-        integrityCache = nil
+        try lock.held { () throws(KeychainError) -> Void in
+            let mac = try integrityMAC(master: master, creating: false)
+            guard let manifest = try translatingErrors({ try storedManifest(mac: mac) }) else { return }
+            epochCounter.reset(to: manifest.epoch)
+            integrityCache = nil
+        }
     }
 }
 

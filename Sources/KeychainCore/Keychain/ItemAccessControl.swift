@@ -125,9 +125,12 @@ extension Keychain {
         guard object[.sealedSecrets] != nil else { return object }
         guard let uniqueID = object[.uniqueID] else { throw KeychainError(.recordCorrupted, "an item with an application password has no unique ID") }
         let counter = Meta.applicationPasswordFailures(uniqueID)
-        try chargeAttempt(counter, locked: "this item's application password is locked (too many wrong entries): the SO unlocks it by re-setting the user PIN")
+        try lock.held { () throws(KeychainError) in
+            try chargeAttempt(counter, locked: "this item's application password is locked (too many wrong entries): the SO unlocks it by re-setting the user PIN")
+        }
+        // Counted: the password's KDF runs with the lock let go.
         let revealed = try ApplicationPasswordSeal.open(object, password: password)
-        refundAttempt(counter)
+        lock.held { refundAttempt(counter) }
         return revealed
     }
 }

@@ -81,42 +81,46 @@ extension Keychain {
 
     /// Stores a new token object; private objects need the master key. Returns its row id.
     public func add(_ object: ObjectAttributes, uid: [UInt8], master: MasterKey?) throws(KeychainError) -> Int64 {
-        var object = object
-        if let password = object[.applicationPassword] {
-            // Write-only: it seals the secret and is never stored.
-            object[.applicationPassword] = nil
-            if object.objectClass == .privateKey, !object.bool(.alwaysAuthenticate) {
-                throw KeychainError(.templateInconsistent, "a key with an application password needs CKA_ALWAYS_AUTHENTICATE = TRUE (the password is its context-specific PIN)")
+        try lock.held { () throws(KeychainError) -> Int64 in
+            var object = object
+            if let password = object[.applicationPassword] {
+                // Write-only: it seals the secret and is never stored.
+                object[.applicationPassword] = nil
+                if object.objectClass == .privateKey, !object.bool(.alwaysAuthenticate) {
+                    throw KeychainError(.templateInconsistent, "a key with an application password needs CKA_ALWAYS_AUTHENTICATE = TRUE (the password is its context-specific PIN)")
+                }
+                if !object.accessControlFlags.isDisjoint(with: .presence) {
+                    // One per-use secret per item: the password seals it, so the PIN cannot stand beside it.
+                    throw KeychainError(.templateInconsistent, "an application password cannot be combined with user presence on one item")
+                }
+                let kdf = try translatingErrors { try storedKDF(Meta.verifier(.user)) } ?? .interactive
+                try ApplicationPasswordSeal.seal(&object, password: password, kdf: kdf)
             }
-            if !object.accessControlFlags.isDisjoint(with: .presence) {
-                // One per-use secret per item: the password seals it, so the PIN cannot stand beside it.
-                throw KeychainError(.templateInconsistent, "an application password cannot be combined with user presence on one item")
+            let protection = try Protection(for: object)
+            let keys = try keysForStoring(protection, object: object, master: master)
+            return try writeRow(master: master) { epoch in
+                    let sealed = try seal(object, uid: uid, protection: protection, keys: keys, epoch: epoch)
+                    let id = try store.insertObject(uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue,
+                                                    record: sealed.record, primaryKey: sealed.primaryKey, index: sealed.index, now: Self.now(),
+                                                    epoch: epoch, indexCommit: sealed.state.indexCommit)
+                    return (id, nil, sealed.state)
             }
-            let kdf = try translatingErrors { try storedKDF(Meta.verifier(.user)) } ?? .interactive
-            try ApplicationPasswordSeal.seal(&object, password: password, kdf: kdf)
-        }
-        let protection = try Protection(for: object)
-        let keys = try keysForStoring(protection, object: object, master: master)
-        return try writeRow(master: master) { epoch in
-                let sealed = try seal(object, uid: uid, protection: protection, keys: keys, epoch: epoch)
-                let id = try store.insertObject(uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue,
-                                                record: sealed.record, primaryKey: sealed.primaryKey, index: sealed.index, now: Self.now(),
-                                                epoch: epoch, indexCommit: sealed.state.indexCommit)
-                return (id, nil, sealed.state)
         }
     }
 
     /// Reads a token object. Altered or damaged records fail with `.recordCorrupted`;
     /// private objects without the master key fail with `.objectNotFound`.
     public func object(id: Int64, master: MasterKey?) throws(KeychainError) -> ObjectAttributes {
-        // One snapshot: the row, its index entries and the manifest, as one commit left them.
-        let seen = epochBeforeSnapshot()
-        return try translatingErrors {
-            try store.read { () throws -> ObjectAttributes in
-                let row = try store.fetchObject(id: id)
-                let object = try open(row, master: master)
-                try checkIntegrity(of: [row], master: master, seenEpoch: seen)
-                return object
+        try lock.held { () throws(KeychainError) -> ObjectAttributes in
+            // One snapshot: the row, its index entries and the manifest, as one commit left them.
+            let seen = epochBeforeSnapshot()
+            return try translatingErrors {
+                try store.read { () throws -> ObjectAttributes in
+                    let row = try store.fetchObject(id: id)
+                    let object = try open(row, master: master)
+                    try checkIntegrity(of: [row], master: master, seenEpoch: seen)
+                    return object
+                }
             }
         }
     }
@@ -154,106 +158,114 @@ extension Keychain {
     /// class re-seals the record under its keys; CKA_PRIVATE changes only with a new protection
     /// class (SecItemUpdate of kSecAttrAccessible).
     public func replace(id: Int64, with object: ObjectAttributes, master: MasterKey?, allowingPrivateChange: Bool = false) throws(KeychainError) {
-        let row = try translatingErrors { try store.fetchObject(id: id) }
-        guard let current = Protection(rawValue: row.protection), current.isPrivate == object.isPrivate || allowingPrivateChange else {
-            throw KeychainError(.attributeReadOnly, "CKA_PRIVATE cannot change in place")
-        }
-        if object.hasSealedSecrets, object.values.keys.contains(where: { AttributeTable.rule($0)?.flags.contains(.sensitive) == true }) {
-            throw KeychainError(.attributeReadOnly, "the secret of an item with an application password changes only by deleting and adding it again")
-        }
-        let protection = try Protection(for: object)
-        let keys = protection == current ? try keys(for: protection, master: master) : try keysForStoring(protection, object: object, master: master)
-        try writeRow(master: master) { epoch in
-                // The row as it is inside this transaction (another process may have changed it).
-                let before = try store.fetchObject(id: id)
-                let sealed = try seal(object, uid: before.uid, protection: protection, keys: keys, epoch: epoch)
-                try store.updateObject(id: id, protection: protection.rawValue, record: sealed.record, primaryKey: sealed.primaryKey,
-                                       index: sealed.index, now: Self.now(), epoch: epoch, indexCommit: sealed.state.indexCommit)
-                return ((), Self.state(of: before), sealed.state)
+        try lock.held { () throws(KeychainError) -> Void in
+            let row = try translatingErrors { try store.fetchObject(id: id) }
+            guard let current = Protection(rawValue: row.protection), current.isPrivate == object.isPrivate || allowingPrivateChange else {
+                throw KeychainError(.attributeReadOnly, "CKA_PRIVATE cannot change in place")
+            }
+            if object.hasSealedSecrets, object.values.keys.contains(where: { AttributeTable.rule($0)?.flags.contains(.sensitive) == true }) {
+                throw KeychainError(.attributeReadOnly, "the secret of an item with an application password changes only by deleting and adding it again")
+            }
+            let protection = try Protection(for: object)
+            let keys = protection == current ? try keys(for: protection, master: master) : try keysForStoring(protection, object: object, master: master)
+            try writeRow(master: master) { epoch in
+                    // The row as it is inside this transaction (another process may have changed it).
+                    let before = try store.fetchObject(id: id)
+                    let sealed = try seal(object, uid: before.uid, protection: protection, keys: keys, epoch: epoch)
+                    try store.updateObject(id: id, protection: protection.rawValue, record: sealed.record, primaryKey: sealed.primaryKey,
+                                           index: sealed.index, now: Self.now(), epoch: epoch, indexCommit: sealed.state.indexCommit)
+                    return ((), Self.state(of: before), sealed.state)
+            }
         }
     }
 
     /// Deletes a stored object; the manifest forgets its row (`master` opens the manifest key
     /// where the device key cannot).
     public func remove(id: Int64, master: MasterKey?) throws(KeychainError) {
-        try writeRow(master: master) { _ in
-            let before = try store.fetchObject(id: id)
-            try store.deleteObject(id: id)
-            return ((), Self.state(of: before), nil)
+        try lock.held { () throws(KeychainError) -> Void in
+            try writeRow(master: master) { _ in
+                let before = try store.fetchObject(id: id)
+                try store.deleteObject(id: id)
+                return ((), Self.state(of: before), nil)
+            }
         }
     }
 
     /// Size of an object's stored record.
     public func storedSize(id: Int64) throws(KeychainError) -> Int {
-        try translatingErrors { try store.fetchObject(id: id).record.count }
+        try lock.held { () throws(KeychainError) -> Int in
+            try translatingErrors { try store.fetchObject(id: id).record.count }
+        }
     }
 
     /// Token objects matching `template`, by indexed SQL where possible, decrypting only the
     /// candidates that an index cannot decide. Private objects are searched only with `master`.
     public func find(_ template: Template, master: MasterKey?) throws(KeychainError) -> [FoundObject] {
-        let available = availableKeys(master: master)
-        var protections = available.map(\.protection)
-        var objectClass: UInt64?
-        var terms: [IndexTerm] = []
-        var needsRecord = false
-        for (type, value) in template {
-            switch type {
-            case .token:
-                if AttributeValue.decodeBool(value) != true { return [] }
-            case .isPrivate:
-                guard let wanted = AttributeValue.decodeBool(value) else { return [] }
-                protections = protections.filter { $0.isPrivate == wanted }
-            case .objectClass:
-                guard let raw = AttributeValue.decodeULong(value) else { return [] }
-                if let objectClass, objectClass != UInt64(raw) { return [] }
-                objectClass = UInt64(raw)
-            default:
-                guard let rule = AttributeTable.rule(type) else { return [] }
-                if rule.flags.contains(.indexed) {
-                    let raw = UInt64(type.rawValue)
-                    var digests: [[UInt8]] = []
-                    var seen: [ObjectIdentifier] = []
-                    for keys in available.map(\.keys) where !seen.contains(ObjectIdentifier(keys)) {
-                        seen.append(ObjectIdentifier(keys))
-                        digests.append(try translatingErrors { try keys.index.digest(attribute: raw, value: value) })
-                    }
-                    terms.append(IndexTerm(attribute: raw, digests: digests))
-                } else {
-                    needsRecord = true
-                }
-            }
-        }
-        // One snapshot for the rows, their index entries and the manifest: another process's
-        // commit in between would otherwise look like tampering.
-        let seen = epochBeforeSnapshot()
-        let matching = try translatingErrors {
-            try store.read { () throws -> [ObjectRow] in
-                let rows = try store.findObjects(protections: protections.map(\.rawValue), objectClass: objectClass, terms: terms, withRecords: needsRecord)
-                // Every answer is checked against what it claims. The manifest authenticates each
-                // row's class, protection, epoch and index commitment (its bucket sums are re-read);
-                // a row found through index entries must have exactly the entries its commitment
-                // names; attributes without an index are matched on the opened record. An answer
-                // the index gives but the row denies is damage, reported, not left out. A listing
-                // checks every bucket, so that a row removed from the file shows.
-                try checkIntegrity(of: rows, master: master, allBuckets: terms.isEmpty, seenEpoch: seen)
-                var matching: [ObjectRow] = []
-                for row in rows {
-                    if !terms.isEmpty, row.recordVersion >= SealedRecord.currentVersion {
-                        let actual = try IndexCommitment(entries: try store.indexEntries(objectID: row.id), primaryKey: row.primaryKey).bytes
-                        guard let stored = row.indexCommit, ConstantTime.equals(actual, stored) else {
-                            throw KeychainError(.recordCorrupted, "object \(row.id) is listed by search entries its record does not commit to: the index was altered")
+        try lock.held { () throws(KeychainError) -> [FoundObject] in
+            let available = availableKeys(master: master)
+            var protections = available.map(\.protection)
+            var objectClass: UInt64?
+            var terms: [IndexTerm] = []
+            var needsRecord = false
+            for (type, value) in template {
+                switch type {
+                case .token:
+                    if AttributeValue.decodeBool(value) != true { return [] }
+                case .isPrivate:
+                    guard let wanted = AttributeValue.decodeBool(value) else { return [] }
+                    protections = protections.filter { $0.isPrivate == wanted }
+                case .objectClass:
+                    guard let raw = AttributeValue.decodeULong(value) else { return [] }
+                    if let objectClass, objectClass != UInt64(raw) { return [] }
+                    objectClass = UInt64(raw)
+                default:
+                    guard let rule = AttributeTable.rule(type) else { return [] }
+                    if rule.flags.contains(.indexed) {
+                        let raw = UInt64(type.rawValue)
+                        var digests: [[UInt8]] = []
+                        var seen: [ObjectIdentifier] = []
+                        for keys in available.map(\.keys) where !seen.contains(ObjectIdentifier(keys)) {
+                            seen.append(ObjectIdentifier(keys))
+                            digests.append(try translatingErrors { try keys.index.digest(attribute: raw, value: value) })
                         }
+                        terms.append(IndexTerm(attribute: raw, digests: digests))
+                    } else {
+                        needsRecord = true
                     }
-                    if needsRecord {
-                        let object: ObjectAttributes
-                        do { object = try open(row, master: master) } catch let error as KeychainError where error.code == .recordCorrupted { throw error } catch { continue }
-                        guard object.matches(template) else { continue }
-                    }
-                    matching.append(row)
                 }
-                return matching
             }
+            // One snapshot for the rows, their index entries and the manifest: another process's
+            // commit in between would otherwise look like tampering.
+            let seen = epochBeforeSnapshot()
+            let matching = try translatingErrors {
+                try store.read { () throws -> [ObjectRow] in
+                    let rows = try store.findObjects(protections: protections.map(\.rawValue), objectClass: objectClass, terms: terms, withRecords: needsRecord)
+                    // Every answer is checked against what it claims. The manifest authenticates each
+                    // row's class, protection, epoch and index commitment (its bucket sums are re-read);
+                    // a row found through index entries must have exactly the entries its commitment
+                    // names; attributes without an index are matched on the opened record. An answer
+                    // the index gives but the row denies is damage, reported, not left out. A listing
+                    // checks every bucket, so that a row removed from the file shows.
+                    try checkIntegrity(of: rows, master: master, allBuckets: terms.isEmpty, seenEpoch: seen)
+                    var matching: [ObjectRow] = []
+                    for row in rows {
+                        if !terms.isEmpty, row.recordVersion >= SealedRecord.currentVersion {
+                            let actual = try IndexCommitment(entries: try store.indexEntries(objectID: row.id), primaryKey: row.primaryKey).bytes
+                            guard let stored = row.indexCommit, ConstantTime.equals(actual, stored) else {
+                                throw KeychainError(.recordCorrupted, "object \(row.id) is listed by search entries its record does not commit to: the index was altered")
+                            }
+                        }
+                        if needsRecord {
+                            let object: ObjectAttributes
+                            do { object = try open(row, master: master) } catch let error as KeychainError where error.code == .recordCorrupted { throw error } catch { continue }
+                            guard object.matches(template) else { continue }
+                        }
+                        matching.append(row)
+                    }
+                    return matching
+                }
+            }
+            return matching.map { FoundObject(id: $0.id, isPrivate: Protection(rawValue: $0.protection)?.isPrivate ?? true) }
         }
-        return matching.map { FoundObject(id: $0.id, isPrivate: Protection(rawValue: $0.protection)?.isPrivate ?? true) }
     }
 }

@@ -33,7 +33,9 @@ extension Keychain {
 
     /// Records a slot ID for a file that had none, or whose ID another file already uses.
     public func assignSlotID(_ slotID: UInt) throws(KeychainError) {
-        try translatingErrors { try store.write { try store.setMeta(Meta.slotID, integer: Int64(bitPattern: UInt64(slotID))) } }
+        try lock.held { () throws(KeychainError) -> Void in
+            try translatingErrors { try store.write { try store.setMeta(Meta.slotID, integer: Int64(bitPattern: UInt64(slotID))) } }
+        }
     }
 
     /// Charges one attempt against the failure counter `counter` before any secret is evaluated,
@@ -67,94 +69,110 @@ extension Keychain {
     /// Checks `pin` and returns the master key. Every attempt is charged before the PIN is
     /// evaluated and refunded only when it was right; at the limit the PIN locks.
     public func unlock(_ owner: PINOwner, pin: UnsafeRawBufferPointer) throws(KeychainError) -> MasterKey {
-        let (verifier, wrapped) = try translatingErrors { () throws -> (PINVerifier?, [UInt8]?) in
-            try store.read {
-                let verifier = try store.metaBlob(Meta.verifier(owner))
-                return (try verifier.map { (v: [UInt8]) throws(KeychainError) in try PINVerifier(encoded: v) },
-                        try store.metaBlob(Meta.wrappedMaster(owner)))
+        try lock.held { () throws(KeychainError) -> MasterKey in
+            let (verifier, wrapped) = try translatingErrors { () throws -> (PINVerifier?, [UInt8]?) in
+                try store.read {
+                    let verifier = try store.metaBlob(Meta.verifier(owner))
+                    return (try verifier.map { (v: [UInt8]) throws(KeychainError) in try PINVerifier(encoded: v) },
+                            try store.metaBlob(Meta.wrappedMaster(owner)))
+                }
             }
-        }
-        guard let verifier, let wrapped else {
-            throw KeychainError(owner == .user ? .userPINNotInitialized : .keychainUnrecognized, "the \(owner) PIN is not set")
-        }
-        try chargeAttempt(Meta.failures(owner), locked: "the \(owner) PIN is locked")
-        let master: SecureBytes
-        do {
-            let kek = try verifier.keyEncryptionKey(pin: pin)
-            master = try AESGCM.open(wrapped, key: kek, associatedData: verifier.associatedData(owner: owner))
-        } catch let error as CryptoError where error.code == .authenticationFailed {
-            throw KeychainError(.pinIncorrect, "wrong \(owner) PIN")
-        } catch {
-            throw KeychainError(error)
-        }
-        guard master.count == AESGCM.keySize else { throw KeychainError(.keychainUnrecognized, "master key damaged") }
-        refundAttempt(Meta.failures(owner))
-        do {
-            // A raised KDF cost takes effect at this PIN's next successful login: re-wrap now.
-            if let target = try storedKDF(Meta.targetKDF), verifier.parameters.isWeaker(than: target) {
-                try store.write { try Self.wrap(master, in: store, for: owner, pin: pin, kdf: target) }
+            guard let verifier, let wrapped else {
+                throw KeychainError(owner == .user ? .userPINNotInitialized : .keychainUnrecognized, "the \(owner) PIN is not set")
             }
-            let unlocked = try MasterKey(master)
-            if owner == .user, firstUnlock == nil { firstUnlock = try unlocked.afterFirstUnlock() }
-            return unlocked
-        } catch {
-            throw KeychainError(error)
+            try chargeAttempt(Meta.failures(owner), locked: "the \(owner) PIN is locked")
+            // The attempt is counted: scrypt runs with the lock let go.
+            let master = try lock.released { () throws(KeychainError) -> SecureBytes in
+                do {
+                    let kek = try verifier.keyEncryptionKey(pin: pin)
+                    return try AESGCM.open(wrapped, key: kek, associatedData: verifier.associatedData(owner: owner))
+                } catch let error as CryptoError where error.code == .authenticationFailed {
+                    throw KeychainError(.pinIncorrect, "wrong \(owner) PIN")
+                } catch {
+                    throw KeychainError(error)
+                }
+            }
+            guard master.count == AESGCM.keySize else { throw KeychainError(.keychainUnrecognized, "master key damaged") }
+            refundAttempt(Meta.failures(owner))
+            do {
+                // A raised KDF cost takes effect at this PIN's next successful login: re-wrap now
+                // (scrypt again, unlocked; stored only if the wrapping did not change meanwhile).
+                if let target = try storedKDF(Meta.targetKDF), verifier.parameters.isWeaker(than: target) {
+                    let rewrapped = try lock.released { try Self.wrapping(master, for: owner, pin: pin, kdf: target) }
+                    try store.write {
+                        if try store.metaBlob(Meta.wrappedMaster(owner)) == wrapped { try rewrapped.store(in: store, for: owner) }
+                    }
+                }
+                let unlocked = try MasterKey(master)
+                if owner == .user, firstUnlock == nil { firstUnlock = try unlocked.afterFirstUnlock() }
+                return unlocked
+            } catch {
+                throw KeychainError(error)
+            }
         }
     }
 
     /// Raises the scrypt cost of both PINs: each is re-wrapped at its next successful login
     /// (the PIN is needed to derive the new key), and PINs set from now on use it.
     public func raiseKDF(to parameters: ScryptParameters) throws(KeychainError) {
-        guard parameters.isWithinLimits else { throw KeychainError(.argumentsBad, "scrypt parameters out of bounds") }
-        if let existing = try translatingErrors({ try storedKDF(Meta.verifier(.user)) }), !existing.isWeaker(than: parameters) {
-            throw KeychainError(.argumentsBad, "the cost can only be raised (now log2 N = \(existing.logN))")
+        try lock.held { () throws(KeychainError) -> Void in
+            guard parameters.isWithinLimits else { throw KeychainError(.argumentsBad, "scrypt parameters out of bounds") }
+            if let existing = try translatingErrors({ try storedKDF(Meta.verifier(.user)) }), !existing.isWeaker(than: parameters) {
+                throw KeychainError(.argumentsBad, "the cost can only be raised (now log2 N = \(existing.logN))")
+            }
+            let encoded = PINVerifier(salt: [UInt8](repeating: 0, count: PINVerifier.saltSize), parameters: parameters).encoded
+            try translatingErrors { try store.write { try store.setMeta(Meta.targetKDF, blob: encoded) } }
         }
-        let encoded = PINVerifier(salt: [UInt8](repeating: 0, count: PINVerifier.saltSize), parameters: parameters).encoded
-        try translatingErrors { try store.write { try store.setMeta(Meta.targetKDF, blob: encoded) } }
     }
 
     /// Sets (or resets) the user PIN with an unlocked master key (C_InitPIN by the SO).
     public func setUserPIN(_ pin: UnsafeRawBufferPointer, master: MasterKey, kdf: ScryptParameters) throws(KeychainError) {
-        let settings = try newPINSettings(kdf)
+        let settings = try lock.held { () throws(KeychainError) in try newPINSettings(kdf) }
         try settings.policy.checkLength(pin)
-        let kdf = settings.kdf
-        try translatingErrors {
-            try store.write {
-                try Self.wrap(master.key, in: store, for: .user, pin: pin, kdf: kdf)
-                try store.deleteMeta(prefix: Meta.applicationPasswordFailuresPrefix)
+        let wrapped = try translatingErrors { try Self.wrapping(master.key, for: .user, pin: pin, kdf: settings.kdf) }
+        try lock.held { () throws(KeychainError) in
+            try translatingErrors {
+                try store.write {
+                    try wrapped.store(in: store, for: .user)
+                    try store.deleteMeta(prefix: Meta.applicationPasswordFailuresPrefix)
+                }
             }
         }
     }
 
     /// Changes a PIN after checking the old one: only the wrapping of the master key changes.
     public func changePIN(_ owner: PINOwner, old: UnsafeRawBufferPointer, new: UnsafeRawBufferPointer, kdf: ScryptParameters) throws(KeychainError) {
-        let settings = try newPINSettings(kdf)
+        let settings = try lock.held { () throws(KeychainError) in try newPINSettings(kdf) }
         try settings.policy.checkLength(new)
-        let kdf = settings.kdf
         let master = try unlock(owner, pin: old)
-        try translatingErrors { try store.write { try Self.wrap(master.key, in: store, for: owner, pin: new, kdf: kdf) } }
+        let wrapped = try translatingErrors { try Self.wrapping(master.key, for: owner, pin: new, kdf: settings.kdf) }
+        try lock.held { () throws(KeychainError) in
+            try translatingErrors { try store.write { try wrapped.store(in: store, for: owner) } }
+        }
     }
 
     /// C_InitToken on an initialised keychain: checks the SO PIN, then destroys every object,
     /// replaces the master key and clears the user PIN. Slot ID and serial stay.
     public func reinitialize(soPIN: UnsafeRawBufferPointer, label: String, kdf: ScryptParameters) throws(KeychainError) {
-        _ = try unlock(.securityOfficer, pin: soPIN)
-        let master = try translatingErrors { try SecureBytes.random(count: AESGCM.keySize) }
-        try translatingErrors {
-            try store.write {
-                try store.deleteAllObjects()
-                for key in [Meta.deviceCheck, Meta.alwaysByMaster, Meta.alwaysByDevice, Self.manifestMeta] { try store.setMeta(key, blob: nil) }
-                try Self.initialiseSecrets(store, label: label, master: master, soPIN: soPIN, userPIN: nil, kdf: kdf)
+        try lock.held { () throws(KeychainError) -> Void in
+            _ = try unlock(.securityOfficer, pin: soPIN)
+            let master = try translatingErrors { try SecureBytes.random(count: AESGCM.keySize) }
+            try translatingErrors {
+                try store.write {
+                    try store.deleteAllObjects()
+                    for key in [Meta.deviceCheck, Meta.alwaysByMaster, Meta.alwaysByDevice, Self.manifestMeta] { try store.setMeta(key, blob: nil) }
+                    try Self.initialiseSecrets(store, label: label, master: master, soPIN: soPIN, userPIN: nil, kdf: kdf)
+                }
             }
+            firstUnlock = nil
+            alwaysKeys = nil
+            integrityCache = nil
+            integrityMACCache = nil
+            device = nil
+            deviceAlwaysKeys = nil
+            deviceFailure = nil
+            availability = nil
+            if let unlocked = try? MasterKey(master) { makeAlwaysKey(master: unlocked) }
         }
-        firstUnlock = nil
-        alwaysKeys = nil
-        integrityCache = nil
-        integrityMACCache = nil
-        device = nil
-        deviceAlwaysKeys = nil
-        deviceFailure = nil
-        availability = nil
-        if let unlocked = try? MasterKey(master) { makeAlwaysKey(master: unlocked) }
     }
 }

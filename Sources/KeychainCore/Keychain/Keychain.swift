@@ -37,10 +37,12 @@ public struct FoundObject: Sendable, Equatable {
 
 /// One keychain file: its PINs, its master key and its stored objects.
 ///
-/// Every call goes to SQLite, so writes by other processes are seen at once. An instance is
-/// not thread-safe; the PKCS11 layer serialises calls.
-public final class Keychain {
+/// Every call goes to SQLite, so writes by other processes are seen at once. An instance may be
+/// shared between threads: its public methods take turns (`lock`), except for the scrypt inside
+/// PIN and password checks, which runs with the lock let go.
+public final class Keychain: @unchecked Sendable {
     public let path: String
+    let lock = KeychainLock()
     let store: KeychainDatabase
     /// The file key's bytes: random per keychain, they make its device binding its own.
     let keychainSalt: [UInt8]
@@ -152,12 +154,25 @@ public final class Keychain {
     }
 
     static func wrap(_ master: SecureBytes, in store: KeychainDatabase, for owner: PINOwner, pin: UnsafeRawBufferPointer, kdf: ScryptParameters) throws {
+        try wrapping(master, for: owner, pin: pin, kdf: kdf).store(in: store, for: owner)
+    }
+
+    /// A master key wrapped under a PIN: the slow half of `wrap` (scrypt), touching no state.
+    struct WrappedMaster {
+        let verifier: PINVerifier
+        let wrapped: [UInt8]
+
+        func store(in store: KeychainDatabase, for owner: PINOwner) throws {
+            try store.setMeta(Meta.verifier(owner), blob: verifier.encoded)
+            try store.setMeta(Meta.wrappedMaster(owner), blob: wrapped)
+            try store.setMeta(Meta.failures(owner), integer: 0)
+        }
+    }
+
+    static func wrapping(_ master: SecureBytes, for owner: PINOwner, pin: UnsafeRawBufferPointer, kdf: ScryptParameters) throws -> WrappedMaster {
         let verifier = try PINVerifier.new(parameters: kdf)
         let kek = try verifier.keyEncryptionKey(pin: pin)
-        let wrapped = try AESGCM.seal(master, key: kek, associatedData: verifier.associatedData(owner: owner))
-        try store.setMeta(Meta.verifier(owner), blob: verifier.encoded)
-        try store.setMeta(Meta.wrappedMaster(owner), blob: wrapped)
-        try store.setMeta(Meta.failures(owner), integer: 0)
+        return WrappedMaster(verifier: verifier, wrapped: try AESGCM.seal(master, key: kek, associatedData: verifier.associatedData(owner: owner)))
     }
 
     // MARK: token state
@@ -165,59 +180,67 @@ public final class Keychain {
     /// The keychain's state. Counting objects reads the whole objects table: callers on a hot
     /// path (C_Initialize, C_GetTokenInfo) pass `countingObjects: false` and get zero counts.
     public func info(countingObjects: Bool = true) throws(KeychainError) -> KeychainInfo {
-        try translatingErrors {
-            try store.read {
-                let counts = countingObjects ? try store.objectCounts() : [:]
-                let deviceBound = Protection.allCases.filter(\.isDeviceBound).reduce(0) { $0 + (counts[$1.rawValue] ?? 0) }
-                let slot = try store.metaInteger(Meta.slotID).map { UInt(UInt64(bitPattern: $0)) }
-                return KeychainInfo(
-                    label: String(decoding: try store.metaBlob(Meta.label) ?? [], as: UTF8.self),
-                    serial: String(decoding: try store.metaBlob(Meta.serial) ?? [], as: UTF8.self),
-                    slotID: slot,
-                    userPINInitialized: try store.metaBlob(Meta.wrappedMaster(.user)) != nil,
-                    userPIN: try pinStatus(.user), soPIN: try pinStatus(.securityOfficer),
-                    publicObjects: Protection.allCases.filter { !$0.isPrivate }.reduce(0) { $0 + (counts[$1.rawValue] ?? 0) },
-                    privateObjects: Protection.allCases.filter(\.isPrivate).reduce(0) { $0 + (counts[$1.rawValue] ?? 0) },
-                    deviceBoundObjects: deviceBound,
-                    deviceKeyProblem: deviceBound == 0 ? nil : deviceProblem(),
-                    pinPolicy: try policy(),
-                    userKDF: try storedKDF(Meta.verifier(.user)),
-                    targetKDF: try storedKDF(Meta.targetKDF))
+        try lock.held { () throws(KeychainError) -> KeychainInfo in
+            try translatingErrors {
+                try store.read {
+                    let counts = countingObjects ? try store.objectCounts() : [:]
+                    let deviceBound = Protection.allCases.filter(\.isDeviceBound).reduce(0) { $0 + (counts[$1.rawValue] ?? 0) }
+                    let slot = try store.metaInteger(Meta.slotID).map { UInt(UInt64(bitPattern: $0)) }
+                    return KeychainInfo(
+                        label: String(decoding: try store.metaBlob(Meta.label) ?? [], as: UTF8.self),
+                        serial: String(decoding: try store.metaBlob(Meta.serial) ?? [], as: UTF8.self),
+                        slotID: slot,
+                        userPINInitialized: try store.metaBlob(Meta.wrappedMaster(.user)) != nil,
+                        userPIN: try pinStatus(.user), soPIN: try pinStatus(.securityOfficer),
+                        publicObjects: Protection.allCases.filter { !$0.isPrivate }.reduce(0) { $0 + (counts[$1.rawValue] ?? 0) },
+                        privateObjects: Protection.allCases.filter(\.isPrivate).reduce(0) { $0 + (counts[$1.rawValue] ?? 0) },
+                        deviceBoundObjects: deviceBound,
+                        deviceKeyProblem: deviceBound == 0 ? nil : deviceProblem(),
+                        pinPolicy: try policy(),
+                        userKDF: try storedKDF(Meta.verifier(.user)),
+                        targetKDF: try storedKDF(Meta.targetKDF))
+                }
             }
         }
     }
 
     /// Runs `body` as one write transaction: every change in it is stored, or none.
     public func transaction<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
-        let outermost = !store.inTransaction
-        do {
-            let result = try store.write { () throws -> R in try body() }
-            if outermost, let manifest = pendingManifest {
-                pendingManifest = nil
-                didCommitWrite(manifest)
+        try lock.held { () throws(KeychainError) -> R in
+            let outermost = !store.inTransaction
+            do {
+                let result = try store.write { () throws -> R in try body() }
+                if outermost, let manifest = pendingManifest {
+                    pendingManifest = nil
+                    didCommitWrite(manifest)
+                }
+                return result
+            } catch {
+                if outermost { pendingManifest = nil }
+                // Keys first made inside the transaction (the Always key of a keychain's first Always
+                // item) were rolled back with it: forget the cached copies so none outlives its row.
+                alwaysKeys = nil
+                deviceAlwaysKeys = nil
+                availability = nil
+                deviceFailure = nil
+                integrityCache = nil
+                throw KeychainError(error)
             }
-            return result
-        } catch {
-            if outermost { pendingManifest = nil }
-            // Keys first made inside the transaction (the Always key of a keychain's first Always
-            // item) were rolled back with it: forget the cached copies so none outlives its row.
-            alwaysKeys = nil
-            deviceAlwaysKeys = nil
-            availability = nil
-            deviceFailure = nil
-            integrityCache = nil
-            throw KeychainError(error)
         }
     }
 
     /// Changes when anything in the file may have changed (here or in another process).
     public func version() throws(KeychainError) -> KeychainVersion {
-        KeychainVersion(stamp: try translatingErrors { try store.changeStamp() })
+        try lock.held { () throws(KeychainError) -> KeychainVersion in
+            KeychainVersion(stamp: try translatingErrors { try store.changeStamp() })
+        }
     }
 
     /// `PRAGMA integrity_check` of the file.
     public func integrityCheck() throws(KeychainError) -> String {
-        try translatingErrors { try store.integrityCheck() }
+        try lock.held { () throws(KeychainError) -> String in
+            try translatingErrors { try store.integrityCheck() }
+        }
     }
 
     static func now() -> Int64 { Int64(time(nil)) }

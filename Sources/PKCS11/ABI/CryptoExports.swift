@@ -3,7 +3,7 @@ import CPKCS11
 /// The cryptographic entry points (§5.8–§5.14). Those whose mechanisms are not registered yet
 /// check their session and answer CKR_FUNCTION_NOT_SUPPORTED.
 public func C_EncryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, s) { state throws(CKError) in
         // PKCS#11 3.0: a NULL mechanism ends the active operation.
         guard m != nil else { return try state.cancel(s, .encrypt) }
         try state.cipherInit(s, mechanism: try CallerMechanism(m), key: k, encrypting: true)
@@ -25,7 +25,7 @@ public func C_EncryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULong
     }
 }
 public func C_DecryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, s) { state throws(CKError) in
         // PKCS#11 3.0: a NULL mechanism ends the active operation.
         guard m != nil else { return try state.cancel(s, .decrypt) }
         try state.cipherInit(s, mechanism: try CallerMechanism(m), key: k, encrypting: false)
@@ -47,7 +47,7 @@ public func C_DecryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULong
     }
 }
 public func C_DigestInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, s) { state throws(CKError) in
         // PKCS#11 3.0: a NULL mechanism ends the active operation.
         guard m != nil else { return try state.cancel(s, .digest) }
         try state.digestInit(s, mechanism: try CallerMechanism(m))
@@ -74,7 +74,7 @@ public func C_DigestFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongP
     }
 }
 public func C_SignInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, s) { state throws(CKError) in
         // PKCS#11 3.0: a NULL mechanism ends the active operation.
         guard m != nil else { return try state.cancel(s, .sign) }
         try state.signInit(s, mechanism: try CallerMechanism(m), key: k)
@@ -98,7 +98,7 @@ public func C_SignFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPoi
 public func C_SignRecoverInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_SignRecover(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_VerifyInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, s) { state throws(CKError) in
         // PKCS#11 3.0: a NULL mechanism ends the active operation.
         guard m != nil else { return try state.cancel(s, .verify) }
         try state.verifyInit(s, mechanism: try CallerMechanism(m), key: k)
@@ -126,14 +126,14 @@ public func C_DecryptDigestUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl
 public func C_SignEncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_DecryptVerifyUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
 public func C_GenerateKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ t: AttributePointer, _ c: CK_ULONG, _ k: HandlePointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, s) { state throws(CKError) in
         guard let k else { throw CKError.argumentsBad }
         k.pointee = try state.generateKey(s, mechanism: try CallerMechanism(m), template: try CallerTemplate.read(t, count: c))
     }
 }
 public func C_GenerateKeyPair(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ pt: AttributePointer, _ pc: CK_ULONG, _ vt: AttributePointer, _ vc: CK_ULONG,
                                      _ pk: HandlePointer, _ vk: HandlePointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, s) { state throws(CKError) in
         guard let pk, let vk else { throw CKError.argumentsBad }
         let handles = try state.generateKeyPair(s, mechanism: try CallerMechanism(m), publicTemplate: try CallerTemplate.read(pt, count: pc),
                                                 privateTemplate: try CallerTemplate.read(vt, count: vc))
@@ -142,20 +142,20 @@ public func C_GenerateKeyPair(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ p
     }
 }
 public func C_WrapKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ w: CK_OBJECT_HANDLE, _ k: CK_OBJECT_HANDLE, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, s) { state throws(CKError) in
         try state.wrapKey(s, mechanism: try CallerMechanism(m), wrappingKey: w, key: k, output: try CallerOutput(o, ol))
     }
 }
 public func C_UnwrapKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ u: CK_OBJECT_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ t: AttributePointer, _ c: CK_ULONG,
                                _ k: HandlePointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, s) { state throws(CKError) in
         guard let k else { throw CKError.argumentsBad }
         k.pointee = try state.unwrapKey(s, mechanism: try CallerMechanism(m), unwrappingKey: u, wrapped: try CallerBytes.input(d, count: dl),
                                         template: try CallerTemplate.read(t, count: c))
     }
 }
 public func C_DeriveKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ b: CK_OBJECT_HANDLE, _ t: AttributePointer, _ c: CK_ULONG, _ k: HandlePointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, s) { state throws(CKError) in
         guard let k else { throw CKError.argumentsBad }
         k.pointee = try state.deriveKey(s, mechanism: try CallerMechanism(m), baseKey: b, template: try CallerTemplate.read(t, count: c))
     }

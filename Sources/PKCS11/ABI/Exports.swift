@@ -32,13 +32,21 @@ enum Exports {
         run(function) { () throws(CKError) in try Module.shared.withState(body) }
     }
 
+    /// A call on one session, holding that session's lock (`ModuleState.inSession`).
+    @inline(__always)
+    static func inSession(_ function: StaticString, _ session: CK_SESSION_HANDLE, _ body: (ModuleState) throws(CKError) -> Void) -> CK_RV {
+        withState(function) { state throws(CKError) in
+            try state.inSession(session) { () throws(CKError) in try body(state) }
+        }
+    }
+
     /// A data step of an operation (C_Encrypt, C_DigestUpdate, C_SignFinal…): an error in reading
     /// the caller's arguments ends the operation just as an error inside the step does
     /// (`ModuleState.step` has the rules).
     @inline(__always)
     static func operationStep(_ function: StaticString, _ session: CK_SESSION_HANDLE, _ kind: OperationKind,
                               _ body: (ModuleState) throws(CKError) -> Void) -> CK_RV {
-        withState(function) { state throws(CKError) in
+        inSession(function, session) { state throws(CKError) in
             do throws(CKError) { try body(state) } catch {
                 state.endOperation(session, kind, after: error)
                 throw error
@@ -49,7 +57,7 @@ enum Exports {
     /// For the cryptographic functions that arrive with the mechanisms: the usual session
     /// checks, then CKR_FUNCTION_NOT_SUPPORTED.
     static func notYetSupported(_ function: StaticString, _ session: CK_SESSION_HANDLE) -> CK_RV {
-        withState(function) { state throws(CKError) in
+        inSession(function, session) { state throws(CKError) in
             _ = try state.session(session)
             throw CKError.functionNotSupported
         }
@@ -164,14 +172,14 @@ public func C_InitToken(_ slot: CK_SLOT_ID, _ pin: UnsafeMutablePointer<CK_UTF8C
 }
 
 public func C_InitPIN(_ session: CK_SESSION_HANDLE, _ pin: UnsafeMutablePointer<CK_UTF8CHAR>?, _ pinLength: CK_ULONG) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         try state.initPIN(session, pin: try CallerBytes.pin(pin, count: pinLength, tooLong: CallerBytes.pinLengthRange))
     }
 }
 
 public func C_SetPIN(_ session: CK_SESSION_HANDLE, _ old: UnsafeMutablePointer<CK_UTF8CHAR>?, _ oldLength: CK_ULONG,
                             _ new: UnsafeMutablePointer<CK_UTF8CHAR>?, _ newLength: CK_ULONG) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         try state.setPIN(session, old: try CallerBytes.pin(old, count: oldLength, tooLong: CallerBytes.pinIncorrect),
                          new: try CallerBytes.pin(new, count: newLength, tooLong: CallerBytes.pinLengthRange))
     }
@@ -188,7 +196,7 @@ public func C_OpenSession(_ slot: CK_SLOT_ID, _ flags: CK_FLAGS, _ application: 
 }
 
 public func C_CloseSession(_ session: CK_SESSION_HANDLE) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in state.closeSession(try state.session(session)) }
+    Exports.inSession(#function, session) { state throws(CKError) in state.closeSession(try state.session(session)) }
 }
 
 public func C_CloseAllSessions(_ slot: CK_SLOT_ID) -> CK_RV {
@@ -196,14 +204,14 @@ public func C_CloseAllSessions(_ slot: CK_SLOT_ID) -> CK_RV {
 }
 
 public func C_GetSessionInfo(_ session: CK_SESSION_HANDLE, _ info: UnsafeMutablePointer<CK_SESSION_INFO>?) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         guard let info else { throw CKError.argumentsBad }
         info.pointee = try state.sessionInfo(session)
     }
 }
 
 public func C_GetOperationState(_ session: CK_SESSION_HANDLE, _ buffer: BytePointer, _ length: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         _ = try state.session(session)
         throw CKError.functionNotSupported
     }
@@ -211,7 +219,7 @@ public func C_GetOperationState(_ session: CK_SESSION_HANDLE, _ buffer: BytePoin
 
 public func C_SetOperationState(_ session: CK_SESSION_HANDLE, _ buffer: BytePointer, _ length: CK_ULONG,
                                        _ encryptionKey: CK_OBJECT_HANDLE, _ authenticationKey: CK_OBJECT_HANDLE) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         _ = try state.session(session)
         throw CKError.functionNotSupported
     }
@@ -221,16 +229,16 @@ public func C_Login(_ session: CK_SESSION_HANDLE, _ userType: CK_USER_TYPE, _ pi
     if pin == nil {
         // The protected authentication path: the prompt runs outside the module lock.
         var request: (program: String, text: String)?
-        let checked = Exports.withState(#function) { state throws(CKError) in request = try state.promptRequest(session, userType: userType) }
+        let checked = Exports.inSession(#function, session) { state throws(CKError) in request = try state.promptRequest(session, userType: userType) }
         guard checked == CK_RV(CKR_OK), let request else { return checked }
         var entered: SecureBytes?
         let prompted = Exports.run(#function) { () throws(CKError) in entered = try PromptProgram.run(request.program, text: request.text) }
         guard prompted == CK_RV(CKR_OK), let entered else { return prompted }
-        return Exports.withState(#function) { state throws(CKError) in
+        return Exports.inSession(#function, session) { state throws(CKError) in
             try entered.withUnsafeBytes { (bytes) throws(CKError) in try state.login(session, userType: userType, pin: bytes) }
         }
     }
-    return Exports.withState(#function) { state throws(CKError) in
+    return Exports.inSession(#function, session) { state throws(CKError) in
         try state.login(session, userType: userType, pin: try CallerBytes.pin(pin, count: pinLength, tooLong: CallerBytes.pinIncorrect))
     }
 }
@@ -242,15 +250,15 @@ public func C_LoginUser(_ session: CK_SESSION_HANDLE, _ userType: CK_USER_TYPE, 
 }
 
 public func C_Logout(_ session: CK_SESSION_HANDLE) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in try state.logout(session) }
+    Exports.inSession(#function, session) { state throws(CKError) in try state.logout(session) }
 }
 
 public func C_SessionCancel(_ session: CK_SESSION_HANDLE, _ flags: CK_FLAGS) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in try state.cancel(session, flags: flags) }
+    Exports.inSession(#function, session) { state throws(CKError) in try state.cancel(session, flags: flags) }
 }
 
 public func C_GetFunctionStatus(_ session: CK_SESSION_HANDLE) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         _ = try state.session(session)
         throw CKError(CK_RV(CKR_FUNCTION_NOT_PARALLEL), "legacy function")
     }
@@ -263,7 +271,7 @@ public func C_CancelFunction(_ session: CK_SESSION_HANDLE) -> CK_RV {
 // MARK: objects (§5.7)
 
 public func C_CreateObject(_ session: CK_SESSION_HANDLE, _ template: AttributePointer, _ count: CK_ULONG, _ object: HandlePointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         guard let object else { throw CKError.argumentsBad }
         var parsed = try CallerTemplate.read(template, count: count)
         defer { wipeValues(&parsed) }
@@ -273,43 +281,43 @@ public func C_CreateObject(_ session: CK_SESSION_HANDLE, _ template: AttributePo
 
 public func C_CopyObject(_ session: CK_SESSION_HANDLE, _ source: CK_OBJECT_HANDLE, _ template: AttributePointer, _ count: CK_ULONG,
                                 _ object: HandlePointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         guard let object else { throw CKError.argumentsBad }
         object.pointee = try state.copyObject(session, object: source, template: try CallerTemplate.read(template, count: count))
     }
 }
 
 public func C_DestroyObject(_ session: CK_SESSION_HANDLE, _ object: CK_OBJECT_HANDLE) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in try state.destroyObject(session, object: object) }
+    Exports.inSession(#function, session) { state throws(CKError) in try state.destroyObject(session, object: object) }
 }
 
 public func C_GetObjectSize(_ session: CK_SESSION_HANDLE, _ object: CK_OBJECT_HANDLE, _ size: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         guard let size else { throw CKError.argumentsBad }
         size.pointee = try state.objectSize(session, object: object)
     }
 }
 
 public func C_GetAttributeValue(_ session: CK_SESSION_HANDLE, _ object: CK_OBJECT_HANDLE, _ template: AttributePointer, _ count: CK_ULONG) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         try state.getAttributeValues(session, object: object, entries: try CallerTemplate.entries(template, count: count))
     }
 }
 
 public func C_SetAttributeValue(_ session: CK_SESSION_HANDLE, _ object: CK_OBJECT_HANDLE, _ template: AttributePointer, _ count: CK_ULONG) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         try state.setAttributeValues(session, object: object, template: try CallerTemplate.read(template, count: count))
     }
 }
 
 public func C_FindObjectsInit(_ session: CK_SESSION_HANDLE, _ template: AttributePointer, _ count: CK_ULONG) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         try state.findObjectsInit(session, template: try CallerTemplate.read(template, count: count))
     }
 }
 
 public func C_FindObjects(_ session: CK_SESSION_HANDLE, _ objects: HandlePointer, _ maximum: CK_ULONG, _ count: ULongPointer) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         guard let count, objects != nil || maximum == 0 else { throw CKError.argumentsBad }
         let found = try state.findObjects(session, maximum: maximum)
         if let objects {
@@ -320,20 +328,20 @@ public func C_FindObjects(_ session: CK_SESSION_HANDLE, _ objects: HandlePointer
 }
 
 public func C_FindObjectsFinal(_ session: CK_SESSION_HANDLE) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in try state.findObjectsFinal(session) }
+    Exports.inSession(#function, session) { state throws(CKError) in try state.findObjectsFinal(session) }
 }
 
 // MARK: random numbers (§5.15)
 
 public func C_SeedRandom(_ session: CK_SESSION_HANDLE, _ seed: BytePointer, _ length: CK_ULONG) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         let bytes = try CallerBytes.read(seed, count: length, limit: Int.max, tooLong: CKError.argumentsBad)
         try state.seedRandom(session, seed: bytes)
     }
 }
 
 public func C_GenerateRandom(_ session: CK_SESSION_HANDLE, _ buffer: BytePointer, _ length: CK_ULONG) -> CK_RV {
-    Exports.withState(#function) { state throws(CKError) in
+    Exports.inSession(#function, session) { state throws(CKError) in
         try state.generateRandom(session, into: try CallerBytes.output(buffer, count: length))
     }
 }

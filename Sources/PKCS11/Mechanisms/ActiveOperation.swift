@@ -164,7 +164,7 @@ extension ModuleState {
     /// Ends the session's operation of `kind` after a data step failed with `error` (unless the
     /// failure was CKR_BUFFER_TOO_SMALL, which leaves it for the call with a bigger buffer).
     func endOperation(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, after error: CKError) {
-        guard error.rv != CK_RV(CKR_BUFFER_TOO_SMALL), let session = sessions[handle] else { return }
+        guard error.rv != CK_RV(CKR_BUFFER_TOO_SMALL), let session = try? session(handle) else { return }
         session.operations[kind] = nil
     }
 
@@ -172,7 +172,7 @@ extension ModuleState {
     /// the key is still the cached one (not after a logout or the key's destruction).
     private func keepIdleCipher(of operation: ActiveOperation, session: Session) {
         guard let (entry, key) = operation.reusable, case .symmetric(let cipher) = operation.engine,
-              let token = slots[session.slotID]?.token, token.keyCache[entry.handle]?.secret === key else { return }
+              let token = token(of: session.slotID) else { return }
         token.keepIdle(cipher, as: entry, key: key)
     }
 

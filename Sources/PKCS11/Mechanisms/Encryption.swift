@@ -20,7 +20,7 @@ extension ModuleState {
                 // Only keys held in the key cache leave their context behind (a key sealed by its
                 // application password is never kept).
                 var reuse: Token.IdleCipher?
-                if token.keyCache[key]?.secret === secret {
+                if token.cachedKey(key)?.secret === secret {
                     reuse = Token.IdleCipher(handle: key, mode: mode, encrypting: encrypting)
                 }
                 do {

@@ -8,7 +8,7 @@ extension ModuleState {
 
     /// The attributes of a key object visible to the session.
     func keyAttributes(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> ObjectAttributes {
-        guard let entry = handles[handle], entry.slotID == session.slotID, !entry.isPrivate || token.login == .user else {
+        guard let entry = entry(handle), entry.slotID == session.slotID, !entry.isPrivate || token.login == .user else {
             throw CKError(CK_RV(CKR_KEY_HANDLE_INVALID), "no such key")
         }
         switch entry.location {
@@ -23,14 +23,13 @@ extension ModuleState {
     /// A key's attributes without its secret parts, from the policy cache while the keychain is
     /// unchanged (no record is decrypted then).
     func keyPolicy(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> ObjectAttributes {
-        guard case .token? = handles[handle]?.location else { return try keyAttributes(handle, session: session, token: token) }
+        guard let entry = entry(handle), entry.isTokenObject else { return try keyAttributes(handle, session: session, token: token) }
         let version = try translating { () throws(KeychainError) in try token.keychain.version() }
-        if let cached = token.policyCache[handle], cached.version == version,
-           handles[handle].map({ !$0.isPrivate || token.login == .user }) == true {
-            return cached.attributes
+        if let cached = token.cachedPolicy(handle, version: version), entry.slotID == session.slotID, !entry.isPrivate || token.login == .user {
+            return cached
         }
         let attributes = try keyAttributes(handle, session: session, token: token)
-        token.policyCache[handle] = (version, attributes.withoutSecrets)
+        token.keepPolicy(attributes.withoutSecrets, for: handle, version: version)
         return attributes
     }
 
@@ -85,7 +84,7 @@ extension ModuleState {
             error.awaitingCredentialFor = handle
             throw error
         }
-        if let key = token.keyCache[handle] { return key }
+        if let key = token.cachedKey(handle) { return key }
         // Public keys have no secret parts; for the others, `policy` holds them only when it was
         // just read in full (`withoutSecrets` strips every sensitive attribute).
         let complete = policy.objectClass == .publicKey || policy.values.keys.contains { AttributeTable.rule($0)?.flags.contains(.sensitive) == true }
@@ -114,17 +113,18 @@ extension ModuleState {
 }
 
 extension Token {
-    /// The usable form of a key object, parsed once while logged in.
+    /// The usable form of a key object, parsed once while logged in (outside the token's lock:
+    /// two threads may parse the same key at once, and the first one kept is used).
     func readyKey(for handle: CK_OBJECT_HANDLE, attributes: ObjectAttributes) throws(CKError) -> ReadyKey {
-        if let key = keyCache[handle] { return key }
+        if let key = cachedKey(handle) { return key }
+        let logoutsBefore = logouts
         let key: ReadyKey
         do {
             key = try Self.parse(attributes)
         } catch where attributes.objectClass == .privateKey && OpenSSLSecureHeap.isAvailable {
             // OpenSSL's secure heap fails when full: make room by dropping the ready keys, once.
-            let dropped = dropReadyAsymmetricKeys()
             do throws(CKError) {
-                guard dropped else { throw error }
+                guard dropReadyAsymmetricKeys() else { throw error }
                 key = try Self.parse(attributes)
             } catch {
                 guard OpenSSLSecureHeap.isCrowded else { throw error }
@@ -132,19 +132,8 @@ extension Token {
             }
         }
         // Keep the module's share of the secure heap at half at most (OpenSSLSecureHeap).
-        if key.asymmetric?.isPrivate == true, OpenSSLSecureHeap.isCrowded { dropReadyAsymmetricKeys() }
-        keyCache[handle] = key
-        return key
-    }
-
-    /// Forgets the parsed asymmetric keys (operations under way keep theirs until they end);
-    /// false when there were none.
-    @discardableResult
-    func dropReadyAsymmetricKeys() -> Bool {
-        let kept = keyCache.filter { $0.value.asymmetric == nil }
-        guard kept.count < keyCache.count else { return false }
-        keyCache = kept
-        return true
+        let crowded = key.asymmetric?.isPrivate == true && OpenSSLSecureHeap.isCrowded
+        return keep(key, for: handle, logoutsBefore: logoutsBefore, dropReadyKeysFirst: crowded)
     }
 
     static func parse(_ attributes: ObjectAttributes) throws(CKError) -> ReadyKey {

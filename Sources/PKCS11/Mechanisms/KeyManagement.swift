@@ -70,9 +70,9 @@ extension ModuleState {
 
     /// Removes an object this module just stored (undoing half of a failed pair).
     private func destroyStored(_ handle: CK_OBJECT_HANDLE, token: Token) throws(CKError) {
-        if case .token(let rowID)? = handles[handle]?.location {
+        if case .token(let rowID)? = entry(handle)?.location {
             try translating { () throws(KeychainError) in try token.keychain.remove(id: rowID, master: token.writingMaster) }
         }
-        handles.remove(handle)
+        tables.writing { handles.remove(handle) }
     }
 }

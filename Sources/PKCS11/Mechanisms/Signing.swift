@@ -23,7 +23,7 @@ extension ModuleState {
     /// C_DigestKey: feeds a secret key's value into the digest; other keys are indigestible.
     func digestKey(_ handle: CK_SESSION_HANDLE, key: CK_OBJECT_HANDLE) throws(CKError) {
         let session = try session(handle)
-        guard let token = slots[session.slotID]?.token else { throw CKError(CK_RV(CKR_DEVICE_REMOVED), "the keychain is gone") }
+        guard let token = token(of: session.slotID) else { throw CKError(CK_RV(CKR_DEVICE_REMOVED), "the keychain is gone") }
         try step(handle, .digest, .update) { operation throws(CKError) -> ((), Bool) in
             let attributes = try keyAttributes(key, session: session, token: token)
             guard attributes.objectClass == .secretKey, let value = attributes[.value] else {
