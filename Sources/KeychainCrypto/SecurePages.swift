@@ -9,8 +9,14 @@ import Glibc
 /// Buffers of up to 4 KiB come from slots of fixed sizes cut from 64 KiB chunks (a chunk stays
 /// mapped, its slots are reused); larger ones get a mapping of their own, unmapped when released.
 /// Every slot is wiped before it is reused or unmapped.
-final class SecurePages: @unchecked Sendable {
+public final class SecurePages: @unchecked Sendable {
     static let shared = SecurePages()
+
+    /// Registers the fork handlers now. A library that holds its own lock across fork and whose
+    /// callers allocate secure memory under it (the PKCS#11 module's fork gate) calls this first:
+    /// prepare handlers run in reverse order of registration, so its own handler then runs
+    /// before this one, and no thread waits inside it for the mutex a forking thread holds.
+    public static func registerForkHandlers() { _ = shared }
 
     static let slotSizes = [32, 64, 128, 256, 512, 1024, 2048, 4096]
     static let chunkSize = 64 << 10

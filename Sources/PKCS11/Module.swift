@@ -1,6 +1,7 @@
 import CPKCS11
 import Glibc
 import KeychainCore
+import KeychainCrypto
 import Logging
 
 /// Silent by default (the module runs inside other programs); `KEYCHAIN_PKCS11_LOG=debug` (or
@@ -32,7 +33,8 @@ final class Module: @unchecked Sendable {
     /// would wait for it for ever). Calls never nest, so no thread reads it twice.
     private let forkGate = PThreadRWLock(preferWriters: true)
     private var state: ModuleState?
-    private var ownerProcess: pid_t = 0
+    /// Set in a forked child: the state is the parent's (no getpid() on every call).
+    private var inheritedByFork = false
     /// States left behind by fork: a child must not close its parent's SQLite connections.
     private var abandoned: [ModuleState] = []
     private var forkHandlersInstalled = false
@@ -43,7 +45,7 @@ final class Module: @unchecked Sendable {
         forkGate.lockForReading()
         defer { forkGate.unlock() }
         lock.lock()
-        let current = ownerProcess == getpid() ? state : nil
+        let current = inheritedByFork ? nil : state
         lock.unlock()
         guard let current else { throw CKError.notInitialized }
         return try body(current)
@@ -55,29 +57,28 @@ final class Module: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if let state {
-            if ownerProcess == getpid() {
+            if !inheritedByFork {
                 throw CKError(CK_RV(CKR_CRYPTOKI_ALREADY_INITIALIZED), "C_Initialize was already called")
             }
             abandoned.append(state)
             self.state = nil
         }
+        inheritedByFork = false
         installForkHandlers()
         let state = ModuleState(configuration: configuration)
         try state.start()
         self.state = state
-        ownerProcess = getpid()
     }
 
     func finalize() throws(CKError) {
         forkGate.lockForReading()
         defer { forkGate.unlock() }
         lock.lock()
-        guard let state, ownerProcess == getpid() else {
+        guard let state, !inheritedByFork else {
             lock.unlock()
             throw CKError.notInitialized
         }
         self.state = nil
-        ownerProcess = 0
         lock.unlock()
         // Calls already running keep their reference and finish; new calls see no state.
         state.stop()
@@ -88,6 +89,8 @@ final class Module: @unchecked Sendable {
     private func installForkHandlers() {
         guard !forkHandlersInstalled else { return }
         forkHandlersInstalled = true
+        // Secure memory's handler first, so that it runs after the gate is closed.
+        SecurePages.registerForkHandlers()
         pthread_atfork(
             {
                 Module.shared.forkGate.lockForWriting()
@@ -98,6 +101,7 @@ final class Module: @unchecked Sendable {
                 Module.shared.forkGate.unlock()
             },
             {
+                Module.shared.inheritedByFork = Module.shared.state != nil
                 Module.shared.lock.unlock()
                 Module.shared.forkGate.resetInForkedChild()
             })

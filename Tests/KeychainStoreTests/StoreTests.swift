@@ -111,6 +111,31 @@ final class KeychainDatabaseTests: XCTestCase {
         _ = try writer.insertObject(uid: [3], objectClass: 0, protection: 0, record: [1], primaryKey: nil, index: [], now: 1)
         XCTAssertEqual(try reader.objectCounts(), [0: 1])
     }
+
+    /// The change stamp comes from the wal-index header in shared memory (no lock, no system
+    /// call), stays equal while nothing is written, and changes with every commit, by this
+    /// connection or another one, and with a checkpoint that restarts the WAL.
+    func test_the_change_stamp_is_read_from_shared_memory_and_sees_every_commit() throws {
+        let path = directory + "/f.keychain-db"
+        let writer = try KeychainDatabase(path: path, create: true)
+        let reader = try KeychainDatabase(path: path, create: false)
+        var stamp = try reader.changeStamp()
+        XCTAssertEqual(stamp.dataVersion, -1, "read from the wal-index header")
+        XCTAssertEqual(try reader.changeStamp(), stamp)
+        for round in 0..<20 {
+            _ = try writer.insertObject(uid: [UInt8(round)], objectClass: 0, protection: 0, record: [1], primaryKey: nil, index: [], now: 1)
+            let next = try reader.changeStamp()
+            XCTAssertNotEqual(next, stamp, "commit \(round) by another connection")
+            XCTAssertEqual(try reader.changeStamp(), next)
+            stamp = next
+        }
+        try writer.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        _ = try writer.insertObject(uid: [99], objectClass: 0, protection: 0, record: [1], primaryKey: nil, index: [], now: 1)
+        XCTAssertNotEqual(try reader.changeStamp(), stamp, "a commit after the WAL restarted")
+        stamp = try reader.changeStamp()
+        _ = try reader.insertObject(uid: [100], objectClass: 0, protection: 0, record: [1], primaryKey: nil, index: [], now: 1)
+        XCTAssertNotEqual(try reader.changeStamp(), stamp, "a commit by this connection")
+    }
 }
 
 final class SealedRecordTests: XCTestCase {

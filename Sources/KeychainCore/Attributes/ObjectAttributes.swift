@@ -3,13 +3,21 @@ import KeychainCrypto
 /// An object's attributes: every attribute of its class, each with a value.
 public struct ObjectAttributes: Sendable, Equatable {
     public private(set) var values: [AttributeType: [UInt8]]
+    /// Made by `withoutSecrets` and given no sensitive attribute since: nothing here to wipe.
+    private var knownFreeOfSecrets = false
 
     public init(_ values: [AttributeType: [UInt8]] = [:]) { self.values = values }
 
     public subscript(_ type: AttributeType) -> [UInt8]? {
         get { values[type] }
-        set { values[type] = newValue }
+        set {
+            values[type] = newValue
+            if knownFreeOfSecrets, newValue != nil, AttributeTable.rule(type)?.flags.contains(.sensitive) == true { knownFreeOfSecrets = false }
+        }
     }
+
+    /// Equal values (however each copy came to be).
+    public static func == (lhs: ObjectAttributes, rhs: ObjectAttributes) -> Bool { lhs.values == rhs.values }
 
     public var objectClass: ObjectClass? {
         values[.objectClass].flatMap(AttributeValue.decodeULong).map(ObjectClass.init(rawValue:))
@@ -26,8 +34,9 @@ public struct ObjectAttributes: Sendable, Equatable {
     /// The attributes without secret key parts (what may be kept in memory between operations).
     /// A public key has none: its CKA_VALUE (DSA and DH: y) is public.
     public var withoutSecrets: ObjectAttributes {
-        guard objectClass != .publicKey else { return self }
-        return ObjectAttributes(values.filter { AttributeTable.rule($0.key)?.flags.contains(.sensitive) != true })
+        var stripped = objectClass == .publicKey ? self : ObjectAttributes(values.filter { AttributeTable.rule($0.key)?.flags.contains(.sensitive) != true })
+        stripped.knownFreeOfSecrets = true
+        return stripped
     }
 
     /// Whether reading `type` must be refused: a secret part of a sensitive or unextractable key.
@@ -74,6 +83,14 @@ public struct ObjectAttributes: Sendable, Equatable {
     /// just decoded and templates just read, the copies this is meant for.
     public mutating func wipeValues() {
         for key in Array(values.keys) { values[key]?.withUnsafeMutableBytes { KeychainCrypto.wipe($0) } }
+    }
+
+    /// `wipeValues`, except for attributes made by `withoutSecrets` (and given no secret since):
+    /// for attributes that come either in full from a record or without their secrets from a
+    /// cache, where wiping would only copy the cache's values to wipe the copy.
+    public mutating func wipeValuesIfSecret() {
+        guard !knownFreeOfSecrets else { return }
+        wipeValues()
     }
 }
 

@@ -49,7 +49,41 @@ public final class Database {
 
     deinit {
         statements.removeAll()
+        if let walIndex { munmap(UnsafeMutableRawPointer(mutating: walIndex), Self.walIndexMapping) }
         sqlite3_close_v2(handle)
+    }
+
+    /// The -shm file's first page, mapped read-only once this connection has used it (SQLite
+    /// keeps the file, at its full size, as long as a connection is open).
+    private var walIndex: UnsafeRawPointer?
+    private var walIndexTried = false
+    private static let walIndexMapping = 4096
+
+    /// {iChange, mxFrame, salt1, salt2} of the wal-index header, or nil (no WAL, no -shm file
+    /// to map, or a header being written or not initialised: the caller asks SQLite).
+    func walIndexStamp() -> (UInt32, UInt32, UInt32, UInt32)? {
+        if walIndex == nil {
+            guard !walIndexTried, transactionDepth == 0 else { return nil }
+            // Map only after a read through this connection has opened the -shm file.
+            guard (try? query("PRAGMA data_version") { _ in }) != nil else { return nil }
+            walIndexTried = true
+            walIndex = Self.mapWALIndex(path + "-shm")
+        }
+        guard let walIndex else { return nil }
+        var stamp: (UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0)
+        let read = withUnsafeMutableBytes(of: &stamp) { kc_wal_index_stamp(walIndex, $0.baseAddress?.assumingMemoryBound(to: UInt32.self)) }
+        return read == 1 ? stamp : nil
+    }
+
+    private static func mapWALIndex(_ path: String) -> UnsafeRawPointer? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size >= walIndexMapping else { return nil }
+        let region = mmap(nil, walIndexMapping, PROT_READ, MAP_SHARED, fd, 0)
+        guard let region, region != MAP_FAILED else { return nil }
+        return UnsafeRawPointer(region)
     }
 
     func error(_ rc: Int32, _ operation: String) -> StoreError {

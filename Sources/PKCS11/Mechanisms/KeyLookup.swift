@@ -56,7 +56,7 @@ extension ModuleState {
     func asymmetricKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
                        mechanism: Mechanism) throws(CKError) -> AsymmetricKey {
         var attributes = try checkedKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism)
-        defer { attributes.wipeValues() }
+        defer { attributes.wipeValuesIfSecret() }
         guard let key = try readyKey(handle, policy: attributes, session: session, token: token).asymmetric else {
             throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not an asymmetric key")
         }
@@ -66,7 +66,7 @@ extension ModuleState {
 
     func secretKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, usage: AttributeType, mechanism: Mechanism) throws(CKError) -> SecureBytes {
         var attributes = try checkedKey(handle, session: session, token: token, objectClass: .secretKey, usage: usage, mechanism: mechanism)
-        defer { attributes.wipeValues() }
+        defer { attributes.wipeValuesIfSecret() }
         guard let value = try readyKey(handle, policy: attributes, session: session, token: token).secret else {
             throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not a secret key")
         }

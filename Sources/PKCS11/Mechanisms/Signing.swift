@@ -90,7 +90,7 @@ extension ModuleState {
     func alwaysAuthenticates(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> Bool {
         // A cache miss reads the whole record: its secret parts are wiped here, not left to the heap.
         var policy = try keyPolicy(handle, session: session, token: token)
-        defer { policy.wipeValues() }
+        defer { policy.wipeValuesIfSecret() }
         return policy.bool(.alwaysAuthenticate)
     }
 
