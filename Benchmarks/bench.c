@@ -47,7 +47,11 @@ static int load_module(const char *module) {
     void *handle = dlopen(module, RTLD_NOW | RTLD_LOCAL);
     if (!handle) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 0; }
     CK_C_GetFunctionList get = (CK_C_GetFunctionList)dlsym(handle, "C_GetFunctionList");
-    return get && TRY(get(&p11)) && TRY(p11->C_Initialize(NULL));
+    if (!get || !TRY(get(&p11))) return 0;
+    /* Threads call in: the module must lock (SoftHSM does only when told so). */
+    CK_C_INITIALIZE_ARGS args = {NULL, NULL, NULL, NULL, CKF_OS_LOCKING_OK, NULL};
+    CK_RV rv = p11->C_Initialize(&args);
+    return rv == CKR_OK || rv == CKR_CRYPTOKI_ALREADY_INITIALIZED;
 }
 
 /* The slot of the token labelled "bench" (SoftHSM moves a new token to a new slot ID). */
@@ -65,16 +69,27 @@ static int bench_slot(CK_SLOT_ID *slot) {
     return 0;
 }
 
-static int open_token(const char *module) {
-    if (!load_module(module)) return 0;
+/* The slot whose token is not initialised (SoftHSM numbers slots by serial, not in order). */
+static int empty_slot(CK_SLOT_ID *slot) {
     CK_SLOT_ID slots[64];
     CK_ULONG count = 64;
     if (!TRY(p11->C_GetSlotList(CK_FALSE, slots, &count)) || count == 0) return 0;
+    for (CK_ULONG i = 0; i < count; i++) {
+        CK_TOKEN_INFO info;
+        if (TRY(p11->C_GetTokenInfo(slots[i], &info)) && !(info.flags & CKF_TOKEN_INITIALIZED)) { *slot = slots[i]; return 1; }
+    }
+    return 0;
+}
+
+static int open_token(const char *module) {
+    if (!load_module(module)) return 0;
     CK_UTF8CHAR label[32], so[] = "12345678", pin[] = "1234";
     memset(label, ' ', sizeof label);
     memcpy(label, "bench", 5);
-    CK_SLOT_ID slot = slots[count - 1];
-    if (!TRY(p11->C_InitToken(slot, so, 8, label))) return 0;
+    CK_SLOT_ID slot;
+    if (!empty_slot(&slot)) { fprintf(stderr, "no empty slot\n"); return 0; }
+    CK_RV init = p11->C_InitToken(slot, so, 8, label);
+    if (init != CKR_OK) { fprintf(stderr, "C_InitToken: 0x%lx\n", init); return 0; }
     if (!bench_slot(&slot)) return 0;
     return TRY(p11->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &session)) &&
            TRY(p11->C_Login(session, CKU_SO, so, 8)) && TRY(p11->C_InitPIN(session, pin, 4)) &&
@@ -424,14 +439,15 @@ static int labelled_slot(const char *name, CK_SLOT_ID *slot) {
 
 /* A second token, "bench2", with the same PINs, for the login loop (returns its slot). */
 static int second_token(CK_SLOT_ID *slot) {
-    CK_SLOT_ID slots[64];
-    CK_ULONG count = 64;
-    if (!TRY(p11->C_GetSlotList(CK_FALSE, slots, &count)) || count == 0) return 0;
     CK_UTF8CHAR label[32], so[] = "12345678";
     memset(label, ' ', sizeof label);
     memcpy(label, "bench2", 6);
     CK_SESSION_HANDLE s;
-    if (!TRY(p11->C_InitToken(slots[count - 1], so, 8, label)) || !labelled_slot("bench2", slot)) return 0;
+    CK_SLOT_ID empty;
+    if (!empty_slot(&empty)) return 0;
+    CK_RV rv = p11->C_InitToken(empty, so, 8, label);
+    if (rv != CKR_OK) { fprintf(stderr, "C_InitToken of the second token: 0x%lx\n", rv); return 0; }
+    if (!labelled_slot("bench2", slot)) { fprintf(stderr, "no slot labelled bench2\n"); return 0; }
     int ok = TRY(p11->C_OpenSession(*slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s)) && TRY(p11->C_Login(s, CKU_SO, so, 8)) &&
              TRY(p11->C_InitPIN(s, user_pin, 4)) && TRY(p11->C_Logout(s));
     p11->C_CloseSession(s);
@@ -566,9 +582,13 @@ static void latency(CK_SLOT_ID slot, CK_SLOT_ID other, CK_OBJECT_HANDLE key, con
 }
 
 static int threads_main(const char *module) {
-    if (!open_token(module)) { fprintf(stderr, "cannot set up a token in %s\n", module); return 1; }
+    /* The second token first: SoftHSM initialises no token while any session is open. */
     CK_SLOT_ID slot, other;
-    if (!labelled_slot("bench", &slot) || !second_token(&other)) { fprintf(stderr, "cannot set up the second token\n"); return 1; }
+    if (!load_module(module) || !second_token(&other)) { fprintf(stderr, "cannot set up the second token\n"); return 1; }
+    /* SoftHSM offers a new empty slot only after initialising again. */
+    p11->C_Finalize(NULL);
+    if (!open_token(module)) { fprintf(stderr, "cannot set up a token in %s\n", module); return 1; }
+    if (!labelled_slot("bench", &slot) || !labelled_slot("bench2", &other)) { fprintf(stderr, "no bench tokens\n"); return 1; }
     CK_MECHANISM pkcs = {CKM_SHA256_RSA_PKCS, NULL, 0};
     CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
     CK_MECHANISM eddsa = {0x1057 /* CKM_EDDSA */, NULL, 0};
