@@ -6,18 +6,29 @@ import KeychainCore
 /// lock of its own.
 final class SessionObject: @unchecked Sendable {
     private var stored: ObjectAttributes
+    /// The attributes without secret parts, for the checks of each C_SignInit (nothing to wipe).
+    private var storedPolicy: ObjectAttributes
     private let lock = PThreadMutex()
     let owner: CK_SESSION_HANDLE
 
     init(attributes: ObjectAttributes, owner: CK_SESSION_HANDLE) {
         self.stored = attributes
+        self.storedPolicy = attributes.withoutSecrets
         self.owner = owner
     }
 
     var attributes: ObjectAttributes {
         get { lock.withLock { stored } }
-        set { lock.withLock { stored = newValue } }
+        set {
+            let policy = newValue.withoutSecrets
+            lock.withLock {
+                stored = newValue
+                storedPolicy = policy
+            }
+        }
     }
+
+    var policy: ObjectAttributes { lock.withLock { storedPolicy } }
 }
 
 /// What an object handle refers to.

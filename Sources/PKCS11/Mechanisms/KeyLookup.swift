@@ -23,9 +23,12 @@ extension ModuleState {
     /// A key's attributes without its secret parts, from the policy cache while the keychain is
     /// unchanged (no record is decrypted then).
     func keyPolicy(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> ObjectAttributes {
-        guard let entry = entry(handle), entry.isTokenObject else { return try keyAttributes(handle, session: session, token: token) }
+        guard let entry = entry(handle), entry.slotID == session.slotID, !entry.isPrivate || token.login == .user else {
+            return try keyAttributes(handle, session: session, token: token)
+        }
+        if case .session(let object) = entry.location { return object.policy }
         let version = try translating { () throws(KeychainError) in try token.keychain.version() }
-        if let cached = token.cachedPolicy(handle, version: version), entry.slotID == session.slotID, !entry.isPrivate || token.login == .user {
+        if let cached = token.cachedPolicy(handle, version: version) {
             return cached
         }
         let attributes = try keyAttributes(handle, session: session, token: token)
