@@ -119,22 +119,22 @@ final class KeychainDatabaseTests: XCTestCase {
         let path = directory + "/f.keychain-db"
         let writer = try KeychainDatabase(path: path, create: true)
         let reader = try KeychainDatabase(path: path, create: false)
-        var stamp = try reader.changeStamp()
+        var stamp = try reader.currentStamp()
         XCTAssertEqual(stamp.dataVersion, -1, "read from the wal-index header")
-        XCTAssertEqual(try reader.changeStamp(), stamp)
+        XCTAssertEqual(try reader.currentStamp(), stamp)
         for round in 0..<20 {
             _ = try writer.insertObject(uid: [UInt8(round)], objectClass: 0, protection: 0, record: [1], primaryKey: nil, index: [], now: 1)
-            let next = try reader.changeStamp()
+            let next = try reader.currentStamp()
             XCTAssertNotEqual(next, stamp, "commit \(round) by another connection")
-            XCTAssertEqual(try reader.changeStamp(), next)
+            XCTAssertEqual(try reader.currentStamp(), next)
             stamp = next
         }
         try writer.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         _ = try writer.insertObject(uid: [99], objectClass: 0, protection: 0, record: [1], primaryKey: nil, index: [], now: 1)
-        XCTAssertNotEqual(try reader.changeStamp(), stamp, "a commit after the WAL restarted")
-        stamp = try reader.changeStamp()
+        XCTAssertNotEqual(try reader.currentStamp(), stamp, "a commit after the WAL restarted")
+        stamp = try reader.currentStamp()
         _ = try reader.insertObject(uid: [100], objectClass: 0, protection: 0, record: [1], primaryKey: nil, index: [], now: 1)
-        XCTAssertNotEqual(try reader.changeStamp(), stamp, "a commit by this connection")
+        XCTAssertNotEqual(try reader.currentStamp(), stamp, "a commit by this connection")
     }
 }
 

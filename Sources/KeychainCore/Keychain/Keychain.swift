@@ -232,7 +232,7 @@ public final class Keychain: @unchecked Sendable {
     /// Changes when anything in the file may have changed (here or in another process).
     public func version() throws(KeychainError) -> KeychainVersion {
         try lock.held { () throws(KeychainError) -> KeychainVersion in
-            KeychainVersion(stamp: try translatingErrors { try store.changeStamp() })
+            KeychainVersion(stamp: try translatingErrors { try store.currentStamp() })
         }
     }
 

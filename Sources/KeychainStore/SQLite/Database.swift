@@ -7,6 +7,7 @@ public final class Database {
     public let path: String
     private var statements: [String: Statement] = [:]
     private(set) var transactionDepth = 0
+    var inTransaction: Bool { transactionDepth > 0 }
 
     /// How long a writer waits for another process's transaction before giving up.
     static let busyTimeoutMilliseconds: Int32 = 10_000
