@@ -74,7 +74,12 @@ jdk_ok genrsa "keytool -genkeypair RSA-2048" keytool -genkeypair -v "${keystore[
 expect_contains "$out" "Generating 2,048 bit RSA key pair and self-signed certificate (SHA256withRSA)" "keytool -genkeypair RSA"
 jdk_ok genec "keytool -genkeypair EC P-256" keytool -genkeypair -v "${keystore[@]}" -storepass "$PIN" -alias "$EC" \
     -keyalg EC -groupname secp256r1 -sigalg SHA256withECDSA -dname "CN=Java EC, O=Keychain PKCS11" -validity 2
-expect_contains "$out" "Generating 256 bit EC (secp256r1) key pair and self-signed certificate (SHA256withECDSA)" "keytool -genkeypair EC"
+# keytool names the curve only when the provider's private key object is an ECKey: OpenJDK
+# 17.0.15's SunPKCS11 gives sensitive EC private keys (ours are, by default) a class that is not
+# one, so it prints "256 bit EC key pair" (JDK 25 names the curve). The curve is checked on the
+# certificate below.
+grep -Eq "Generating 256 bit EC( \(secp256r1\))? key pair and self-signed certificate \(SHA256withECDSA\)" <<<"$out" ||
+    fail "keytool -genkeypair EC: no 256-bit EC key pair in output: $out"
 
 jdk_ok list2 "keytool -list after -genkeypair" keytool -list "${keystore[@]}" -storepass "$PIN"
 expect_contains "$out" "Your keystore contains 2 entries" "keytool -list after -genkeypair"
