@@ -13,6 +13,10 @@
  *                                             the latency of a signing thread while another
  *                                             logs in and out of a second token, or generates
  *                                             RSA-3072 key pairs on the same token
+ * With BENCH_RAW_SQLITE=FILE (our module's scale runs), the creation rate is followed by raw SQLite
+ * doing the same writes per commit, in a new file beside FILE (the keychain the run wrote): one
+ * row per object of the same record size, the same number of index rows, the manifest update;
+ * printed as "@openssl create.N<N>" (the "raw" column).
  * With BENCH_OPENSSL_INLINE=1, each signature measure is followed at once by the same measure on
  * raw OpenSSL in this process (EVP, contexts initialised once, as `openssl speed` does), printed
  * as "@openssl <measure> <value> <unit>": the two run in the same seconds, which on a shared
@@ -21,7 +25,9 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <openssl/rsa.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,6 +264,99 @@ static double median(double *values, int count) {
     return values[count / 2];
 }
 
+/* ---- raw SQLite doing the writes of one C_CreateObject per commit ---- */
+
+/* What one object costs the keychain file `path`: the average record size, index rows per
+ * object, and the manifest's size, read from the file the scale run just wrote. */
+struct write_shape { int record, index_rows, index_commit, manifest; };
+
+static int read_shape(const char *path, struct write_shape *shape) {
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    int ok = 0;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) { sqlite3_close(db); return 0; }
+    const char *sql = "SELECT (SELECT avg(length(record)) FROM objects), (SELECT count(*) FROM object_index) * 1.0 / (SELECT count(*) FROM objects),"
+                      " (SELECT avg(length(index_commit)) FROM objects), (SELECT length(value) FROM meta WHERE key = 'integrity.manifest')";
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+        shape->record = (int)(sqlite3_column_double(st, 0) + 0.5);
+        shape->index_rows = (int)(sqlite3_column_double(st, 1) + 0.5);
+        shape->index_commit = (int)(sqlite3_column_double(st, 2) + 0.5);
+        shape->manifest = sqlite3_column_int(st, 3);
+        ok = shape->record > 0 && shape->manifest > 0;
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return ok;
+}
+
+static int exec(sqlite3 *db, const char *sql) { return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK; }
+
+/* Commits per second of `objects` transactions, each the writes of one durable C_CreateObject
+ * in `shape`, on a new file `path` with SQLite's defaults but for WAL and synchronous=FULL. */
+static double raw_sqlite_creates(const char *path, const struct write_shape *shape, int objects) {
+    sqlite3 *db;
+    sqlite3_stmt *row = NULL, *entry = NULL, *manifest = NULL;
+    char extra[4400];
+    double rate = -1;
+    snprintf(extra, sizeof extra, "%s-wal", path); unlink(extra);
+    snprintf(extra, sizeof extra, "%s-shm", path); unlink(extra);
+    unlink(path);
+    if (sqlite3_open(path, &db) != SQLITE_OK) goto done;
+    sqlite3_busy_timeout(db, 10000);
+    if (!exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+                  "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value);"
+                  "CREATE TABLE objects (id INTEGER PRIMARY KEY AUTOINCREMENT, uid BLOB NOT NULL UNIQUE, class INTEGER NOT NULL,"
+                  " protection INTEGER NOT NULL, record BLOB NOT NULL, record_version INTEGER NOT NULL, primary_key BLOB UNIQUE,"
+                  " created INTEGER NOT NULL, modified INTEGER NOT NULL, epoch INTEGER NOT NULL DEFAULT 0, index_commit BLOB);"
+                  "CREATE INDEX objects_by_class ON objects(class, protection);"
+                  "CREATE TABLE object_index (object_id INTEGER NOT NULL REFERENCES objects(id) ON DELETE CASCADE,"
+                  " attribute INTEGER NOT NULL, digest BLOB NOT NULL);"
+                  "CREATE INDEX object_index_lookup ON object_index(attribute, digest);"
+                  "CREATE INDEX object_index_owner ON object_index(object_id);")) goto done;
+    if (sqlite3_prepare_v2(db, "INSERT INTO objects (uid, class, protection, record, record_version, created, modified, epoch, index_commit)"
+                               " VALUES (?, 4, 1, ?, 2, 0, 0, ?, ?)", -1, &row, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT INTO object_index (object_id, attribute, digest) VALUES (?, ?, ?)", -1, &entry, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta (key, value) VALUES ('integrity.manifest', ?)", -1, &manifest, NULL) != SQLITE_OK)
+        goto done;
+    unsigned char uid[16], record[65536], digest[32], commit[64], sums[65536];
+    if (shape->record > (int)sizeof record || shape->manifest > (int)sizeof sums || shape->index_commit > (int)sizeof commit) goto done;
+    double start = now();
+    for (int i = 0; i < objects; i++) {
+        /* Random bytes, as sealed records and keyed digests are. */
+        RAND_bytes(uid, sizeof uid); RAND_bytes(record, shape->record); RAND_bytes(commit, shape->index_commit); RAND_bytes(sums, shape->manifest);
+        if (!exec(db, "BEGIN IMMEDIATE")) goto done;
+        sqlite3_bind_blob(row, 1, uid, sizeof uid, SQLITE_STATIC);
+        sqlite3_bind_blob(row, 2, record, shape->record, SQLITE_STATIC);
+        sqlite3_bind_int64(row, 3, i + 1);
+        sqlite3_bind_blob(row, 4, commit, shape->index_commit, SQLITE_STATIC);
+        if (sqlite3_step(row) != SQLITE_DONE) goto done;
+        sqlite3_reset(row);
+        sqlite3_int64 id = sqlite3_last_insert_rowid(db);
+        for (int a = 0; a < shape->index_rows; a++) {
+            RAND_bytes(digest, sizeof digest);
+            sqlite3_bind_int64(entry, 1, id);
+            sqlite3_bind_int64(entry, 2, a);
+            sqlite3_bind_blob(entry, 3, digest, sizeof digest, SQLITE_STATIC);
+            if (sqlite3_step(entry) != SQLITE_DONE) goto done;
+            sqlite3_reset(entry);
+        }
+        sqlite3_bind_blob(manifest, 1, sums, shape->manifest, SQLITE_STATIC);
+        if (sqlite3_step(manifest) != SQLITE_DONE) goto done;
+        sqlite3_reset(manifest);
+        if (!exec(db, "COMMIT")) goto done;
+    }
+    rate = objects / (now() - start);
+done:
+    sqlite3_finalize(row);
+    sqlite3_finalize(entry);
+    sqlite3_finalize(manifest);
+    sqlite3_close(db);
+    snprintf(extra, sizeof extra, "%s-wal", path); unlink(extra);
+    snprintf(extra, sizeof extra, "%s-shm", path); unlink(extra);
+    unlink(path);
+    return rate;
+}
+
 /* Resident memory of this process in MiB (VmRSS), or -1. */
 static double resident_mib(void) {
     FILE *status = fopen("/proc/self/status", "r");
@@ -320,6 +419,16 @@ static int scale(const char *module, int objects) {
     }
     snprintf(name, sizeof name, "create.N%d", objects);
     report(name, objects / (now() - start), "op/s");
+    const char *keychain_file = getenv("BENCH_RAW_SQLITE");
+    if (keychain_file) {
+        struct write_shape shape = {0, 0, 0, 0};
+        char raw_path[4200];
+        snprintf(raw_path, sizeof raw_path, "%s.raw-bench", keychain_file);
+        double rate = read_shape(keychain_file, &shape) ? raw_sqlite_creates(raw_path, &shape, objects) : -1;
+        printf("@openssl ");
+        report(name, rate, "op/s");
+        fprintf(stderr, "raw SQLite writes per commit: record %d B, %d index rows, manifest %d B\n", shape.record, shape.index_rows, shape.manifest);
+    }
     /* Up to 200 searches, fewer when a token takes more than 5 s for them (at least 5). */
     enum { most = 200 };
     double times[most];

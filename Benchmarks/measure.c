@@ -8,6 +8,8 @@
  *               ECDSA P-256 (SHA-256), Ed25519; prints signatures per second for each.
  *   gcm N       N × (C_EncryptInit + C_Encrypt) of 1 KiB with AES-256-GCM on a session key
  *               (a fixed count, for profiling under callgrind); prints messages per second.
+ *   keygen N    N × (C_GenerateKeyPair P-256 session key pair + C_DestroyObject of both), as the
+ *               benchmark's keygen.ecdsa.p256 does (a fixed count, for callgrind).
  * Usage: measure MODULE load|find|sign|gcm N   (KEYCHAIN_PKCS11_DIR chooses the keychain folder)
  */
 #include <dlfcn.h>
@@ -207,9 +209,32 @@ static int measure_gcm(const char *module, long count) {
     return 0;
 }
 
+static int measure_keygen(const char *module, long count) {
+    void *handle;
+    CK_FUNCTION_LIST_PTR p11 = load(module, &handle);
+    CHECK(p11->C_Initialize(NULL));
+    CK_SESSION_HANDLE session = fresh_session(p11);
+    unsigned char p256[] = {0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07};
+    CK_BBOOL yes = CK_TRUE;
+    CK_ATTRIBUTE pub[] = {{CKA_EC_PARAMS, p256, sizeof p256}, {CKA_VERIFY, &yes, 1}};
+    CK_ATTRIBUTE priv[] = {{CKA_SIGN, &yes, 1}};
+    CK_MECHANISM gen = {CKM_EC_KEY_PAIR_GEN, NULL, 0};
+    double start = now();
+    for (long i = 0; i < count; i++) {
+        CK_OBJECT_HANDLE pubkey, privkey;
+        CHECK(p11->C_GenerateKeyPair(session, &gen, pub, 2, priv, 1, &pubkey, &privkey));
+        CHECK(p11->C_DestroyObject(session, pubkey));
+        CHECK(p11->C_DestroyObject(session, privkey));
+    }
+    double elapsed = now() - start;
+    printf("P-256 session key pairs: %.0f/s (%.1f us each)\n", count / elapsed, elapsed / count * 1e6);
+    CHECK(p11->C_Finalize(NULL));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: %s MODULE load|find|sign|gcm N\n", argv[0]);
+        fprintf(stderr, "usage: %s MODULE load|find|sign|gcm|keygen N\n", argv[0]);
         return 2;
     }
     int n = atoi(argv[3]);
@@ -217,5 +242,6 @@ int main(int argc, char **argv) {
     if (strcmp(argv[2], "find") == 0) return measure_find(argv[1], n);
     if (strcmp(argv[2], "sign") == 0) return measure_sign(argv[1], atof(argv[3]));
     if (strcmp(argv[2], "gcm") == 0) return measure_gcm(argv[1], atol(argv[3]));
+    if (strcmp(argv[2], "keygen") == 0) return measure_keygen(argv[1], atol(argv[3]));
     return 2;
 }

@@ -29,7 +29,7 @@ work=$(mktemp -d)
 fast=$( [ -d /dev/shm ] && mktemp -d -p /dev/shm || mktemp -d )
 trap 'rm -rf "$work" "$fast"' EXIT
 softhsm_max=${BENCH_SOFTHSM_MAX_N:-10000}
-gcc -O2 -Wall -Wextra -IInclude Benchmarks/bench.c -o "$work/bench" -ldl -lcrypto -pthread
+gcc -O2 -Wall -Wextra -IInclude Benchmarks/bench.c -o "$work/bench" -ldl -lcrypto -lsqlite3 -pthread
 
 # run WHO ARGS...: one bench process against a fresh token of WHO, results appended.
 run() {
@@ -41,7 +41,8 @@ run() {
     printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$tokens" >"$work/softhsm2.conf"
     if [ "$who" = keychain ]; then
         # Signatures on raw OpenSSL run inside this process right after ours ("@openssl" lines).
-        BENCH_OPENSSL_INLINE=1 KEYCHAIN_PKCS11_DIR="$work/kc" KEYCHAIN_PKCS11_DEVICE_KEY="$work/state/device-key" "$work/bench" "$ours" "$@" |
+        # Scale runs: raw SQLite then does the same writes per commit beside the keychain file.
+        BENCH_RAW_SQLITE="$work/kc/bench.keychain-db" BENCH_OPENSSL_INLINE=1 KEYCHAIN_PKCS11_DIR="$work/kc" KEYCHAIN_PKCS11_DEVICE_KEY="$work/state/device-key" "$work/bench" "$ours" "$@" |
             sed -e 's/^@openssl /openssl /' -e t -e 's/^/keychain /' >>"$work/results"
     else
         SOFTHSM2_CONF="$work/softhsm2.conf" "$work/bench" "$softhsm" "$@" | sed 's/^/softhsm /' >>"$work/results"

@@ -146,6 +146,8 @@ public final class AsymmetricKey: @unchecked Sendable {
     public let isPrivate: Bool
     /// Initialised signing contexts: templates copied per operation, or idle ones taken whole (see SignatureOperation).
     let contexts = ContextTemplates()
+    /// The public point or raw key and the SubjectPublicKeyInfo, once read.
+    private let encodings = PublicEncodings()
 
     init(pkey: OpaquePointer, kind: AsymmetricKind, isPrivate: Bool) {
         self.pkey = pkey
@@ -294,6 +296,14 @@ public final class AsymmetricKey: @unchecked Sendable {
 
     /// DER SubjectPublicKeyInfo of the public half.
     public func subjectPublicKeyInfo() throws -> [UInt8] {
+        try encodings.value(.subjectPublicKeyInfo) {
+            if let built = try builtSubjectPublicKeyInfo() { return built }
+            return try encodedSubjectPublicKeyInfo()
+        }
+    }
+
+    /// The SubjectPublicKeyInfo as OpenSSL's encoder writes it.
+    func encodedSubjectPublicKeyInfo() throws -> [UInt8] {
         var out: UnsafeMutablePointer<UInt8>?
         let length = i2d_PUBKEY(pkey, &out)
         guard length > 0, let out else { throw CryptoError.library("i2d_PUBKEY") }
@@ -319,6 +329,10 @@ public final class AsymmetricKey: @unchecked Sendable {
 
     /// Uncompressed EC point 04‖X‖Y.
     public func ecPoint() throws -> [UInt8] {
+        try encodings.value(.ecPoint) { try readECPoint() }
+    }
+
+    private func readECPoint() throws -> [UInt8] {
         var length = 0
         guard EVP_PKEY_get_octet_string_param(pkey, OSSL_PKEY_PARAM_PUB_KEY, nil, 0, &length) == 1, length > 0 else {
             throw CryptoError.library("EC public key")
@@ -339,6 +353,10 @@ public final class AsymmetricKey: @unchecked Sendable {
     }
 
     public func rawPublicKey() throws -> [UInt8] {
+        try encodings.value(.rawPublicKey) { try readRawPublicKey() }
+    }
+
+    private func readRawPublicKey() throws -> [UInt8] {
         var length = 0
         guard EVP_PKEY_get_raw_public_key(pkey, nil, &length) == 1 else { throw CryptoError.library("raw public key") }
         var bytes = [UInt8](repeating: 0, count: length)

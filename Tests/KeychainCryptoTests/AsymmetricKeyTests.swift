@@ -101,6 +101,27 @@ final class AsymmetricKeyTests: XCTestCase {
             XCTAssertTrue(parsed.hasSamePublicKey(as: key))
         }
     }
+
+    /// The SubjectPublicKeyInfo built by hand is byte for byte what OpenSSL's encoder writes,
+    /// for every kind that has the shortcut, private and public keys alike.
+    func test_built_subject_public_key_info_equals_openssls_encoding() throws {
+        var kinds: [AsymmetricKind] = [.rsa, .ed25519, .ed448, .x25519, .x448]
+        kinds += Curve.allCases.map { AsymmetricKind.ec($0) }
+        for kind in kinds {
+            let key = try AsymmetricKey.generate(kind, bits: 2048)
+            let publicOnly = try AsymmetricKey.publicKey(subjectPublicKeyInfo: try key.encodedSubjectPublicKeyInfo())
+            for candidate in [key, publicOnly] {
+                let built = try XCTUnwrap(try candidate.builtSubjectPublicKeyInfo(), "\(kind)")
+                XCTAssertEqual(built, try candidate.encodedSubjectPublicKeyInfo(), "\(kind)")
+                XCTAssertEqual(try candidate.subjectPublicKeyInfo(), built, "\(kind)")
+                // Read again: the cached value.
+                XCTAssertEqual(try candidate.subjectPublicKeyInfo(), built, "\(kind)")
+            }
+        }
+        let dsa = try AsymmetricKey.generate(.dsa, domain: try AsymmetricKey.generateDomainParameters(.dsa, primeBits: 1024, subprimeBits: 160))
+        XCTAssertNil(try dsa.builtSubjectPublicKeyInfo())
+        XCTAssertEqual(try dsa.subjectPublicKeyInfo(), try dsa.encodedSubjectPublicKeyInfo())
+    }
 }
 
 /// The hand-written reader of ECDSA DER signatures agrees with OpenSSL's parser on real
