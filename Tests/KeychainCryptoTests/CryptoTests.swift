@@ -93,6 +93,40 @@ final class KeyDerivationTests: XCTestCase {
         }
         XCTAssertEqual(mac, hex("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"))
     }
+
+    /// The precomputed-state HMAC-SHA-256 of KeyedMAC and Digest.hmac: RFC 4231 cases 2 (short
+    /// key), 6 (a key longer than the block, hashed first) and 1 (20-byte key); then RFC 2104's
+    /// formula over OpenSSL's EVP SHA-256 on keys of 0–130 bytes and messages of 0–300 bytes; the
+    /// SHA-512 (EVP_MAC) path against OpenSSL's HMAC().
+    func test_keyed_mac_matches_rfc4231_and_openssl() throws {
+        func keyed(_ key: [UInt8], _ data: [UInt8], _ algorithm: Digest.Algorithm = .sha256) throws -> [UInt8] {
+            try data.withUnsafeBytes { try KeyedMAC(key: SecureBytes(key), algorithm: algorithm).mac($0) }
+        }
+        XCTAssertEqual(try keyed(Array("Jefe".utf8), Array("what do ya want for nothing?".utf8)),
+                       hex("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"))
+        XCTAssertEqual(try keyed([UInt8](repeating: 0xaa, count: 131), Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8)),
+                       hex("60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"))
+        XCTAssertEqual(try keyed([UInt8](repeating: 0x0b, count: 20), Array("Hi There".utf8)),
+                       hex("b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"))
+        for keyLength in [0, 1, 32, 63, 64, 65, 130] {
+            let key = (0..<keyLength).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
+            let mac = try KeyedMAC(key: SecureBytes(key), algorithm: .sha256)
+            for dataLength in [0, 1, 55, 56, 64, 119, 300] {
+                let data = (0..<dataLength).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+                // H((K' ^ opad) || H((K' ^ ipad) || m)), K' the key (hashed when over 64 bytes) padded to 64.
+                var block = keyLength > 64 ? try Digest.hash(.sha256, key) : key
+                block += [UInt8](repeating: 0, count: 64 - block.count)
+                let inner = try Digest.hash(.sha256, block.map { $0 ^ 0x36 } + data)
+                let expected = try Digest.hash(.sha256, block.map { $0 ^ 0x5c } + inner)
+                XCTAssertEqual(try data.withUnsafeBytes { try mac.mac($0) }, expected, "key \(keyLength), data \(dataLength)")
+                let oneShot = try key.withUnsafeBytes { k in try data.withUnsafeBytes { try Digest.hmac(.sha256, key: k, data: $0) } }
+                XCTAssertEqual(oneShot, expected, "key \(keyLength), data \(dataLength)")
+            }
+        }
+        let data = Array("message".utf8)
+        let expected = try [UInt8](repeating: 9, count: 16).withUnsafeBytes { k in try data.withUnsafeBytes { try Digest.hmac(.sha512, key: k, data: $0) } }
+        XCTAssertEqual(try keyed([UInt8](repeating: 9, count: 16), data, .sha512), expected)
+    }
 }
 
 final class SecureBytesTests: XCTestCase {

@@ -124,9 +124,11 @@ extension Keychain {
             return nil
         }
         guard let mac else { return nil }
+        if let verified = verifiedManifest, verified.mac === mac, verified.bytes == stored { return verified.manifest }
         guard let manifest = try Manifest.decode(stored, mac: mac) else {
             throw KeychainError(.recordCorrupted, "the keychain's integrity manifest was altered or damaged: 'keychainctl verify' checks the keychain")
         }
+        verifiedManifest = (mac, stored, manifest)
         return manifest
     }
 
@@ -142,7 +144,9 @@ extension Keychain {
 
     /// Stores `manifest` after a write that moved the keychain to `manifest.epoch`.
     func storeManifest(_ manifest: Manifest, mac: KeyedMAC) throws {
-        try store.setMeta(Self.manifestMeta, blob: try manifest.encoded(mac: mac))
+        let encoded = try manifest.encoded(mac: mac)
+        try store.setMeta(Self.manifestMeta, blob: encoded)
+        verifiedManifest = (mac, encoded, manifest)
     }
 
     /// After a committed write: the device's record of this keychain's epoch moves on. What this

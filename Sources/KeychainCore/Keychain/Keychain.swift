@@ -65,6 +65,9 @@ public final class Keychain: @unchecked Sendable {
     var integrityMACCache: (base: RecordKeys, mac: KeyedMAC)?
     /// The manifest and the buckets this process has checked, while the file is unchanged.
     var integrityCache: IntegrityCache?
+    /// The manifest bytes last written or verified here, with their MAC: bytes read back equal
+    /// to these need no second HMAC over the manifest's kilobyte (one per write).
+    var verifiedManifest: (mac: KeyedMAC, bytes: [UInt8], manifest: Manifest)?
     /// This device's record of the keychain's epoch (whole-file rollback).
     let epochCounter: EpochCounter
     /// The manifest of a write inside a transaction that has not committed yet.

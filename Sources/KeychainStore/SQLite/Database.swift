@@ -40,7 +40,7 @@ public final class Database {
             // (writes fail with SQLITE_FULL), and on a read-only file system it opens read-only.
             var persist: Int32 = 1
             sqlite3_file_control(connection, "main", SQLITE_FCNTL_PERSIST_WAL, &persist)
-            try execute("PRAGMA journal_size_limit = 0")
+            try execute("PRAGMA journal_size_limit = 8388608")
         } catch {
             statements.removeAll()
             sqlite3_close_v2(connection)
