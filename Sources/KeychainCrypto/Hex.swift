@@ -5,7 +5,13 @@ public enum Hex {
 
     /// Two lower-case digits per byte, as UTF-8.
     public static func digits(_ bytes: some Sequence<UInt8>) -> [UInt8] {
-        bytes.flatMap { [alphabet[Int($0 >> 4)], alphabet[Int($0 & 0xF)]] }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.underestimatedCount * 2)
+        for byte in bytes {
+            out.append(alphabet[Int(byte >> 4)])
+            out.append(alphabet[Int(byte & 0xF)])
+        }
+        return out
     }
 
     /// Two lower-case digits per byte.

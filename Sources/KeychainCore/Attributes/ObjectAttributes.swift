@@ -8,6 +8,9 @@ public struct ObjectAttributes: Sendable, Equatable {
 
     public init(_ values: [AttributeType: [UInt8]] = [:]) { self.values = values }
 
+    /// Empty, with room for `minimumCapacity` attributes (no rehashing while they are added).
+    public init(minimumCapacity: Int) { values = Dictionary(minimumCapacity: minimumCapacity) }
+
     public subscript(_ type: AttributeType) -> [UInt8]? {
         get { values[type] }
         set {

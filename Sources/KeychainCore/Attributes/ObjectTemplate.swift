@@ -56,7 +56,7 @@ public enum ObjectTemplate {
         guard let schema = AttributeTable.schema(objectClass, keyType: keyType) else {
             throw KeychainError(.attributeValueInvalid, "unsupported object")
         }
-        var object = ObjectAttributes()
+        var object = ObjectAttributes(minimumCapacity: schema.creationFill.count + template.count)
         for (type, value) in template {
             let rule = try rule(type, in: schema)
             if rule.flags.contains(.generated), !generated.contains(type) {
@@ -73,12 +73,9 @@ public enum ObjectTemplate {
             // A protection class without CKA_PRIVATE: the class says whether a login is needed.
             object[.isPrivate] = AttributeValue.bool(given.needsLogin)
         }
-        for type in schema.attributes where object[type] == nil {
-            guard let rule = AttributeTable.rule(type) else { continue }
-            if rule.flags.contains(.requiredOnCreate) || schema.required.contains(type) {
-                throw KeychainError(.templateIncomplete, "attribute \(type) is required")
-            }
-            if let value = schema.defaults[type] ?? rule.defaultValue { object[type] = value }
+        for fill in schema.creationFill where object[fill.type] == nil {
+            if fill.required { throw KeychainError(.templateIncomplete, "attribute \(fill.type) is required") }
+            if let value = fill.value { object[fill.type] = value }
         }
         if object.bool(.alwaysAuthenticate), !object.isPrivate {
             // The per-use PIN is the user's: a key that needs no login cannot ask for it again.
