@@ -117,7 +117,7 @@ final class ModuleState: @unchecked Sendable {
     let directory: KeychainDirectory
     let tables = PThreadRWLock()
     var slots = SlotTable()
-    var sessions: [CK_SESSION_HANDLE: Session] = [:]
+    var sessions = HandleMap<Session>()
     private var nextSessionHandle: CK_SESSION_HANDLE = 1
     var handles = ObjectHandleTable()
 

@@ -57,7 +57,7 @@ struct ObjectHandleTable {
         let rowID: Int64
     }
 
-    private var entries: [CK_OBJECT_HANDLE: ObjectEntry] = [:]
+    private var entries = HandleMap<ObjectEntry>()
     private var tokenHandles: [TokenKey: CK_OBJECT_HANDLE] = [:]
     /// The session objects' handles, kept apart so that a search does not walk every token
     /// object's handle (there may be 100,000 of those).

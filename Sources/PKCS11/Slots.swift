@@ -17,7 +17,7 @@ final class Slot {
 
 /// The slots of this process, with IDs that stay with their keychain (DESIGN §3 Slots).
 struct SlotTable {
-    private var slots: [CK_SLOT_ID: Slot] = [:]
+    private var slots = HandleMap<Slot>()
     private(set) var emptySlotID: CK_SLOT_ID = 1
     /// Slots that appeared or went away since C_WaitForSlotEvent last reported.
     var events: [CK_SLOT_ID] = []
@@ -44,7 +44,7 @@ struct SlotTable {
         let files = directory.keychainFiles()
         var byPath: [String: Slot] = [:]
         for slot in slots.values { if let path = slot.path { byPath[path] = slot } }
-        var refreshed: [CK_SLOT_ID: Slot] = [:]
+        var refreshed = HandleMap<Slot>()
         for path in files {
             if let slot = byPath[path] {
                 refreshed[slot.id] = slot

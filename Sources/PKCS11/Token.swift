@@ -21,10 +21,10 @@ final class Token: @unchecked Sendable {
     private var logoutCount: UInt64 = 0
     /// Parsed keys by object handle, ready for signing; dropped at logout and finalize. Shared
     /// read-only by the sessions (an EVP_PKEY is used by many threads, each with its own context).
-    private var keyCache: [CK_OBJECT_HANDLE: ReadyKey] = [:]
+    private var keyCache = HandleMap<ReadyKey>()
     /// Token keys' attributes without their secret parts, valid while the keychain's version is
     /// unchanged: each C_SignInit then checks usage flags without decrypting the record again.
-    private var policyCache: [CK_OBJECT_HANDLE: (version: KeychainVersion, attributes: ObjectAttributes)] = [:]
+    private var policyCache = HandleMap<(version: KeychainVersion, attributes: ObjectAttributes)>()
     /// AES contexts with their key schedule, left by finished operations of cached keys for the
     /// next C_EncryptInit/C_DecryptInit on the same key, mode and direction to restart with a new
     /// IV. Each belongs to the key bytes it was made from (`keyCache`'s entry, compared by
@@ -68,7 +68,7 @@ final class Token: @unchecked Sendable {
     /// cached form of a key. False when nobody was logged in.
     @discardableResult
     func logout() -> Bool {
-        let (wasLoggedIn, dropped) = lock.withLock { () -> (Bool, ([CK_OBJECT_HANDLE: ReadyKey], Int)) in
+        let (wasLoggedIn, dropped) = lock.withLock { () -> (Bool, (HandleMap<ReadyKey>, Int)) in
             let was = currentLogin != .none
             currentLogin = .none
             master = nil
@@ -100,9 +100,9 @@ final class Token: @unchecked Sendable {
     /// `logoutsBefore` is `logouts` from before the key was read: a key read across a logout is
     /// used by its operation but not kept (nothing of a logged-out user stays).
     func keep(_ key: ReadyKey, for handle: CK_OBJECT_HANDLE, logoutsBefore: UInt64, dropReadyKeysFirst: Bool) -> ReadyKey {
-        let (winner, dropped) = lock.withLock { () -> (ReadyKey, [CK_OBJECT_HANDLE: ReadyKey]) in
-            if let existing = keyCache[handle] { return (existing, [:]) }
-            var dropped: [CK_OBJECT_HANDLE: ReadyKey] = [:]
+        let (winner, dropped) = lock.withLock { () -> (ReadyKey, [ReadyKey]) in
+            if let existing = keyCache[handle] { return (existing, []) }
+            var dropped: [ReadyKey] = []
             if dropReadyKeysFirst { dropped = takeAsymmetricKeys() }
             if logoutCount == logoutsBefore { keyCache[handle] = key }
             return (key, dropped)
@@ -118,11 +118,11 @@ final class Token: @unchecked Sendable {
         return !dropped.isEmpty
     }
 
-    private func takeAsymmetricKeys() -> [CK_OBJECT_HANDLE: ReadyKey] {
+    private func takeAsymmetricKeys() -> [ReadyKey] {
         let asymmetric = keyCache.filter { $0.value.asymmetric != nil }
-        guard !asymmetric.isEmpty else { return [:] }
-        keyCache = keyCache.filter { $0.value.asymmetric == nil }
-        return asymmetric
+        guard !asymmetric.isEmpty else { return [] }
+        for entry in asymmetric { keyCache.removeValue(forKey: entry.key) }
+        return asymmetric.map(\.value)
     }
 
     func cachedPolicy(_ handle: CK_OBJECT_HANDLE, version: KeychainVersion) -> ObjectAttributes? {
