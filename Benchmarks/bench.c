@@ -427,7 +427,6 @@ static int scale(const char *module, int objects) {
         double rate = read_shape(keychain_file, &shape) ? raw_sqlite_creates(raw_path, &shape, objects) : -1;
         printf("@openssl ");
         report(name, rate, "op/s");
-        fprintf(stderr, "raw SQLite writes per commit: record %d B, %d index rows, manifest %d B\n", shape.record, shape.index_rows, shape.manifest);
     }
     /* Up to 200 searches, fewer when a token takes more than 5 s for them (at least 5). */
     enum { most = 200 };
