@@ -311,8 +311,14 @@ public final class AsymmetricKey: @unchecked Sendable {
         return Array(UnsafeBufferPointer(start: out, count: Int(length)))
     }
 
+    /// The modulus and public exponent only: reading the private parts leaves copies of them on
+    /// the heap, which code that needs just the public key must not do.
+    public func rsaPublicComponents() throws -> RSAComponents {
+        RSAComponents(modulus: try bigNumber(OSSL_PKEY_PARAM_RSA_N), publicExponent: try bigNumber(OSSL_PKEY_PARAM_RSA_E))
+    }
+
     public func rsaComponents() throws -> RSAComponents {
-        var parts = RSAComponents(modulus: try bigNumber(OSSL_PKEY_PARAM_RSA_N), publicExponent: try bigNumber(OSSL_PKEY_PARAM_RSA_E))
+        var parts = try rsaPublicComponents()
         if isPrivate {
             parts.privateExponent = try bigNumber(OSSL_PKEY_PARAM_RSA_D)
             parts.prime1 = try? bigNumber(RSAParameter.factor1)

@@ -47,7 +47,7 @@ extension AsymmetricKey {
     public func publicKeyBytes() throws -> [UInt8] {
         switch kind {
         case .rsa:
-            let parts = try rsaComponents()
+            let parts = try rsaPublicComponents()
             return Self.derSequence(Self.derInteger(parts.modulus) + Self.derInteger(parts.publicExponent))
         case .ec:
             return try ecPoint()

@@ -52,7 +52,7 @@ extension AsymmetricKey {
         let key: [UInt8]
         switch kind {
         case .rsa:
-            let parts = try rsaComponents()
+            let parts = try rsaPublicComponents()
             algorithm = [0x06, 0x09, 0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01, 0x05, 0x00]  // rsaEncryption, NULL
             key = Self.derSequence(Self.derInteger(parts.modulus) + Self.derInteger(parts.publicExponent))
         case .ec(let curve):

@@ -164,6 +164,7 @@ final class ModuleState: @unchecked Sendable {
     }
 
     func session(_ handle: CK_SESSION_HANDLE) throws(CKError) -> Session {
+        if let current = CallContext.session(handle) { return current }
         guard let session = tables.reading({ sessions[handle] }) else { throw CKError.sessionHandleInvalid }
         return session
     }
@@ -179,7 +180,8 @@ final class ModuleState: @unchecked Sendable {
 
     /// The token of a slot, if the slot holds a keychain.
     func token(of slotID: CK_SLOT_ID) -> Token? {
-        tables.reading { slots[slotID]?.token }
+        if let current = CallContext.token(of: slotID) { return current }
+        return tables.reading { slots[slotID]?.token }
     }
 
     /// Closes a session: out of the table at once (new calls on it fail), then, once a call
@@ -217,8 +219,11 @@ final class ModuleState: @unchecked Sendable {
     func inSession<R>(_ handle: CK_SESSION_HANDLE, _ body: () throws(CKError) -> R) throws(CKError) -> R {
         let session = try session(handle)
         return try session.lock.withLock { () throws(CKError) -> R in
-            if let token = token(of: session.slotID) { session.catchUp(with: token) }
-            return try body()
+            // Without a token (its keychain gone, or the module finalized meanwhile) the call's
+            // own lookups give their errors, as before any context.
+            guard let token = token(of: session.slotID) else { return try body() }
+            session.catchUp(with: token)
+            return try CallContext.with(session, token, body)
         }
     }
 }

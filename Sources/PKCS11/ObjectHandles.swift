@@ -8,12 +8,15 @@ final class SessionObject: @unchecked Sendable {
     private var stored: ObjectAttributes
     /// The attributes without secret parts, for the checks of each C_SignInit (nothing to wipe).
     private var storedPolicy: ObjectAttributes
+    /// The key checks read from the policy (`KeyUse`), for the same calls.
+    private var storedUse: KeyUse
     private let lock = PThreadMutex()
     let owner: CK_SESSION_HANDLE
 
     init(attributes: ObjectAttributes, owner: CK_SESSION_HANDLE) {
         self.stored = attributes
         self.storedPolicy = attributes.withoutSecrets
+        self.storedUse = KeyUse(attributes)
         self.owner = owner
     }
 
@@ -21,14 +24,17 @@ final class SessionObject: @unchecked Sendable {
         get { lock.withLock { stored } }
         set {
             let policy = newValue.withoutSecrets
+            let use = KeyUse(newValue)
             lock.withLock {
                 stored = newValue
                 storedPolicy = policy
+                storedUse = use
             }
         }
     }
 
     var policy: ObjectAttributes { lock.withLock { storedPolicy } }
+    var use: KeyUse { lock.withLock { storedUse } }
 }
 
 /// What an object handle refers to.

@@ -24,7 +24,7 @@ final class Token: @unchecked Sendable {
     private var keyCache = HandleMap<ReadyKey>()
     /// Token keys' attributes without their secret parts, valid while the keychain's version is
     /// unchanged: each C_SignInit then checks usage flags without decrypting the record again.
-    private var policyCache = HandleMap<(version: KeychainVersion, attributes: ObjectAttributes)>()
+    private var policyCache = HandleMap<(version: KeychainVersion, attributes: ObjectAttributes, use: KeyUse)>()
     /// AES contexts with their key schedule, left by finished operations of cached keys for the
     /// next C_EncryptInit/C_DecryptInit on the same key, mode and direction to restart with a new
     /// IV. Each belongs to the key bytes it was made from (`keyCache`'s entry, compared by
@@ -129,8 +129,17 @@ final class Token: @unchecked Sendable {
         lock.withLock { policyCache[handle].flatMap { $0.version == version ? $0.attributes : nil } }
     }
 
+    /// The key checks of a cached policy, with the ready key when there is one, in one look.
+    func cachedUse(_ handle: CK_OBJECT_HANDLE, version: KeychainVersion) -> (use: KeyUse, key: ReadyKey?)? {
+        lock.withLock {
+            guard let cached = policyCache[handle], cached.version == version else { return nil }
+            return (cached.use, keyCache[handle])
+        }
+    }
+
     func keepPolicy(_ attributes: ObjectAttributes, for handle: CK_OBJECT_HANDLE, version: KeychainVersion) {
-        lock.withLock { policyCache[handle] = (version, attributes) }
+        let use = KeyUse(attributes)
+        lock.withLock { policyCache[handle] = (version, attributes, use) }
     }
 
     /// Takes the idle context of `entry` made from `key`, if there is one.

@@ -41,23 +41,39 @@ extension ModuleState {
     func checkedKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
                     mechanism: Mechanism) throws(CKError) -> ObjectAttributes {
         let attributes = try keyPolicy(handle, session: session, token: token)
-        guard attributes.objectClass == objectClass, let keyType = attributes.keyType, mechanism.keyTypes.contains(keyType) else {
-            throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "this key does not fit the mechanism")
-        }
-        guard attributes.bool(usage) else {
-            throw CKError(CK_RV(CKR_KEY_FUNCTION_NOT_PERMITTED), "the key's attribute \(usage) is CK_FALSE")
-        }
-        if let allowed = attributes[.allowedMechanisms], !allowed.isEmpty {
-            let types = stride(from: 0, to: allowed.count, by: AttributeValue.ulongSize).compactMap {
-                AttributeValue.decodeULong(Array(allowed[$0..<($0 + AttributeValue.ulongSize)]))
-            }
-            guard types.contains(UInt(mechanism.type)) else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not in CKA_ALLOWED_MECHANISMS") }
-        }
+        try KeyUse(attributes).check(objectClass: objectClass, usage: usage, mechanism: mechanism)
         return attributes
+    }
+
+    /// The key's checks and its ready form from the caches, when both are there (a key in use):
+    /// no attribute is looked up. Nil sends the caller down the full path (`checkedKey`), which
+    /// also gives the errors of a key that is not visible.
+    private func cachedReadyKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
+                                mechanism: Mechanism) throws(CKError) -> (key: ReadyKey, use: KeyUse)? {
+        guard let entry = entry(handle), entry.slotID == session.slotID, !entry.isPrivate || token.login == .user else { return nil }
+        let use: KeyUse
+        let key: ReadyKey?
+        switch entry.location {
+        case .session(let object):
+            use = object.use
+            key = use.hasSealedSecrets ? nil : token.cachedKey(handle)
+        case .token:
+            let version = try translating { () throws(KeychainError) in try token.keychain.version() }
+            guard let cached = token.cachedUse(handle, version: version) else { return nil }
+            (use, key) = cached
+        }
+        guard !use.hasSealedSecrets, let key else { return nil }
+        try use.check(objectClass: objectClass, usage: usage, mechanism: mechanism)
+        return (key, use)
     }
 
     func asymmetricKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
                        mechanism: Mechanism) throws(CKError) -> AsymmetricKey {
+        if let ready = try cachedReadyKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism),
+           let key = ready.key.asymmetric {
+            try Self.checkSize(Self.mechanismKeySize(key), mechanism)
+            return key
+        }
         var attributes = try checkedKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism)
         defer { attributes.wipeValuesIfSecret() }
         guard let key = try readyKey(handle, policy: attributes, session: session, token: token).asymmetric else {
@@ -68,6 +84,11 @@ extension ModuleState {
     }
 
     func secretKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, usage: AttributeType, mechanism: Mechanism) throws(CKError) -> SecureBytes {
+        if let ready = try cachedReadyKey(handle, session: session, token: token, objectClass: .secretKey, usage: usage, mechanism: mechanism),
+           let value = ready.key.secret {
+            if ready.use.keyType?.blockCipher?.keyLength == nil { try Self.checkSize(value.count, mechanism) }
+            return value
+        }
         var attributes = try checkedKey(handle, session: session, token: token, objectClass: .secretKey, usage: usage, mechanism: mechanism)
         defer { attributes.wipeValuesIfSecret() }
         guard let value = try readyKey(handle, policy: attributes, session: session, token: token).secret else {
