@@ -5,41 +5,47 @@ import Glibc
 /// look their session and token up again by handle; with these they skip the tables' shared
 /// lock and the lookup: each is an atomic operation on a cache line every thread's calls share.
 ///
-/// Stored unretained: `inSession` holds both for as long as they are set. Calls never nest, and
-/// a fork waits until no call is inside (`Module`), so a child never inherits a set context.
+/// One thread-specific pointer to the call's frame on the stack, both references unretained:
+/// `inSession` holds them while the frame exists. Calls never nest, and a fork waits until no
+/// call is inside (`Module`), so a child never inherits a frame.
 enum CallContext {
-    private static let sessionKey = makeKey()
-    private static let tokenKey = makeKey()
+    private struct Frame {
+        let session: Unmanaged<Session>
+        let token: Unmanaged<Token>
+    }
 
-    private static func makeKey() -> pthread_key_t {
+    private static let key: pthread_key_t = {
         var key = pthread_key_t()
         pthread_key_create(&key, nil)
         return key
-    }
+    }()
 
     /// Runs `body` with `session` and `token` as this thread's current ones.
     static func with<R, E: Error>(_ session: Session, _ token: Token, _ body: () throws(E) -> R) throws(E) -> R {
-        let previousSession = pthread_getspecific(sessionKey), previousToken = pthread_getspecific(tokenKey)
-        pthread_setspecific(sessionKey, Unmanaged.passUnretained(session).toOpaque())
-        pthread_setspecific(tokenKey, Unmanaged.passUnretained(token).toOpaque())
-        defer {
-            pthread_setspecific(sessionKey, previousSession)
-            pthread_setspecific(tokenKey, previousToken)
+        var frame = Frame(session: .passUnretained(session), token: .passUnretained(token))
+        return try withExtendedLifetime((session, token)) { () throws(E) -> R in
+            try withUnsafeMutablePointer(to: &frame) { (pointer) throws(E) -> R in
+                let previous = pthread_getspecific(key)
+                pthread_setspecific(key, pointer)
+                defer { pthread_setspecific(key, previous) }
+                return try body()
+            }
         }
-        return try withExtendedLifetime((session, token)) { () throws(E) -> R in try body() }
+    }
+
+    private static var frame: Frame? {
+        pthread_getspecific(key)?.assumingMemoryBound(to: Frame.self).pointee
     }
 
     /// The current call's session, if it is `handle`.
     static func session(_ handle: UInt) -> Session? {
-        guard let pointer = pthread_getspecific(sessionKey) else { return nil }
-        let session = Unmanaged<Session>.fromOpaque(pointer).takeUnretainedValue()
-        return session.handle == handle ? session : nil
+        guard let session = frame?.session.takeUnretainedValue(), session.handle == handle else { return nil }
+        return session
     }
 
     /// The current call's token, if it is slot `slotID`'s.
     static func token(of slotID: UInt) -> Token? {
-        guard let pointer = pthread_getspecific(tokenKey) else { return nil }
-        let token = Unmanaged<Token>.fromOpaque(pointer).takeUnretainedValue()
-        return token.slotID == slotID ? token : nil
+        guard let token = frame?.token.takeUnretainedValue(), token.slotID == slotID else { return nil }
+        return token
     }
 }

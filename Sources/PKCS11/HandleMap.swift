@@ -108,3 +108,4 @@ struct HandleMap<Value>: Sequence {
         }
     }
 }
+extension HandleMap: Sendable where Value: Sendable {}

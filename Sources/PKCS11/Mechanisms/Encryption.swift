@@ -16,13 +16,10 @@ extension ModuleState {
             let usage: AttributeType = encrypting ? .encrypt : .decrypt
             switch try makeSpec(mechanism.parameter) {
             case .symmetric(let mode, let iv, let associatedData):
-                let secret = try secretKey(key, session: session, token: token, usage: usage, mechanism: entry)
+                let (secret, isCached) = try cachedSecretKey(key, session: session, token: token, usage: usage, mechanism: entry)
                 // Only keys held in the key cache leave their context behind (a key sealed by its
                 // application password is never kept).
-                var reuse: Token.IdleCipher?
-                if token.cachedKey(key)?.secret === secret {
-                    reuse = Token.IdleCipher(handle: key, mode: mode, encrypting: encrypting)
-                }
+                let reuse = isCached ? Token.IdleCipher(handle: key, mode: mode, encrypting: encrypting) : nil
                 do {
                     let cipher: SymmetricCipher
                     if let reuse, let idle = token.takeIdleCipher(reuse, key: secret) {

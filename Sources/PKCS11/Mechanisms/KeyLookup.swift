@@ -84,10 +84,17 @@ extension ModuleState {
     }
 
     func secretKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, usage: AttributeType, mechanism: Mechanism) throws(CKError) -> SecureBytes {
+        try cachedSecretKey(handle, session: session, token: token, usage: usage, mechanism: mechanism).value
+    }
+
+    /// `secretKey`, and whether the value is the key cache's (only such keys leave their cipher
+    /// contexts for the next operation; a key sealed by its application password never is).
+    func cachedSecretKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, usage: AttributeType,
+                         mechanism: Mechanism) throws(CKError) -> (value: SecureBytes, isCached: Bool) {
         if let ready = try cachedReadyKey(handle, session: session, token: token, objectClass: .secretKey, usage: usage, mechanism: mechanism),
            let value = ready.key.secret {
             if ready.use.keyType?.blockCipher?.keyLength == nil { try Self.checkSize(value.count, mechanism) }
-            return value
+            return (value, true)
         }
         var attributes = try checkedKey(handle, session: session, token: token, objectClass: .secretKey, usage: usage, mechanism: mechanism)
         defer { attributes.wipeValuesIfSecret() }
@@ -96,7 +103,7 @@ extension ModuleState {
         }
         // A DES key's length is its type's (checked when it was made); AES and HMAC sizes are bytes.
         if attributes.keyType?.blockCipher?.keyLength == nil { try Self.checkSize(value.count, mechanism) }
-        return value
+        return (value, token.cachedKey(handle)?.secret === value)
     }
 
     /// The parsed key; the full record is read only when the key is not parsed yet.

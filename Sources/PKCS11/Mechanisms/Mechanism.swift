@@ -29,8 +29,9 @@ struct Mechanism: Sendable {
     let minimumKeySize: CK_ULONG
     let maximumKeySize: CK_ULONG
     let flags: CK_FLAGS
-    /// Key types the mechanism takes (empty for digests).
-    var keyTypes: Set<KeyType> = []
+    /// Key types the mechanism takes (empty for digests): a few, searched in order (cheaper
+    /// than hashing at this size, on every *Init).
+    var keyTypes: [KeyType] = []
     var digest: Digest.Algorithm?
     var signature: SchemeBuilder?
     var mac: StreamingMAC.Algorithm?

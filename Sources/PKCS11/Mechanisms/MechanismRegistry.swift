@@ -21,6 +21,20 @@ enum Mechanisms {
         policy == .modern ? modern : compatible
     }
 
+    /// The same tables for every *Init's lookup by mechanism type, without SipHash.
+    private static let compatibleIndex = index(compatible)
+    private static let modernIndex = index(modern)
+
+    static func index(for policy: KeyPolicy) -> HandleMap<Mechanism> {
+        policy == .modern ? modernIndex : compatibleIndex
+    }
+
+    private static func index(_ table: [CK_MECHANISM_TYPE: Mechanism]) -> HandleMap<Mechanism> {
+        var index = HandleMap<Mechanism>()
+        for (type, mechanism) in table { index[type] = mechanism }
+        return index
+    }
+
     private static func table(_ policy: KeyPolicy) -> [CK_MECHANISM_TYPE: Mechanism] {
         var table: [CK_MECHANISM_TYPE: Mechanism] = [:]
         let signVerify = UInt(CKF_SIGN | CKF_VERIFY)
@@ -40,7 +54,7 @@ enum Mechanisms {
         for (digest, hmac, algorithm) in digests {
             table.add(digest, 0, 0, UInt(CKF_DIGEST)) { $0.digest = algorithm }
             table.add(hmac, 1, 512, signVerify) {
-                $0.keyTypes = Set([.genericSecret] + [dedicated[algorithm]].compactMap { $0 })
+                $0.keyTypes = [.genericSecret] + [dedicated[algorithm]].compactMap { $0 }
                 $0.mac = .hmac(algorithm)
             }
         }
@@ -193,7 +207,7 @@ enum Mechanisms {
         let encryptDecrypt = UInt(CKF_ENCRYPT | CKF_DECRYPT)
         table.add(UInt(CKM_DES2_KEY_GEN), 112, 112, UInt(CKF_GENERATE)) { $0.generates = .des2 }
         table.add(UInt(CKM_DES3_KEY_GEN), 168, 168, UInt(CKF_GENERATE)) { $0.generates = .des3 }
-        var ciphers: [(UInt, SymmetricCipher.Mode, SymmetricCipher.Algorithm, Set<KeyType>, Int, Int)] = [
+        var ciphers: [(UInt, SymmetricCipher.Mode, SymmetricCipher.Algorithm, [KeyType], Int, Int)] = [
             (UInt(CKM_DES3_ECB), .ecb, .tripleDES, [.des2, .des3], 112, 168), (UInt(CKM_DES3_CBC), .cbc, .tripleDES, [.des2, .des3], 112, 168),
             (UInt(CKM_DES3_CBC_PAD), .cbcPad, .tripleDES, [.des2, .des3], 112, 168),
         ]
@@ -349,7 +363,7 @@ extension ModuleState {
     var mechanisms: [CK_MECHANISM_TYPE: Mechanism] { Mechanisms.table(for: configuration.keyPolicy) }
 
     func mechanism(_ type: CK_MECHANISM_TYPE) throws(CKError) -> Mechanism {
-        guard let mechanism = mechanisms[type] else {
+        guard let mechanism = Mechanisms.index(for: configuration.keyPolicy)[type] else {
             throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(type, radix: 16)) is not supported")
         }
         return mechanism
