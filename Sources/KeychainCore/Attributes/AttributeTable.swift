@@ -180,6 +180,13 @@ public enum AttributeTable {
 
     public static func rule(_ type: AttributeType) -> AttributeRule? { rules[type] }
 
+    /// The attributes with a blind-index entry, in order (each stored object looks each up once,
+    /// instead of looking up the rule of each of its ~40 attributes).
+    public static let indexedTypes: [AttributeType] = rules.values.filter { $0.flags.contains(.indexed) }.map(\.type).sorted()
+
+    /// The attributes taken from the row, not stored in the record (a few: searched in order).
+    public static let derivedFromRowTypes: [AttributeType] = rules.values.filter { $0.flags.contains(.derivedFromRow) }.map(\.type).sorted()
+
     /// The attributes every storage object has.
     static let storage: [AttributeType] = [.objectClass, .token, .isPrivate, .modifiable, .label, .copyable, .destroyable, .uniqueID, .creationTime, .modificationTime]
 

@@ -69,9 +69,13 @@ public struct ObjectAttributes: Sendable, Equatable {
 
     /// The stored form (sorted for a stable encoding), without the row-derived attributes.
     public var recordAttributes: [(type: UInt64, value: [UInt8])] {
-        values.filter { !(AttributeTable.rule($0.key)?.flags.contains(.derivedFromRow) ?? false) }
-            .sorted { $0.key < $1.key }
-            .map { (UInt64($0.key.rawValue), $0.value) }
+        var stored: [(type: UInt64, value: [UInt8])] = []
+        stored.reserveCapacity(values.count)
+        for (type, value) in values where !AttributeTable.derivedFromRowTypes.contains(type) {
+            stored.append((UInt64(type.rawValue), value))
+        }
+        stored.sort { $0.type < $1.type }
+        return stored
     }
 
     public init(recordAttributes: [(type: UInt64, value: [UInt8])]) {

@@ -14,8 +14,8 @@ struct SealedRow {
 /// Stored objects: sealing, index entries, adding, reading, replacing, removing and searching.
 extension Keychain {
     func indexEntries(_ object: ObjectAttributes, keys: RecordKeys) throws -> [IndexEntry] {
-        try object.values.compactMap { type, value in
-            guard AttributeTable.rule(type)?.flags.contains(.indexed) == true else { return nil }
+        try AttributeTable.indexedTypes.compactMap { type in
+            guard let value = object[type] else { return nil }
             return IndexEntry(attribute: UInt64(type.rawValue), digest: try keys.index.digest(attribute: UInt64(type.rawValue), value: value))
         }
     }
