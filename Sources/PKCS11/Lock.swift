@@ -1,45 +1,5 @@
 import Glibc
-
-/// A lock's memory on a cache line of its own: two sessions' locks allocated side by side shared
-/// a line, and threads working on different sessions then took turns holding it (two threads
-/// signing P-256 ran at 1.5–1.65× one thread or at 1.95×, depending on where the allocator put
-/// the sessions).
-private func cacheLineAllocate<T>(_ type: T.Type) -> UnsafeMutablePointer<T> {
-    let size = (MemoryLayout<T>.size + 63) / 64 * 64
-    return UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64).bindMemory(to: T.self, capacity: 1)
-}
-
-/// A pthread mutex on the heap. Measured faster than Synchronization.Mutex under contention
-/// on this project's 2-core machines (see Docs/architecture.md).
-final class PThreadMutex: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-
-    init() {
-        mutex = cacheLineAllocate(pthread_mutex_t.self)
-        mutex.initialize(to: pthread_mutex_t())
-        // Adaptive: a thread finding it held spins a little before it sleeps. Every hold is a few
-        // lookups long, and a sleeping waiter costs two context switches per hold.
-        var attributes = pthread_mutexattr_t()
-        pthread_mutexattr_init(&attributes)
-        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
-        pthread_mutex_init(mutex, &attributes)
-        pthread_mutexattr_destroy(&attributes)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func lock() { pthread_mutex_lock(mutex) }
-    func unlock() { pthread_mutex_unlock(mutex) }
-
-    func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        lock()
-        defer { unlock() }
-        return try body()
-    }
-}
+import KeychainCrypto
 
 /// A recursive pthread mutex: each session's, held by the thread running a call on that session
 /// (a call may look its session up again inside).
@@ -47,7 +7,7 @@ final class RecursiveMutex: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     init() {
-        mutex = cacheLineAllocate(pthread_mutex_t.self)
+        mutex = CacheLine.allocate(pthread_mutex_t.self)
         mutex.initialize(to: pthread_mutex_t())
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
@@ -78,7 +38,7 @@ final class PThreadRWLock: @unchecked Sendable {
     /// that overlap without end. Such a lock must never be read-locked twice by one thread.
     init(preferWriters: Bool = false) {
         self.preferWriters = preferWriters
-        rwlock = cacheLineAllocate(pthread_rwlock_t.self)
+        rwlock = CacheLine.allocate(pthread_rwlock_t.self)
         rwlock.initialize(to: pthread_rwlock_t())
         setUp()
     }

@@ -1,5 +1,6 @@
 import CPKCS11
 import KeychainCore
+import KeychainCrypto
 
 /// An object that lives only as long as the session that created it. Every session of the
 /// application sees it, from any thread: its attributes are read and replaced whole, under a

@@ -1,4 +1,5 @@
 import Glibc
+import KeychainCrypto
 
 /// The lock that makes one `Keychain` safe to share between threads: every public method holds
 /// it, so the SQLite connection and the caches beside it are used by one thread at a time.
@@ -9,7 +10,7 @@ final class KeychainLock: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     init() {
-        mutex = .allocate(capacity: 1)
+        mutex = CacheLine.allocate(pthread_mutex_t.self)
         mutex.initialize(to: pthread_mutex_t())
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
