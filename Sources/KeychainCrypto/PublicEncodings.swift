@@ -1,5 +1,4 @@
 internal import COpenSSL
-import Glibc
 
 /// A key's public encodings, each computed once. OpenSSL 3 converts an EC point to affine form
 /// on every read and looks up an encoder in every provider for each `i2d_PUBKEY`: callgrind
@@ -12,33 +11,18 @@ final class PublicEncodings: @unchecked Sendable {
     }
 
     private var values = [[UInt8]?](repeating: nil, count: Slot.allCases.count)
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-
-    init() {
-        mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
-    }
+    private let mutex = PThreadMutex()
 
     /// The value of `slot`, made by `make` the first time (outside the lock: two threads may
     /// both make it, and the first kept is returned).
     func value(_ slot: Slot, _ make: () throws -> [UInt8]) rethrows -> [UInt8] {
-        pthread_mutex_lock(mutex)
-        let cached = values[slot.rawValue]
-        pthread_mutex_unlock(mutex)
-        if let cached { return cached }
+        if let cached = mutex.withLock({ values[slot.rawValue] }) { return cached }
         let made = try make()
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        if let kept = values[slot.rawValue] { return kept }
-        values[slot.rawValue] = made
-        return made
+        return mutex.withLock {
+            if let kept = values[slot.rawValue] { return kept }
+            values[slot.rawValue] = made
+            return made
+        }
     }
 }
 
@@ -49,28 +33,17 @@ extension AsymmetricKey {
     /// OpenSSL's encoder. `nil` when this kind has no such shortcut.
     func builtSubjectPublicKeyInfo() throws -> [UInt8]? {
         let algorithm: [UInt8]
-        let key: [UInt8]
         switch kind {
-        case .rsa:
-            let parts = try rsaPublicComponents()
-            algorithm = [0x06, 0x09, 0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01, 0x05, 0x00]  // rsaEncryption, NULL
-            key = Self.derSequence(Self.derInteger(parts.modulus) + Self.derInteger(parts.publicExponent))
-        case .ec(let curve):
-            algorithm = [0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01] + curve.oid  // id-ecPublicKey, namedCurve
-            key = try ecPoint()
-        case .ed25519, .x25519, .ed448, .x448:
-            let arc: UInt8
-            switch kind {
-            case .x25519: arc = 110
-            case .x448: arc = 111
-            case .ed25519: arc = 112
-            default: arc = 113
-            }
-            algorithm = [0x06, 0x03, 0x2B, 0x65, arc]  // 1.3.101.arc
-            key = try rawPublicKey()
-        case .dsa, .dh:
-            return nil
+        case .rsa: algorithm = [0x06, 0x09, 0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01, 0x05, 0x00]  // rsaEncryption, NULL
+        case .ec(let curve): algorithm = [0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01] + curve.oid  // id-ecPublicKey, namedCurve
+        case .x25519: algorithm = [0x06, 0x03, 0x2B, 0x65, 110]  // 1.3.101.110
+        case .x448: algorithm = [0x06, 0x03, 0x2B, 0x65, 111]
+        case .ed25519: algorithm = [0x06, 0x03, 0x2B, 0x65, 112]
+        case .ed448: algorithm = [0x06, 0x03, 0x2B, 0x65, 113]
+        case .dsa, .dh: return nil
         }
+        // RSAPublicKey, the EC point, or the raw key: what Apple's external representation holds.
+        let key = try publicKeyBytes()
         let bitString: [UInt8] = [0x03] + DER.lengthBytes(key.count + 1) + [0x00] + key
         return Self.derSequence(Self.derSequence(algorithm) + bitString)
     }

@@ -50,21 +50,23 @@ extension ModuleState {
     /// also gives the errors of a key that is not visible.
     private func cachedReadyKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
                                 mechanism: Mechanism) throws(CKError) -> (key: ReadyKey, use: KeyUse)? {
-        guard let entry = entry(handle), entry.slotID == session.slotID, !entry.isPrivate || token.login == .user else { return nil }
-        let use: KeyUse
-        let key: ReadyKey?
-        switch entry.location {
-        case .session(let object):
-            use = object.use
-            key = use.hasSealedSecrets ? nil : token.cachedKey(handle)
-        case .token:
-            let version = try translating { () throws(KeychainError) in try token.keychain.version() }
-            guard let cached = token.cachedUse(handle, version: version) else { return nil }
-            (use, key) = cached
-        }
-        guard !use.hasSealedSecrets, let key else { return nil }
+        guard let (use, key) = try cachedUse(handle, session: session, token: token), !use.hasSealedSecrets, let key else { return nil }
         try use.check(objectClass: objectClass, usage: usage, mechanism: mechanism)
         return (key, use)
+    }
+
+    /// A visible key's cached checks and its ready form if that is cached too; nil when the
+    /// policy is not cached (or the key is not visible: the full path gives that error).
+    func cachedUse(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> (use: KeyUse, key: ReadyKey?)? {
+        guard let entry = entry(handle), entry.slotID == session.slotID, !entry.isPrivate || token.login == .user else { return nil }
+        switch entry.location {
+        case .session(let object):
+            let use = object.use
+            return (use, use.hasSealedSecrets ? nil : token.cachedKey(handle))
+        case .token:
+            let version = try translating { () throws(KeychainError) in try token.keychain.version() }
+            return token.cachedUse(handle, version: version)
+        }
     }
 
     func asymmetricKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,

@@ -88,14 +88,7 @@ extension ModuleState {
 
     /// Whether a private key asks for the PIN at every use (CKA_ALWAYS_AUTHENTICATE).
     func alwaysAuthenticates(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> Bool {
-        if let entry = entry(handle), entry.slotID == session.slotID, !entry.isPrivate || token.login == .user {
-            switch entry.location {
-            case .session(let object): return object.use.alwaysAuthenticate
-            case .token:
-                let version = try translating { () throws(KeychainError) in try token.keychain.version() }
-                if let cached = token.cachedUse(handle, version: version) { return cached.use.alwaysAuthenticate }
-            }
-        }
+        if let cached = try cachedUse(handle, session: session, token: token) { return cached.use.alwaysAuthenticate }
         // A cache miss reads the whole record: its secret parts are wiped here, not left to the heap.
         var policy = try keyPolicy(handle, session: session, token: token)
         defer { policy.wipeValuesIfSecret() }
