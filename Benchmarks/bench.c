@@ -732,6 +732,16 @@ int main(int argc, char **argv) {
         budget = atof(argv[3]);
         return threads_main(argv[1]);
     }
+    if ((argc == 4 || argc == 5) && strcmp(argv[2], "aes") == 0) {
+        /* The 1 KiB cipher rows alone, or one of them (for profiling the per-call path). */
+        budget = atof(argv[3]);
+        const char *only = argc == 5 ? argv[4] : "";
+        if (!open_token(argv[1])) { fprintf(stderr, "cannot set up a token in %s\n", argv[1]); return 1; }
+        if (strcmp(only, "cbc") != 0) aes("aes256.gcm.1KiB", CKM_AES_GCM, 1024);
+        if (strcmp(only, "gcm") != 0) aes("aes256.cbc.1KiB", CKM_AES_CBC, 1024);
+        p11->C_Finalize(NULL);
+        return 0;
+    }
     if (argc != 3) { fprintf(stderr, "usage: %s MODULE SECONDS | %s MODULE scale N\n", argv[0], argv[0]); return 2; }
     budget = atof(argv[2]);
     if (!open_token(argv[1])) { fprintf(stderr, "cannot set up a token in %s\n", argv[1]); return 1; }

@@ -78,7 +78,7 @@ public final class SymmetricCipher {
         EVP_CIPHER_CTX_set_padding(ctx, mode == .cbcPad ? 1 : 0)
         ivLength = iv.count
         counterBudget = try Self.counterBudget(mode: mode, block: iv)
-        try absorbAssociatedData(associatedData)
+        try associatedData.withUnsafeBytes { try absorbAssociatedData($0) }
     }
 
     /// The bytes a CTR operation may process before its counter bits wrap: 16 × (2^bits − counter).
@@ -104,10 +104,13 @@ public final class SymmetricCipher {
     /// The IV length set in the context (GCM accepts any).
     private var ivLength = 0
 
-    private func absorbAssociatedData(_ associatedData: [UInt8]) throws {
-        if case .gcm = mode, !associatedData.isEmpty {
+    private func absorbAssociatedData(_ associatedData: UnsafeRawBufferPointer) throws {
+        if case .gcm = mode, associatedData.count > 0 {
             var length: Int32 = 0
-            guard EVP_CipherUpdate(ctx, nil, &length, associatedData, Int32(associatedData.count)) == 1 else { throw CryptoError.library("GCM AAD") }
+            guard associatedData.count <= Int(Int32.max),
+                  EVP_CipherUpdate(ctx, nil, &length, associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(associatedData.count)) == 1 else {
+                throw CryptoError.library("GCM AAD")
+            }
         }
     }
 
@@ -115,8 +118,15 @@ public final class SymmetricCipher {
     /// key schedule: what a host encrypting many small messages under one key pays per message
     /// drops to the IV set-up. Whatever state the previous operation left is discarded.
     public func restart(iv: [UInt8], associatedData: [UInt8] = []) throws {
+        try iv.withUnsafeBytes { iv in
+            try associatedData.withUnsafeBytes { associatedData in try restart(iv: iv, associatedData: associatedData) }
+        }
+    }
+
+    /// `restart` with the IV and additional data read where they are (a caller's parameter).
+    public func restart(iv: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer) throws {
         if case .gcm = mode {
-            guard iv.count >= 1 else { throw CryptoError(.invalidInput, "GCM IV length") }
+            guard iv.count >= 1, iv.count <= Int(Int32.max) else { throw CryptoError(.invalidInput, "GCM IV length") }
             if iv.count != ivLength {
                 guard EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, Int32(iv.count), nil) == 1 else {
                     throw CryptoError(.invalidInput, "GCM IV length")
@@ -126,11 +136,14 @@ public final class SymmetricCipher {
         } else if mode != .ecb, iv.count != blockSize {
             throw CryptoError(.invalidInput, "the IV must have \(blockSize) bytes")
         }
-        wipe(&heldCiphertext)
-        heldCiphertext = []
+        if !heldCiphertext.isEmpty {
+            wipe(&heldCiphertext)
+            heldCiphertext = []
+        }
         buffered = 0
-        counterBudget = try Self.counterBudget(mode: mode, block: iv)
-        guard EVP_CipherInit_ex(ctx, nil, nil, nil, iv.isEmpty ? nil : iv, encrypting ? 1 : 0) == 1 else {
+        if case .ctr = mode { counterBudget = try Self.counterBudget(mode: mode, block: Array(iv)) }
+        let start = iv.count == 0 ? nil : iv.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        guard EVP_CipherInit_ex(ctx, nil, nil, nil, start, encrypting ? 1 : 0) == 1 else {
             throw CryptoError.library("EVP_CipherInit_ex(iv)")
         }
         try absorbAssociatedData(associatedData)

@@ -200,6 +200,7 @@ final class ModuleState: @unchecked Sendable {
             return (removed, token)
         }
         session.lock.withLock { session.close() }
+        token?.dropKeptCiphers(session: session.handle)
         for handle in removed { token?.forgetKey(handle) }
     }
 

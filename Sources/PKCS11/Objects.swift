@@ -222,6 +222,7 @@ extension ModuleState {
                 var stamped = updated
                 stamped[.modificationTime] = AttributeValue.ulong(UInt(time(nil)))
                 sessionObject.attributes = stamped
+                token.attributesChanged(object)
             case .token(let rowID):
                 try translating { () throws(KeychainError) in try token.keychain.replace(id: rowID, with: updated, master: updated.isPrivate ? token.userMaster : token.writingMaster) }
             }

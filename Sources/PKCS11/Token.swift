@@ -19,6 +19,9 @@ final class Token: @unchecked Sendable {
     private var master: MasterKey?
     /// How many logouts there have been: sessions compare it to drop what a logout ends.
     private var logoutCount: UInt64 = 0
+    /// Each session's last symmetric context on a cached key, by `KeptCipher.slot`: used without
+    /// checking the key again, so everything that can make those checks wrong drops it here.
+    private var keptCiphers = HandleMap<KeptCipher>()
     /// Parsed keys by object handle, ready for signing; dropped at logout and finalize. Shared
     /// read-only by the sessions (an EVP_PKEY is used by many threads, each with its own context).
     private var keyCache = HandleMap<ReadyKey>()
@@ -53,6 +56,12 @@ final class Token: @unchecked Sendable {
     var login: Login { lock.withLock { currentLogin } }
     var logouts: UInt64 { lock.withLock { logoutCount } }
 
+    /// A session key's attributes changed: checks made before on it no longer hold.
+    func attributesChanged(_ handle: CK_OBJECT_HANDLE) {
+        let dropped = lock.withLock { takeKeptCiphers { $0.handle == handle } }
+        _ = dropped
+    }
+
     /// Logs in with a master key just checked. Two logins may check PINs at once: the first to
     /// get here wins, the other gets what it would have got a moment later.
     func logIn(_ wanted: Login, master: MasterKey) throws(CKError) {
@@ -74,6 +83,7 @@ final class Token: @unchecked Sendable {
             master = nil
             logoutCount &+= 1
             let dropped = (keyCache, idleCiphers.count)
+            keptCiphers.removeAll()
             keyCache.removeAll()
             policyCache.removeAll()
             idleCiphers.removeAll()
@@ -163,11 +173,56 @@ final class Token: @unchecked Sendable {
 
     /// Forgets every cached form of key `handle`.
     func forgetKey(_ handle: CK_OBJECT_HANDLE) {
-        let dropped = lock.withLock { () -> ReadyKey? in
+        let dropped = lock.withLock { () -> (ReadyKey?, [KeptCipher]) in
             policyCache[handle] = nil
             idleCiphers.removeAll { $0.entry.handle == handle }
-            return keyCache.removeValue(forKey: handle)
+            return (keyCache.removeValue(forKey: handle), takeKeptCiphers { $0.handle == handle })
         }
         _ = dropped
+    }
+
+    // MARK: kept ciphers (`KeptCipher`)
+
+    func keptCipher(session: CK_SESSION_HANDLE, encrypting: Bool) -> KeptCipher? {
+        lock.withLock { keptCiphers[KeptCipher.slot(session: session, encrypting: encrypting)] }
+    }
+
+    /// Keeps `kept` as its session's, in place of the one before, if its key is still the cached
+    /// one (not after a logout or the key's destruction). Answers whether it was kept.
+    func keep(_ kept: KeptCipher, session: CK_SESSION_HANDLE) -> Bool {
+        let (done, replaced) = lock.withLock { () -> (Bool, KeptCipher?) in
+            guard keyCache[kept.handle]?.secret === kept.key else { return (false, nil) }
+            let slot = KeptCipher.slot(session: session, encrypting: kept.encrypting)
+            let replaced = keptCiphers.removeValue(forKey: slot)
+            keptCiphers[slot] = kept
+            return (true, replaced)
+        }
+        _ = replaced  // freed here, outside the lock
+        return done
+    }
+
+    /// Drops `kept` if it is still the session's.
+    func dropKeptCipher(_ kept: KeptCipher, session: CK_SESSION_HANDLE) {
+        let dropped = lock.withLock { () -> KeptCipher? in
+            let slot = KeptCipher.slot(session: session, encrypting: kept.encrypting)
+            return keptCiphers[slot] === kept ? keptCiphers.removeValue(forKey: slot) : nil
+        }
+        _ = dropped
+    }
+
+    /// A session closed: its kept ciphers go.
+    func dropKeptCiphers(session: CK_SESSION_HANDLE) {
+        let dropped = lock.withLock { () -> [KeptCipher?] in
+            [true, false].map { keptCiphers.removeValue(forKey: KeptCipher.slot(session: session, encrypting: $0)) }
+        }
+        _ = dropped
+    }
+
+    /// Removes the kept ciphers `matching` says; the caller holds the lock and frees them after.
+    private func takeKeptCiphers(matching: (KeptCipher) -> Bool) -> [KeptCipher] {
+        guard !keptCiphers.isEmpty else { return [] }
+        let matched = keptCiphers.filter { matching($0.value) }
+        for (slot, _) in matched { _ = keptCiphers.removeValue(forKey: slot) }
+        return matched.map(\.value)
     }
 }

@@ -190,6 +190,89 @@ final class CipherAndTransportTests: ModuleTestCase {
         XCTAssertEqual(cryptOnce(session, encrypt: true, zeroBlock).1, case14)
     }
 
+    /// A session keeps its last AES context on a cached key and restarts it for the next
+    /// operation on that key and mechanism without checking the key again (KeptCipher): every
+    /// change that would make those checks answer differently must drop it, and every case the
+    /// shortcut does not take must get the full path's answer.
+    func test_kept_cipher_follows_every_change_to_its_key() {
+        let slot = makeToken()
+        let session = openSession(slot, readWrite: true)
+        XCTAssertRV(login(session), CKR_OK)
+        let zeroKey = [UInt8](repeating: 0, count: 32)
+        let zeroIV = [UInt8](repeating: 0, count: 12), zeroBlock = [UInt8](repeating: 0, count: 16)
+        // McGrew & Viega test case 14 (AES-256, zero key, IV and block): ciphertext, then tag.
+        let case14 = hex("cea7403d4d606b6e074ec5d3baf39d18") + hex("d0d1c8a799996bf0265b98b5d48ab919")
+        func gcm(_ tagBits: CK_ULONG = 128, _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
+            var iv = zeroIV
+            return iv.withUnsafeMutableBufferPointer { ivBuffer in
+                let params = CK_GCM_PARAMS(pIv: ivBuffer.baseAddress, ulIvLen: 12, ulIvBits: 96, pAAD: nil, ulAADLen: 0, ulTagBits: tagBits)
+                return mechanism(UInt(CKM_AES_GCM), parameter: params, body)
+            }
+        }
+        func sealsCase14(_ session: CK_SESSION_HANDLE, _ key: CK_OBJECT_HANDLE, _ message: String, file: StaticString = #filePath, line: UInt = #line) {
+            XCTAssertRV(gcm { p11.C_EncryptInit!(session, $0, key) }, CKR_OK, message, file: file, line: line)
+            XCTAssertEqual(cryptOnce(session, encrypt: true, zeroBlock).1, case14, message, file: file, line: line)
+        }
+        let key = secretKey(session, type: UInt(CKK_AES), value: zeroKey)
+        for round in 0..<3 { sealsCase14(session, key, "session key, round \(round)") }
+
+        // An operation started on the kept context is an operation like any other.
+        XCTAssertRV(gcm { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertRV(gcm { p11.C_EncryptInit!(session, $0, key) }, CKR_OPERATION_ACTIVE)
+        var block = zeroBlock, length: CK_ULONG = 0
+        XCTAssertRV(p11.C_Encrypt!(session, &block, 16, nil, &length), CKR_OK)
+        XCTAssertEqual(length, 32)
+        var out = [UInt8](repeating: 0, count: 31)
+        length = 31
+        XCTAssertRV(p11.C_Encrypt!(session, &block, 16, &out, &length), CKR_BUFFER_TOO_SMALL)
+        XCTAssertEqual(length, 32)
+        out = [UInt8](repeating: 0, count: 32)
+        XCTAssertRV(p11.C_Encrypt!(session, &block, 16, &out, &length), CKR_OK)
+        XCTAssertEqual(out, case14)
+        XCTAssertRV(p11.C_Encrypt!(session, &block, 16, &out, &length), CKR_OPERATION_NOT_INITIALIZED)
+        // Another tag length takes the full path, and the kept one still gives its own.
+        XCTAssertRV(gcm(96) { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertEqual(cryptOnce(session, encrypt: true, zeroBlock).1, Array(case14.prefix(28)))
+        sealsCase14(session, key, "after a 96-bit tag")
+        // A NULL mechanism cancels an operation started on the kept context.
+        XCTAssertRV(gcm { p11.C_EncryptInit!(session, $0, key) }, CKR_OK)
+        XCTAssertRV(p11.C_EncryptInit!(session, nil, key), CKR_OK)
+        sealsCase14(session, key, "after a cancelled operation")
+
+        // Its attributes change: the change is seen at once.
+        let no: [(UInt, [UInt8])] = [(UInt(CKA_ENCRYPT), [0])], yes: [(UInt, [UInt8])] = [(UInt(CKA_ENCRYPT), [1])]
+        XCTAssertRV(withTemplate(no) { p11.C_SetAttributeValue!(session, key, $0, $1) }, CKR_OK)
+        XCTAssertRV(gcm { p11.C_EncryptInit!(session, $0, key) }, CKR_KEY_FUNCTION_NOT_PERMITTED)
+        XCTAssertRV(withTemplate(yes) { p11.C_SetAttributeValue!(session, key, $0, $1) }, CKR_OK)
+        sealsCase14(session, key, "allowed again")
+
+        // A second session on the same key has its own context.
+        let second = openSession(slot, readWrite: true)
+        for round in 0..<2 { sealsCase14(second, key, "second session, round \(round)") }
+        XCTAssertRV(p11.C_CloseSession!(second), CKR_OK)
+        sealsCase14(session, key, "after the second session closed")
+
+        // A token key: a change written to the keychain is seen too.
+        let tokenKey = secretKey(session, type: UInt(CKK_AES), value: zeroKey, extra: [(UInt(CKA_TOKEN), [1]), (UInt(CKA_MODIFIABLE), [1])])
+        for round in 0..<2 { sealsCase14(session, tokenKey, "token key, round \(round)") }
+        XCTAssertRV(withTemplate(no) { p11.C_SetAttributeValue!(session, tokenKey, $0, $1) }, CKR_OK)
+        XCTAssertRV(gcm { p11.C_EncryptInit!(session, $0, tokenKey) }, CKR_KEY_FUNCTION_NOT_PERMITTED)
+        XCTAssertRV(withTemplate(yes) { p11.C_SetAttributeValue!(session, tokenKey, $0, $1) }, CKR_OK)
+        sealsCase14(session, tokenKey, "token key allowed again")
+
+        // A logout: the private key is not there for a public session, and after the login it is.
+        XCTAssertRV(p11.C_Logout!(session), CKR_OK)
+        XCTAssertRV(gcm { p11.C_EncryptInit!(session, $0, tokenKey) }, CKR_KEY_HANDLE_INVALID)
+        XCTAssertRV(login(session), CKR_OK)
+        sealsCase14(session, tokenKey, "after logging in again")
+
+        // Destroyed: the handle is invalid at once.
+        XCTAssertRV(p11.C_DestroyObject!(session, tokenKey), CKR_OK)
+        XCTAssertRV(gcm { p11.C_EncryptInit!(session, $0, tokenKey) }, CKR_KEY_HANDLE_INVALID)
+        XCTAssertRV(p11.C_DestroyObject!(session, key), CKR_OK)
+        XCTAssertRV(gcm { p11.C_EncryptInit!(session, $0, key) }, CKR_KEY_HANDLE_INVALID)
+    }
+
     func test_hmac_and_cmac_match_their_rfc_vectors() {
         let session = session()
         let jefe = secretKey(session, type: UInt(CKK_GENERIC_SECRET), value: Array("Jefe".utf8))

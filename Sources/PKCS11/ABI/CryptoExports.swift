@@ -3,14 +3,16 @@ import CPKCS11
 /// The cryptographic entry points (§5.8–§5.14). Those whose mechanisms are not registered yet
 /// check their session and answer CKR_FUNCTION_NOT_SUPPORTED.
 public func C_EncryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
-    Exports.inSession(#function, s) { state throws(CKError) in
+    if let rv = SymmetricFastPath.initialize(s, m, k, encrypting: true) { return rv }
+    return Exports.inSession(#function, s) { state throws(CKError) in
         // PKCS#11 3.0: a NULL mechanism ends the active operation.
         guard m != nil else { return try state.cancel(s, .encrypt) }
         try state.cipherInit(s, mechanism: try CallerMechanism(m), key: k, encrypting: true)
     }
 }
 public func C_Encrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    Exports.operationStep(#function, s, .encrypt) { state throws(CKError) in
+    if let rv = SymmetricFastPath.singlePart(s, d, dl, o, ol, encrypting: true) { return rv }
+    return Exports.operationStep(#function, s, .encrypt) { state throws(CKError) in
         try state.cipherSinglePart(s, encrypting: true, input: try CallerBytes.input(d, count: dl), output: try CallerOutput(o, ol))
     }
 }
@@ -25,14 +27,16 @@ public func C_EncryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULong
     }
 }
 public func C_DecryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
-    Exports.inSession(#function, s) { state throws(CKError) in
+    if let rv = SymmetricFastPath.initialize(s, m, k, encrypting: false) { return rv }
+    return Exports.inSession(#function, s) { state throws(CKError) in
         // PKCS#11 3.0: a NULL mechanism ends the active operation.
         guard m != nil else { return try state.cancel(s, .decrypt) }
         try state.cipherInit(s, mechanism: try CallerMechanism(m), key: k, encrypting: false)
     }
 }
 public func C_Decrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    Exports.operationStep(#function, s, .decrypt) { state throws(CKError) in
+    if let rv = SymmetricFastPath.singlePart(s, d, dl, o, ol, encrypting: false) { return rv }
+    return Exports.operationStep(#function, s, .decrypt) { state throws(CKError) in
         try state.cipherSinglePart(s, encrypting: false, input: try CallerBytes.input(d, count: dl), output: try CallerOutput(o, ol))
     }
 }

@@ -68,6 +68,11 @@ final class ActiveOperation {
     /// A symmetric operation on a cached key: when it finishes, its context is kept for the next
     /// operation on that key (`Token.idleCiphers`).
     var reusable: (entry: Token.IdleCipher, key: SecureBytes)?
+    /// ... and, for a mechanism whose contexts sessions keep (`KeptCipher.keeps`), what its key
+    /// was checked for: the context then becomes its session's kept cipher instead.
+    var keepable: (mechanism: CK_MECHANISM_TYPE, tagBits: CK_ULONG, version: KeychainVersion?)?
+    /// The operation is a kept cipher's (`KeptCipher.operation`), reused for each message.
+    var isKept = false
 
     init(engine: Engine, outputLength: Int) {
         self.engine = engine
@@ -82,6 +87,13 @@ final class ActiveOperation {
     }
 
     deinit { wipe(&collected) }
+
+    /// A kept cipher's operation starts again (its cipher restarted with the new IV).
+    func reuse() {
+        phase = .started
+        awaitsContextLogin = false
+        alwaysAuthenticate = false
+    }
 
     /// Feeds input to a digest, signature or MAC.
     func absorb(_ data: UnsafeRawBufferPointer) throws(CKError) {
@@ -173,6 +185,11 @@ extension ModuleState {
     private func keepIdleCipher(of operation: ActiveOperation, session: Session) {
         guard let (entry, key) = operation.reusable, case .symmetric(let cipher) = operation.engine,
               let token = token(of: session.slotID) else { return }
+        if let keepable = operation.keepable {
+            let kept = KeptCipher(handle: entry.handle, mechanism: keepable.mechanism, tagBits: keepable.tagBits, encrypting: entry.encrypting,
+                                  key: key, version: keepable.version, cipher: cipher)
+            if token.keep(kept, session: session.handle) { return }
+        }
         token.keepIdle(cipher, as: entry, key: key)
     }
 

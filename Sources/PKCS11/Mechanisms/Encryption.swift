@@ -16,6 +16,14 @@ extension ModuleState {
             let usage: AttributeType = encrypting ? .encrypt : .decrypt
             switch try makeSpec(mechanism.parameter) {
             case .symmetric(let mode, let iv, let associatedData):
+                // A token key's keychain version from before its checks, for a kept cipher.
+                // (nil for a session key; a token key whose version cannot be read is not kept.)
+                var keeps = KeptCipher.keeps(mechanism.type)
+                var versionBefore: KeychainVersion?
+                if keeps, self.entry(key)?.isTokenObject ?? true {
+                    versionBefore = try? token.keychain.version()
+                    keeps = versionBefore != nil
+                }
                 let (secret, isCached) = try cachedSecretKey(key, session: session, token: token, usage: usage, mechanism: entry)
                 // Only keys held in the key cache leave their context behind (a key sealed by its
                 // application password is never kept).
@@ -31,6 +39,11 @@ extension ModuleState {
                     }
                     let operation = ActiveOperation(engine: .symmetric(cipher), outputLength: 0)
                     operation.reusable = reuse.map { ($0, secret) }
+                    if keeps, reuse != nil {
+                        var tagBits: CK_ULONG = 0
+                        if case .gcm(let tagLength) = mode { tagBits = CK_ULONG(tagLength * 8) }
+                        operation.keepable = (mechanism.type, tagBits, versionBefore)
+                    }
                     return operation
                 } catch {
                     throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "\(error)")
@@ -118,7 +131,7 @@ extension ModuleState {
     }
 
     /// Runs a symmetric step, mapping failures to the codes PKCS#11 gives them.
-    private static func run<R>(encrypting: Bool, _ body: () throws -> R) throws(CKError) -> R {
+    static func run<R>(encrypting: Bool, _ body: () throws -> R) throws(CKError) -> R {
         do {
             return try body()
         } catch let error as CryptoError where error.code == .authenticationFailed {
