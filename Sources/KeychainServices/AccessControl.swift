@@ -39,14 +39,11 @@ public final class SecAccessControl: NSObject, @unchecked Sendable {
     /// CKA_ALWAYS_AUTHENTICATE (the user PIN at each use; there is no biometry here) and
     /// privateKeyUsage → sensitive and never extractable; applicationPassword → the secret sealed
     /// under the password set on `context` (for keys it is then the context-specific PIN).
-    func attributes(isKey: Bool, isPrivate: Bool, context: SecAuthenticationContext?) throws -> Template {
+    func attributes(isKey: Bool, isPrivate: Bool, context: LAContext?) throws -> Template {
         var template: Template = [(.accessControl, AttributeValue.ulong(UInt(flags.rawValue)))]
         if flags.contains(.applicationPassword) {
             guard !flags.contains(.or) else {
-                throw ItemError(errSecUnimplemented, "an application password enters the item's key derivation: it cannot be one alternative of .or")
-            }
-            guard flags.isDisjoint(with: SecAccessControlCreateFlags.presence) else {
-                throw ItemError(errSecUnimplemented, "an application password together with user presence is not supported: one per-use secret per item")
+                throw ItemError(errSecUnimplemented, "an application password seals the item's secret: it cannot be one alternative of .or (use .and)")
             }
             guard !isKey || isPrivate else { throw ItemError(errSecParam, "an application password applies to private keys") }
             guard let password = context?.applicationPassword else {

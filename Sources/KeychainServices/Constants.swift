@@ -17,6 +17,8 @@ public typealias CFError = NSError
 public final class CFAllocator: @unchecked Sendable {}
 public let kCFAllocatorDefault: CFAllocator? = nil
 public typealias OSStatus = Int32
+/// Where a function stores an error (LAContext.canEvaluatePolicy): `&error` with `var error: NSError?`.
+public typealias NSErrorPointer = UnsafeMutablePointer<NSError?>?
 
 public nonisolated(unsafe) let kCFBooleanTrue: CFBoolean = NSNumber(value: true)
 public nonisolated(unsafe) let kCFBooleanFalse: CFBoolean = NSNumber(value: false)
@@ -109,6 +111,14 @@ public nonisolated(unsafe) let kSecMatchLimit: CFString = "m_Limit"
 public nonisolated(unsafe) let kSecMatchLimitOne: CFString = "m_LimitOne"
 public nonisolated(unsafe) let kSecMatchLimitAll: CFString = "m_LimitAll"
 public nonisolated(unsafe) let kSecUseAuthenticationContext: CFString = "u_AuthCtx"
+public nonisolated(unsafe) let kSecUseOperationPrompt: CFString = "u_OpPrompt"
+public nonisolated(unsafe) let kSecUseAuthenticationUI: CFString = "u_AuthUI"
+public nonisolated(unsafe) let kSecUseAuthenticationUIAllow: CFString = "u_AuthUIA"
+public nonisolated(unsafe) let kSecUseAuthenticationUIFail: CFString = "u_AuthUIF"
+public nonisolated(unsafe) let kSecUseAuthenticationUISkip: CFString = "u_AuthUIS"
+/// Deprecated by Apple in favour of kSecUseAuthenticationUI: true means …Fail.
+public nonisolated(unsafe) let kSecUseNoAuthenticationUI: CFString = "u_NoAuthUI"
+public nonisolated(unsafe) let kSecMatchCaseInsensitive: CFString = "m_CaseInsensitive"
 /// Accepted and ignored: every keychain here behaves like Apple's data protection keychain.
 public nonisolated(unsafe) let kSecUseDataProtectionKeychain: CFString = "nleg"
 /// This project's addition: the label of the keychain to use (default: the configured one).

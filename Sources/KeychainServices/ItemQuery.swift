@@ -32,8 +32,27 @@ struct ItemQuery {
     var returnAttributes = false
     var returnReference = false
     var returnPersistentReference = false
-    var context: SecAuthenticationContext?
+    var context: LAContext?
     var keychainLabel: String?
+    /// kSecUseOperationPrompt: the text a prompt shows.
+    var operationPrompt: String?
+    /// kSecUseAuthenticationUI (and the older kSecUseNoAuthenticationUI).
+    var authenticationUI = AuthenticationUI.allow
+    /// kSecMatchCaseInsensitive: string attributes match whatever their case.
+    var caseInsensitive = false
+
+    enum AuthenticationUI {
+        /// Ask the user when an item needs it (Apple's default).
+        case allow
+        /// Never ask: errSecInteractionNotAllowed where asking would be needed.
+        case fail
+        /// Never ask: items that would need it are left out of the results.
+        case skip
+    }
+
+    /// Whether this operation may ask the user.
+    var mayInteract: Bool { authenticationUI == .allow && !(context?.interactionNotAllowed ?? false) }
+    var interaction: Interaction { Interaction(allowed: mayInteract, prompt: operationPrompt) }
     /// kSecAttrAccessControl (SecItemAdd): turned into key attributes by `newObject`.
     var accessControl: SecAccessControl?
 
@@ -118,8 +137,22 @@ struct ItemQuery {
                     limit = .count(Int(count))
                 }
             case Key.context:
-                guard let context = value as? SecAuthenticationContext else { throw ItemError(errSecParam, "kSecUseAuthenticationContext") }
+                guard let context = value as? LAContext else { throw ItemError(errSecParam, "kSecUseAuthenticationContext must be an LAContext") }
                 self.context = context
+            case Key.operationPrompt:
+                guard let text = ItemMapping.string(value) else { throw ItemError(errSecParam, "kSecUseOperationPrompt must be a string") }
+                operationPrompt = text
+            case Key.authenticationUI:
+                switch ItemMapping.string(value) {
+                case Key.authenticationUIAllow: authenticationUI = .allow
+                case Key.authenticationUIFail: authenticationUI = .fail
+                case Key.authenticationUISkip: authenticationUI = .skip
+                default: throw ItemError(errSecParam, "kSecUseAuthenticationUI must be kSecUseAuthenticationUIAllow, …Fail or …Skip")
+                }
+            case Key.noAuthenticationUI:
+                if try Self.flag(value, key) { authenticationUI = .fail }
+            case Key.caseInsensitive:
+                caseInsensitive = try Self.flag(value, key)
             case Key.dataProtection:
                 _ = try Self.flag(value, key)
             case Key.accessControl:
@@ -178,6 +211,13 @@ private enum Key {
     static let keychainLabel = kSecUseKeychainLabel as String
     static let dataProtection = kSecUseDataProtectionKeychain as String
     static let accessControl = kSecAttrAccessControl as String
+    static let operationPrompt = kSecUseOperationPrompt as String
+    static let authenticationUI = kSecUseAuthenticationUI as String
+    static let authenticationUIAllow = kSecUseAuthenticationUIAllow as String
+    static let authenticationUIFail = kSecUseAuthenticationUIFail as String
+    static let authenticationUISkip = kSecUseAuthenticationUISkip as String
+    static let noAuthenticationUI = kSecUseNoAuthenticationUI as String
+    static let caseInsensitive = kSecMatchCaseInsensitive as String
 }
 
 /// kSecValuePersistentRef: "KCPR" followed by the item's CKA_UNIQUE_ID.

@@ -2,62 +2,6 @@ import Foundation
 import KeychainCore
 import KeychainCrypto
 
-/// The analogue of an LAContext passed with kSecUseAuthenticationContext: it carries the
-/// keychain password, so a program can unlock without a prompt, and, like LAContext's
-/// `setCredential(_:type:)`, the application password of items protected by one.
-public final class SecAuthenticationContext: NSObject, @unchecked Sendable {
-    let password: [UInt8]?
-    private let lock = NSLock()
-    private var applicationCredential: [UInt8]?
-
-    public init(password: String) {
-        self.password = Array(password.utf8)
-    }
-
-    /// A context without the keychain password (for example only an application password).
-    public override init() {
-        self.password = nil
-    }
-
-    /// Sets (or, with nil, clears) a credential, as LAContext does. Returns whether it was set.
-    @discardableResult
-    public func setCredential(_ credential: Data?, type: LACredentialType) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        if var old = applicationCredential {
-            applicationCredential = nil
-            wipe(&old)
-        }
-        applicationCredential = credential.map { Array($0) }
-        return true
-    }
-
-    deinit {
-        if var old = applicationCredential {
-            applicationCredential = nil
-            wipe(&old)
-        }
-    }
-
-    /// Whether a credential of `type` is set.
-    public func isCredentialSet(_ type: LACredentialType) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return applicationCredential != nil
-    }
-
-    var applicationPassword: [UInt8]? {
-        lock.lock()
-        defer { lock.unlock() }
-        return applicationCredential
-    }
-}
-
-/// LAContext's credential types; the application password is the one items can ask for.
-public enum LACredentialType: Int, Sendable {
-    case applicationPassword = 0
-}
-
 /// A SecItem failure: its OSStatus and why.
 struct ItemError: Error {
     let status: OSStatus
@@ -85,6 +29,12 @@ struct ItemError: Error {
     }
 }
 
+/// Whether an operation may ask the user (kSecUseAuthenticationUI, kSecUseOperationPrompt).
+struct Interaction {
+    var allowed: Bool
+    var prompt: String?
+}
+
 /// The keychains this process uses through the SecItem functions, and whether each is unlocked.
 final class KeychainAccess: @unchecked Sendable {
     static let shared = KeychainAccess()
@@ -92,22 +42,132 @@ final class KeychainAccess: @unchecked Sendable {
     private let lock = NSLock()
     private var open: [String: (keychain: Keychain, master: MasterKey?)] = [:]
 
-    /// Runs `body` with the chosen keychain (by label, else the default) under the lock, after
-    /// unlocking it with `context` if one is given.
-    func with<R>(label: String?, context: SecAuthenticationContext?, _ body: (Keychain, MasterKey?) throws -> R) throws -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        let path = try resolve(label)
-        if open[path] == nil {
-            do { open[path] = (try Keychain.open(at: path), nil) } catch { throw ItemError(error) }
+    /// Runs `body` with the chosen keychain (by label, else the default), after unlocking it
+    /// with `context`'s keychain password if it carries one. The lock guards only the table of
+    /// open keychains: the body runs without it (a keychain has its own lock), so a prompt or a
+    /// password check in one thread does not hold up the others.
+    func with<R>(label: String?, context: LAContext?, _ body: (Keychain, MasterKey?) throws -> R) throws -> R {
+        let (keychain, cached) = try lock.withLock { () throws -> (Keychain, MasterKey?) in
+            let path = try resolve(label)
+            return (try opened(path), open[path]?.master)
         }
-        guard let entry = open[path] else { throw ItemError(errSecNoSuchKeychain, "cannot open \(path)") }
-        var master = entry.master
-        if let context, context.password != nil {
-            master = try Self.unlock(entry.keychain, context)
-            open[path] = (entry.keychain, master)
+        var master = cached
+        if let context, let password = context.password {
+            master = try Self.unlock(keychain, password: password)
+            context.recordAuthentication(password: password)
+            lock.withLock { open[keychain.path] = (keychain, master) }
         }
-        return try body(entry.keychain, master)
+        return try body(keychain, master)
+    }
+
+    /// The keychain at `path`, opened once per process. Called with the lock held.
+    private func opened(_ path: String) throws -> Keychain {
+        if let entry = open[path] { return entry.keychain }
+        do {
+            let keychain = try Keychain.open(at: path)
+            open[path] = (keychain, nil)
+            return keychain
+        } catch {
+            throw ItemError(error)
+        }
+    }
+
+    /// Before an operation that may need the keychain unlocked: when it is locked, the query
+    /// brings no password and allows interaction (`kSecUseAuthenticationUI` not Fail or Skip, the
+    /// context's `interactionNotAllowed` unset), the prompt program asks for the keychain password
+    /// showing `kSecUseOperationPrompt`'s text, and a right answer unlocks the keychain for this
+    /// process, as unlocking a locked login keychain does on a Mac. Cancelled: errSecUserCanceled;
+    /// wrong: errSecAuthFailed (counted like any login). Without a prompt program nothing happens
+    /// and the operation answers as a locked keychain does.
+    func unlockIfNeeded(_ query: ItemQuery) throws {
+        guard query.mayInteract, query.context?.password == nil, let program = Configuration.current().promptProgram else { return }
+        let (keychain, master) = try lock.withLock { () throws -> (Keychain, MasterKey?) in
+            let path = try resolve(query.keychainLabel)
+            return (try opened(path), open[path]?.master)
+        }
+        guard master == nil else { return }
+        let text = query.operationPrompt ?? "Unlock the keychain \"\((try? keychain.info(countingObjects: false).label) ?? "login")\" to use its items"
+        try unlockByPrompt(keychain, program: program, text: text, context: query.context)
+    }
+
+    /// Device owner authentication for an `LAContext`: its password if it carries one, else the
+    /// prompt program's answer, checked against the keychain; the keychain is then unlocked for
+    /// this process and the context remembers the password.
+    func authenticate(_ context: LAContext, label: String?, prompt: String) throws {
+        let keychain = try lock.withLock { () throws -> Keychain in try opened(try resolve(label)) }
+        if let password = context.password {
+            let master = try Self.unlock(keychain, password: password)
+            lock.withLock { open[keychain.path] = (keychain, master) }
+            context.recordAuthentication(password: password)
+            return
+        }
+        guard let program = Configuration.current().promptProgram else {
+            throw ItemError(errSecInteractionNotAllowed, "no prompt program is configured (prompt_program, KEYCHAIN_PKCS11_PROMPT)")
+        }
+        try unlockByPrompt(keychain, program: program, text: prompt.isEmpty ? "Authenticate to use the keychain" : prompt, context: context)
+    }
+
+    /// A per-use check (user presence) of an item or key: the context's password checked again,
+    /// unless its device owner authentication is recent enough
+    /// (`touchIDAuthenticationAllowableReuseDuration`); without a password, the prompt when the
+    /// query allows interaction (the context then carries the answer).
+    func confirmPresence(keychainPath path: String, context: LAContext?, interaction: Interaction, what: String) throws {
+        if let context, context.authenticationIsFresh { return }
+        let keychain = try lock.withLock { () throws -> Keychain in try opened(path) }
+        try confirmPresence(keychain: keychain, context: context, interaction: interaction, what: what)
+    }
+
+    /// The same, for a keychain in hand (inside `with`, whose lock is held: this takes none).
+    func confirmPresence(keychain: Keychain, context: LAContext?, interaction: Interaction, what: String) throws {
+        if let context, context.authenticationIsFresh { return }
+        if let context, let password = context.password {
+            _ = try Self.unlock(keychain, password: password)
+            context.recordAuthentication(password: password)
+            return
+        }
+        guard interaction.allowed, !(context?.interactionNotAllowed ?? false), let program = Configuration.current().promptProgram else {
+            throw ItemError(errSecInteractionNotAllowed, "this \(what) asks for the keychain password at each use: allow a prompt (prompt_program) or pass kSecUseAuthenticationContext")
+        }
+        try unlockByPrompt(keychain, program: program, text: interaction.prompt ?? "Authenticate to use this \(what)", context: context, storeMaster: false)
+    }
+
+    /// An item's application password when none is set on the context: the prompt program's
+    /// answer when the query allows interaction (kept on the context, if there is one).
+    func askApplicationPassword(context: LAContext?, interaction: Interaction) throws -> [UInt8] {
+        guard interaction.allowed, !(context?.interactionNotAllowed ?? false), let program = Configuration.current().promptProgram else {
+            throw ItemError(errSecInteractionNotAllowed, "this item asks for its application password: set it on the kSecUseAuthenticationContext (setCredential(_:type: .applicationPassword)) or allow a prompt")
+        }
+        let answer: SecureBytes
+        do {
+            answer = try PromptProgram.run(program, text: (interaction.prompt ?? "Authenticate to use this item") + " (application password)")
+        } catch {
+            throw ItemError(errSecUserCanceled, "the prompt gave no application password")
+        }
+        let password = answer.withUnsafeBytes { Array($0) }
+        context?.setCredential(Data(password), type: .applicationPassword)
+        return password
+    }
+
+    /// Asks the prompt program for the keychain password and checks it; the lock is not held
+    /// while the user answers nor while the password is checked.
+    private func unlockByPrompt(_ keychain: Keychain, program: String, text: String, context: LAContext?, storeMaster: Bool = true) throws {
+        let answer: SecureBytes
+        do {
+            answer = try PromptProgram.run(program, text: text)
+        } catch {
+            throw ItemError(errSecUserCanceled, "the prompt gave no password")
+        }
+        let password = answer.withUnsafeBytes { Array($0) }
+        defer { var copy = password; wipe(&copy) }
+        let master = try Self.unlock(keychain, password: password)
+        if storeMaster { lock.withLock { open[keychain.path] = (keychain, master) } }
+        context?.recordAuthentication(password: password)
+    }
+
+    /// Whether the keychain for `label` has a user password (what device owner authentication asks for).
+    func hasUserPassword(label: String?) throws -> Bool {
+        let keychain = try lock.withLock { () throws -> Keychain in try opened(try resolve(label)) }
+        do { return try keychain.info(countingObjects: false).userPINInitialized } catch { throw ItemError(error) }
     }
 
     /// Checks an item's application password against the keychain at `path` (counted there like
@@ -123,23 +183,8 @@ final class KeychainAccess: @unchecked Sendable {
         return try keychain.reveal(object, applicationPassword: password)
     }
 
-    /// Checks the user PIN of an authentication context against a keychain again (per-use
-    /// authentication); a wrong PIN counts toward the lock.
-    func verify(path: String, context: SecAuthenticationContext) throws {
-        lock.lock()
-        defer { lock.unlock() }
-        let keychain: Keychain
-        if let entry = open[path] { keychain = entry.keychain } else {
-            do { keychain = try Keychain.open(at: path) } catch { throw ItemError(error) }
-        }
-        _ = try Self.unlock(keychain, context)
-    }
-
-    /// The user PIN of `context` checked against `keychain` (counted like every login).
-    static func unlock(_ keychain: Keychain, _ context: SecAuthenticationContext) throws -> MasterKey {
-        guard let password = context.password else {
-            throw ItemError(errSecInteractionNotAllowed, "the authentication context carries no keychain password")
-        }
+    /// The keychain password checked against `keychain` (counted like every login).
+    static func unlock(_ keychain: Keychain, password: [UInt8]) throws -> MasterKey {
         do {
             return try password.withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
         } catch let error as KeychainError {
@@ -155,7 +200,7 @@ final class KeychainAccess: @unchecked Sendable {
 
     /// The keychain file for `label`; without one, the configured default: the keychain
     /// labelled by `default_keychain` in the configuration file, else "login", else the only one.
-    private func resolve(_ label: String?) throws -> String {
+    func resolve(_ label: String?) throws -> String {
         let configuration = Configuration.current()
         let directory = KeychainDirectory(path: configuration.directory)
         let files = directory.keychainFiles()
@@ -178,7 +223,7 @@ public enum KeychainServices {
     @discardableResult
     public static func unlock(password: String, keychain label: String? = nil) -> OSStatus {
         do {
-            try KeychainAccess.shared.with(label: label, context: SecAuthenticationContext(password: password)) { _, _ in }
+            try KeychainAccess.shared.with(label: label, context: LAContext(password: password)) { _, _ in }
             return errSecSuccess
         } catch let error as ItemError {
             return error.status

@@ -15,6 +15,7 @@ public func SecItemAdd(_ attributes: [String: Any], _ result: UnsafeMutablePoint
         let query = try ItemQuery(attributes)
         guard query.limit == nil, query.persistentRef == nil else { throw ItemError(errSecParam, "search keys are not allowed when adding") }
         if case .any = query.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
+        if query.itemClass != .certificate { try KeychainAccess.shared.unlockIfNeeded(query) }
         return try KeychainAccess.shared.with(label: query.keychainLabel, context: query.context) { keychain, master in
             let uid = try UniqueID.random()
             let object = try newObject(query, uniqueID: uid.text)
@@ -36,11 +37,14 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
 public func SecItemCopyMatching(_ query: [String: Any], _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     run {
         let parsed = try ItemQuery(query)
+        if parsed.itemClass != .certificate || parsed.isIdentity { try KeychainAccess.shared.unlockIfNeeded(parsed) }
         return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
             if parsed.isIdentity { return try identities(parsed, keychain: keychain, master: master) }
             let found = try matches(parsed, keychain: keychain, master: master)
             guard parsed.returnCount > 0 else { return nil }
-            let opened = try found.map { (id, object) in (id, try withSecret(object, query: parsed, keychain: keychain)) }
+            // Items whose per-use check would need the user are left out under kSecUseAuthenticationUISkip.
+            let opened = try found.compactMap { (id, object) in try withSecret(object, query: parsed, keychain: keychain).map { (id, $0) } }
+            guard !opened.isEmpty else { throw ItemError(errSecItemNotFound, "no item matches without authentication") }
             return try shape(opened, query: parsed, limit: parsed.limit ?? .one, keychainPath: keychain.path)
         }
     } store: { value in result?.pointee = value }
@@ -68,6 +72,7 @@ public func SecItemUpdate(_ query: [String: Any], _ attributesToUpdate: [String:
         let newProtection = updates.first { $0.type == .accessible }.flatMap { AttributeValue.decodeULong($0.value) }.flatMap(ProtectionClass.init(rawValue:))
         updates.removeAll { $0.type == .accessible }
         if changes.accessControl != nil { throw ItemError(errSecParam, "kSecAttrAccessControl cannot be updated: delete and add the item") }
+        if parsed.itemClass != .certificate { try KeychainAccess.shared.unlockIfNeeded(parsed) }
         return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
             var all = parsed
             all.limit = .all
@@ -102,6 +107,7 @@ public func SecItemDelete(_ query: [String: Any]) -> OSStatus {
     run {
         let parsed = try ItemQuery(query)
         guard !parsed.hasSearchKeys else { throw ItemError(errSecParam, "SecItemDelete takes no search keys") }
+        if parsed.itemClass != .certificate { try KeychainAccess.shared.unlockIfNeeded(parsed) }
         return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
             var all = parsed
             all.limit = .all
@@ -196,7 +202,7 @@ private func matches(_ query: ItemQuery, keychain: Keychain, master: MasterKey?)
     guard !found.isEmpty else {
         // While locked only items usable without a login are searched (Always, AfterFirstUnlock
         // after a first unlock, certificates, public keys): a password may be among the others.
-        if master == nil, query.itemClass == .genericPassword || query.itemClass == .internetPassword {
+        if master == nil, query.authenticationUI != .skip, query.itemClass == .genericPassword || query.itemClass == .internetPassword {
             throw ItemError(errSecInteractionNotAllowed, "the keychain is locked")
         }
         throw ItemError(errSecItemNotFound, "no item matches")
@@ -205,31 +211,36 @@ private func matches(_ query: ItemQuery, keychain: Keychain, master: MasterKey?)
 }
 
 /// The item with its secret readable when the query asks for it (kSecReturnData, or a key
-/// reference) and the item's access control asks for a credential: the context's user PIN
-/// (checked and counted again: user presence on a password) or its application password.
-/// Without one it is errSecInteractionNotAllowed, as on Apple platforms when no UI may be shown.
-private func withSecret(_ object: ObjectAttributes, query: ItemQuery, keychain: Keychain) throws -> ObjectAttributes {
+/// reference) and the item's access control asks for a credential: user presence is the keychain
+/// password again (the context's, checked and counted; else the prompt when the query allows it),
+/// an application password the context's credential (else the prompt). nil: the item is left out
+/// (kSecUseAuthenticationUISkip). Without any way to ask it is errSecInteractionNotAllowed, as on
+/// Apple platforms when no UI may be shown.
+private func withSecret(_ object: ObjectAttributes, query: ItemQuery, keychain: Keychain) throws -> ObjectAttributes? {
     let needsSecret = query.returnData || (query.itemClass == .key && query.returnReference)
     guard needsSecret else { return object }
-    /// The context's keychain password, checked again (and counted) for this read.
-    func presentPIN(_ what: String) throws {
-        guard let context = query.context else {
-            throw ItemError(errSecInteractionNotAllowed, "this \(what) asks for the keychain password at each use: pass kSecUseAuthenticationContext")
-        }
-        _ = try KeychainAccess.unlock(keychain, context)
+    /// The keychain password presented for this read.
+    func presentPIN(_ what: String) throws -> Bool {
+        if query.authenticationUI == .skip, query.context?.password == nil, !(query.context?.authenticationIsFresh ?? false) { return false }
+        try KeychainAccess.shared.confirmPresence(keychain: keychain, context: query.context, interaction: query.interaction, what: what)
+        return true
     }
     switch object.requiredCredential {
     case .none:
         // An extractable key that asks for the PIN at each use asks before it leaves.
-        if query.itemClass == .key, query.returnData, object.bool(.alwaysAuthenticate) { try presentPIN("key") }
+        if query.itemClass == .key, query.returnData, object.bool(.alwaysAuthenticate) { return try presentPIN("key") ? object : nil }
         return object
     case .userPIN:
-        try presentPIN("item")
-        return object
+        return try presentPIN("item") ? object : nil
     case .applicationPassword:
-        guard let password = query.context?.applicationPassword else {
-            throw ItemError(errSecInteractionNotAllowed, "this item asks for its application password: set it on the kSecUseAuthenticationContext")
+        var password = query.context?.applicationPassword
+        if password == nil {
+            if query.authenticationUI == .skip { return nil }
+            password = try KeychainAccess.shared.askApplicationPassword(context: query.context, interaction: query.interaction)
         }
+        guard let password else { throw ItemError(errSecInteractionNotAllowed, "this item asks for its application password") }
+        // `.and` with user presence: the keychain password as well.
+        if !object.accessControlFlags.isDisjoint(with: .presence), try !presentPIN("item") { return nil }
         var revealed = try translate { () throws(KeychainError) in
             try SecureBytes(password).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in try keychain.reveal(object, applicationPassword: p) }
         }
@@ -279,7 +290,8 @@ private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQ
                 data = Data(try key.externalRepresentation().bytes)
             }
             if !sealed {
-                reference = SecKey(key: key, attributes: object, origin: (keychainPath, query.context), sealed: object.hasSealedSecrets ? object : nil)
+                reference = SecKey(key: key, attributes: object, origin: (keychainPath, query.context), sealed: object.hasSealedSecrets ? object : nil,
+                                   interaction: query.interaction)
             }
         case .certificate:
             let certificate = try Certificate(der: object[.value] ?? [])
@@ -313,7 +325,7 @@ private func identities(_ query: ItemQuery, keychain: Keychain, master: MasterKe
         guard let keyRow = keys.first, let keyObject = try? keychain.object(id: keyRow.id, master: master),
               let key = try? KeyFactory.key(of: keyObject) else { continue }
         found.append(SecIdentity(certificate: SecCertificate(der: object[.value] ?? [], parsed: certificate, attributes: object),
-                                 privateKey: SecKey(key: key, attributes: keyObject, origin: (keychain.path, query.context))))
+                                 privateKey: SecKey(key: key, attributes: keyObject, origin: (keychain.path, query.context), interaction: query.interaction)))
     }
     guard !found.isEmpty else { throw ItemError(errSecItemNotFound, "no certificate has its private key") }
     let limited: [SecIdentity]

@@ -76,43 +76,48 @@ public final class SecKey: NSObject, @unchecked Sendable {
     let attributes: ObjectAttributes
     /// For a stored key: its keychain and the authentication context it was fetched with (what a
     /// key that needs the PIN at every use checks again).
-    let origin: (keychainPath: String, context: SecAuthenticationContext?)?
+    let origin: (keychainPath: String, context: LAContext?)?
+    /// Whether its per-use checks may ask the user (the fetching query's kSecUseAuthenticationUI
+    /// and kSecUseOperationPrompt).
+    let interaction: Interaction
     /// For a key sealed by an application password: its stored form, against which the context's
     /// application password is checked at each use.
     let sealed: ObjectAttributes?
 
-    init(key: AsymmetricKey, attributes: ObjectAttributes, origin: (keychainPath: String, context: SecAuthenticationContext?)? = nil,
-         sealed: ObjectAttributes? = nil) {
+    init(key: AsymmetricKey, attributes: ObjectAttributes, origin: (keychainPath: String, context: LAContext?)? = nil,
+         sealed: ObjectAttributes? = nil, interaction: Interaction = Interaction(allowed: true, prompt: nil)) {
         self.key = key
         var visible = attributes
         visible[.applicationPassword] = nil
         self.attributes = visible.forCallers
         self.origin = origin
         self.sealed = sealed
+        self.interaction = interaction
     }
 
     /// The per-use check of a key with CKA_ALWAYS_AUTHENTICATE, the same key that PKCS#11 asks
-    /// C_Login(CKU_CONTEXT_SPECIFIC) for: the PIN of the context the key was fetched with is
-    /// verified again (a wrong one counts toward the lock). There is no prompt here, so without
-    /// a context it is errSecInteractionNotAllowed, as on Apple platforms when UI is not allowed.
+    /// C_Login(CKU_CONTEXT_SPECIFIC) for: the keychain password of the context the key was
+    /// fetched with is checked again (a wrong one counts toward the lock), or asked for through
+    /// the prompt program when the fetch allowed interaction; a key sealed by an application
+    /// password checks that password (and, with `.and` and user presence, the keychain's too).
     func confirmPresence() throws {
         guard attributes.bool(.alwaysAuthenticate) else { return }
-        guard let origin, let context = origin.context else {
-            throw ItemError(errSecInteractionNotAllowed, "this key asks for the PIN at every use: fetch it with kSecUseAuthenticationContext")
+        guard let origin else {
+            throw ItemError(errSecInteractionNotAllowed, "this key asks for the PIN at every use: fetch it from the keychain")
         }
         if let sealed {
             // The application password is this key's per-use secret.
-            guard let password = context.applicationPassword else {
-                throw ItemError(errSecInteractionNotAllowed, "this key asks for its application password at every use: set it on the context")
-            }
+            var password = origin.context?.applicationPassword
+            if password == nil { password = try KeychainAccess.shared.askApplicationPassword(context: origin.context, interaction: interaction) }
+            guard let password else { throw ItemError(errSecInteractionNotAllowed, "this key asks for its application password at every use") }
             _ = try translateKeychain { () throws(KeychainError) in
                 try SecureBytes(password).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in
                     try KeychainAccess.shared.reveal(path: origin.keychainPath, sealed, applicationPassword: p)
                 }
             }
-            return
+            guard !sealed.accessControlFlags.isDisjoint(with: .presence) else { return }
         }
-        try KeychainAccess.shared.verify(path: origin.keychainPath, context: context)
+        try KeychainAccess.shared.confirmPresence(keychainPath: origin.keychainPath, context: origin.context, interaction: interaction, what: "key")
     }
 }
 
@@ -176,7 +181,7 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
         var controlled: Template = []
         if let control = privateAttributes[kSecAttrAccessControl as String] ?? dictionary[kSecAttrAccessControl as String] {
             guard let control = control as? SecAccessControl else { throw ItemError(errSecParam, "kSecAttrAccessControl must be a SecAccessControl") }
-            controlled = try control.attributes(isKey: true, isPrivate: true, context: dictionary[kSecUseAuthenticationContext as String] as? SecAuthenticationContext)
+            controlled = try control.attributes(isKey: true, isPrivate: true, context: dictionary[kSecUseAuthenticationContext as String] as? LAContext)
             if controlled.contains(where: { $0.type == .alwaysAuthenticate }), !permanent {
                 throw ItemError(errSecParam, "user presence needs a permanent key (kSecAttrIsPermanent)")
             }
@@ -193,7 +198,7 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
         let privateObject = try keyObject(key, extra: controlled + extra + [(.token, AttributeValue.bool(permanent)),
                                                                            (.isPrivate, AttributeValue.bool(protection?.needsLogin ?? true))],
                                           uniqueID: uid.text)
-        let context = dictionary[kSecUseAuthenticationContext as String] as? SecAuthenticationContext
+        let context = dictionary[kSecUseAuthenticationContext as String] as? LAContext
         var keychainPath: String?
         var sealedForm: ObjectAttributes?
         if permanent {

@@ -1,62 +1,22 @@
 import CPKCS11
-import Glibc
 import KeychainCore
 import KeychainCrypto
 
-/// The protected authentication path: a program the user configured (`prompt_program`,
-/// `KEYCHAIN_PKCS11_PROMPT`) asks for the PIN and prints it on its standard output, as an
-/// SSH_ASKPASS program does. The token then reports CKF_PROTECTED_AUTHENTICATION_PATH and
-/// C_Login with a NULL PIN runs it.
-enum PromptProgram {
-    /// Runs `program text`, with the host's standard input and error and a pipe for standard
-    /// output; returns the first line it printed. A program that fails, prints nothing, or
-    /// cannot be started is CKR_FUNCTION_CANCELED (the user declined). Call without the module
-    /// lock: a person may take a while to answer.
+/// The protected authentication path: the configured prompt program (KeychainCore's
+/// `PromptProgram`) asks for the PIN. The token then reports CKF_PROTECTED_AUTHENTICATION_PATH
+/// and C_Login with a NULL PIN runs it.
+enum PINPrompt {
+    /// The PIN the program printed. A program that fails, prints nothing, or cannot be started
+    /// is CKR_FUNCTION_CANCELED (the user declined); an answer longer than any PIN is
+    /// CKR_PIN_INCORRECT. Call without the module lock.
     static func run(_ program: String, text: String) throws(CKError) -> SecureBytes {
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw CKError(CK_RV(CKR_FUNCTION_CANCELED), "prompt: no pipe (errno \(errno))") }
-        // Not inherited by other children of the host (pipe2 is not exported to Swift here).
-        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
-        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
-        defer { if fds[0] >= 0 { close(fds[0]) } }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO)
-        var pid: pid_t = 0
-        let spawned: Int32 = program.withCString { path in
-            text.withCString { argument in
-                var argv: [UnsafeMutablePointer<CChar>?] = [UnsafeMutablePointer(mutating: path), UnsafeMutablePointer(mutating: argument), nil]
-                return posix_spawn(&pid, path, &actions, nil, &argv, environ)
+        do {
+            return try PromptProgram.run(program, text: text)
+        } catch {
+            switch error {
+            case .canceled(let reason): throw CKError(CK_RV(CKR_FUNCTION_CANCELED), reason)
+            case .tooLong: throw CKError(CK_RV(CKR_PIN_INCORRECT), "PIN longer than any valid PIN")
             }
         }
-        close(fds[1])
-        guard spawned == 0 else {
-            throw CKError(CK_RV(CKR_FUNCTION_CANCELED), "prompt program \(program) could not start (error \(spawned))")
-        }
-        // Read at most one byte more than the longest PIN; the rest is discarded unread.
-        let answer = SecureBytes(count: PINPolicy.maximumLength + 2)
-        var filled = 0
-        answer.withUnsafeMutableBytes { buffer in
-            while filled < buffer.count, let base = buffer.baseAddress {
-                let n = read(fds[0], base + filled, buffer.count - filled)
-                if n > 0 { filled += n } else if n < 0, errno == EINTR { continue } else { break }
-            }
-        }
-        close(fds[0])
-        fds[0] = -1
-        var status: Int32 = 0
-        var waited: pid_t
-        repeat { waited = waitpid(pid, &status, 0) } while waited < 0 && errno == EINTR
-        // A host that ignores SIGCHLD reaps its children itself (ECHILD): judge by the output.
-        let exitedCleanly = waited < 0 ? errno == ECHILD : (status & 0x7f) == 0 && (status >> 8) & 0xff == 0
-        let length: Int = answer.withUnsafeBytes { bytes in
-            bytes.prefix(filled).firstIndex(of: UInt8(ascii: "\n")) ?? filled
-        }
-        guard exitedCleanly, length > 0 else {
-            throw CKError(CK_RV(CKR_FUNCTION_CANCELED), "the prompt program gave no PIN")
-        }
-        guard length <= PINPolicy.maximumLength else { throw CKError(CK_RV(CKR_PIN_INCORRECT), "PIN longer than any valid PIN") }
-        return answer.withUnsafeBytes { SecureBytes($0.prefix(length)) }
     }
 }

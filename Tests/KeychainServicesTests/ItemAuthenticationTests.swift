@@ -80,8 +80,17 @@ final class ItemAuthenticationTests: XCTestCase {
         either[kSecAttrAccessControl as String] = try control([.applicationPassword, .userPresence, .or])
         either[kSecUseAuthenticationContext as String] = context
         XCTAssertEqual(SecItemAdd(either, nil), errSecUnimplemented, "a sealing password cannot be one alternative of .or")
-        either[kSecAttrAccessControl as String] = try control([.applicationPassword, .userPresence, .and])
-        XCTAssertEqual(SecItemAdd(either, nil), errSecUnimplemented, "one per-use secret per item")
+        // Both, with .and (biometry is the same user-presence check here): the application
+        // password opens the secret and the keychain password is asked for again at each read.
+        either[kSecAttrAccessControl as String] = try control([.applicationPassword, .biometryAny, .and])
+        XCTAssertEqual(SecItemAdd(either, nil), errSecSuccess)
+        XCTAssertEqual(read("either", context: context).0, errSecInteractionNotAllowed, "the application password alone is not enough")
+        let both = SecAuthenticationContext(password: password)
+        both.setCredential(Data("open sesame".utf8), type: .applicationPassword)
+        XCTAssertEqual(read("either", context: both).1 as? Data, Data("x".utf8))
+        let wrongPIN = SecAuthenticationContext(password: "not the password")
+        wrongPIN.setCredential(Data("open sesame".utf8), type: .applicationPassword)
+        XCTAssertEqual(read("either", context: wrongPIN).0, errSecAuthFailed)
 
         // Not in the file in clear, under the master key or otherwise.
         let path = try XCTUnwrap(KeychainDirectory(path: directory).keychainFiles().first)

@@ -89,9 +89,10 @@ extension Keychain {
                 if object.objectClass == .privateKey, !object.bool(.alwaysAuthenticate) {
                     throw KeychainError(.templateInconsistent, "a key with an application password needs CKA_ALWAYS_AUTHENTICATE = TRUE (the password is its context-specific PIN)")
                 }
-                if !object.accessControlFlags.isDisjoint(with: .presence) {
-                    // One per-use secret per item: the password seals it, so the PIN cannot stand beside it.
-                    throw KeychainError(.templateInconsistent, "an application password cannot be combined with user presence on one item")
+                if !object.accessControlFlags.isDisjoint(with: .presence), !object.accessControlFlags.contains(.and) {
+                    // The password seals the secret: user presence can stand beside it (`.and`: the
+                    // SecItem door then asks for both at each read), not instead of it.
+                    throw KeychainError(.templateInconsistent, "an application password can be combined with user presence only with .and")
                 }
                 let kdf = try translatingErrors { try storedKDF(Meta.verifier(.user)) } ?? .interactive
                 try ApplicationPasswordSeal.seal(&object, password: password, kdf: kdf)

@@ -232,7 +232,7 @@ public func C_Login(_ session: CK_SESSION_HANDLE, _ userType: CK_USER_TYPE, _ pi
         let checked = Exports.inSession(#function, session) { state throws(CKError) in request = try state.promptRequest(session, userType: userType) }
         guard checked == CK_RV(CKR_OK), let request else { return checked }
         var entered: SecureBytes?
-        let prompted = Exports.run(#function) { () throws(CKError) in entered = try PromptProgram.run(request.program, text: request.text) }
+        let prompted = Exports.run(#function) { () throws(CKError) in entered = try PINPrompt.run(request.program, text: request.text) }
         guard prompted == CK_RV(CKR_OK), let entered else { return prompted }
         return Exports.inSession(#function, session) { state throws(CKError) in
             try entered.withUnsafeBytes { (bytes) throws(CKError) in try state.login(session, userType: userType, pin: bytes) }
