@@ -25,12 +25,16 @@ let package = Package(
     products: [
         .library(name: "keychain-pkcs11", type: .dynamic, targets: ["PKCS11Module"]),
         .library(name: "KeychainServices", targets: ["KeychainServices"]),
+        // Apple's module names over the same API, so that Apple sources compile with no edit.
+        .library(name: "Security", targets: ["Security"]),
+        .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
+        .library(name: "CryptoKit", targets: ["CryptoKit"]),
         .executable(name: "keychainctl", targets: ["keychainctl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
-        // Tests only: CryptoKit's API on Linux, for the "storing CryptoKit keys" round trips.
+        // CryptoKit's API on Linux: re-exported as the `CryptoKit` module (Docs/keychain-api.md).
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
@@ -59,6 +63,9 @@ let package = Package(
             name: "KeychainServices",
             dependencies: ["KeychainCore", "KeychainCrypto"]
         ),
+        .target(name: "Security", dependencies: ["KeychainServices"]),
+        .target(name: "LocalAuthentication", dependencies: ["KeychainServices"]),
+        .target(name: "CryptoKit", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(
             name: "PKCS11",
             dependencies: ["CPKCS11", "KeychainCore", .product(name: "Logging", package: "swift-log")],
@@ -99,5 +106,7 @@ let package = Package(
         .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainCore", "KeychainCrypto", "PKCS11", "CPKCS11",
                                                                 .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "CPKCS11", "KeychainCore"]),
+        // Apple's published samples, ported: each sample file imports only Apple's module names.
+        .testTarget(name: "AppleSampleTests", dependencies: ["Security", "LocalAuthentication", "CryptoKit", "KeychainCore"]),
     ]
 )

@@ -20,8 +20,9 @@ public typealias OSStatus = Int32
 /// Where a function stores an error (LAContext.canEvaluatePolicy): `&error` with `var error: NSError?`.
 public typealias NSErrorPointer = UnsafeMutablePointer<NSError?>?
 
-public nonisolated(unsafe) let kCFBooleanTrue: CFBoolean = NSNumber(value: true)
-public nonisolated(unsafe) let kCFBooleanFalse: CFBoolean = NSNumber(value: false)
+/// Implicitly unwrapped, as Apple's are (`kCFBooleanTrue!` compiles; so does plain `kCFBooleanTrue`).
+public nonisolated(unsafe) let kCFBooleanTrue: CFBoolean! = NSNumber(value: true)
+public nonisolated(unsafe) let kCFBooleanFalse: CFBoolean! = NSNumber(value: false)
 
 // MARK: item classes (values as on Apple platforms)
 

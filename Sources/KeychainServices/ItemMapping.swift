@@ -112,6 +112,8 @@ enum ItemMapping {
         func bad() -> ItemError { ItemError(errSecParam, "\(mapping.key) has a value of the wrong type") }
         switch mapping.kind {
         case .string:
+            // Apple reads a string attribute given as data as its UTF-8 text.
+            if let data = value as? Data { return Array(data) }
             guard let text = string(value) else { throw bad() }
             return Array(text.utf8)
         case .data:

@@ -56,8 +56,23 @@ struct ItemQuery {
     /// kSecAttrAccessControl (SecItemAdd): turned into key attributes by `newObject`.
     var accessControl: SecAccessControl?
 
-    /// Whether a loaded object belongs to this query's class (keys: any key class).
+    /// The string attributes of this class (what kSecMatchCaseInsensitive compares by folding).
+    private var stringTypes: Set<AttributeType> {
+        Set(ItemMapping.mappings(for: itemClass).values.filter { $0.kind == .string }.map(\.attribute))
+    }
+
+    /// Whether a loaded object belongs to this query's class (keys: any key class), and, with
+    /// kSecMatchCaseInsensitive, has the query's string attributes in any case.
     func admits(_ object: ObjectAttributes) -> Bool {
+        if caseInsensitive {
+            let folded = stringTypes
+            for (type, wanted) in attributes where folded.contains(type) {
+                guard let stored = object[type],
+                      String(decoding: stored, as: UTF8.self).compare(String(decoding: wanted, as: UTF8.self), options: .caseInsensitive) == .orderedSame else {
+                    return false
+                }
+            }
+        }
         switch itemClass {
         case .genericPassword:
             return object.itemClass == nil || object.itemClass == .genericPassword
@@ -190,7 +205,10 @@ struct ItemQuery {
         case .certificate:
             template = [(.objectClass, AttributeValue.ulong(ObjectClass.certificate.rawValue))]
         }
-        template += attributes.filter { $0.type != .synchronizable }
+        // Case-insensitive string matches are checked on the loaded objects (`admits`): the
+        // stored digests match exact bytes only.
+        let folded = caseInsensitive ? stringTypes : []
+        template += attributes.filter { $0.type != .synchronizable && !folded.contains($0.type) }
         if case .only(let flag) = synchronizable { template.append((.synchronizable, AttributeValue.bool(flag))) }
         if let persistentRef, let uid = PersistentReference.uniqueID(persistentRef) { template.append((.uniqueID, uid)) }
         return template

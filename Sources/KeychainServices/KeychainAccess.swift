@@ -72,22 +72,19 @@ final class KeychainAccess: @unchecked Sendable {
         }
     }
 
-    /// Before an operation that may need the keychain unlocked: when it is locked, the query
-    /// brings no password and allows interaction (`kSecUseAuthenticationUI` not Fail or Skip, the
-    /// context's `interactionNotAllowed` unset), the prompt program asks for the keychain password
-    /// showing `kSecUseOperationPrompt`'s text, and a right answer unlocks the keychain for this
-    /// process, as unlocking a locked login keychain does on a Mac. Cancelled: errSecUserCanceled;
-    /// wrong: errSecAuthFailed (counted like any login). Without a prompt program nothing happens
-    /// and the operation answers as a locked keychain does.
-    func unlockIfNeeded(_ query: ItemQuery) throws {
-        guard query.mayInteract, query.context?.password == nil, let program = Configuration.current().promptProgram else { return }
-        let (keychain, master) = try lock.withLock { () throws -> (Keychain, MasterKey?) in
-            let path = try resolve(query.keychainLabel)
-            return (try opened(path), open[path]?.master)
-        }
-        guard master == nil else { return }
+    /// When an operation finds the keychain locked and needs it unlocked (an item to add that
+    /// needs the login, a search whose locked pass found nothing readable): if the query brings
+    /// no password and allows interaction (`kSecUseAuthenticationUI` not Fail or Skip, the
+    /// context's `interactionNotAllowed` unset), the prompt program asks for the keychain
+    /// password showing `kSecUseOperationPrompt`'s text, and a right answer unlocks the keychain
+    /// for this process, as unlocking a locked login keychain does on a Mac. nil: no prompt
+    /// could be shown (the operation answers as a locked keychain does). Cancelled:
+    /// errSecUserCanceled; wrong: errSecAuthFailed (counted like any login).
+    func promptUnlock(_ keychain: Keychain, _ query: ItemQuery) throws -> MasterKey? {
+        guard query.mayInteract, query.context?.password == nil, let program = Configuration.current().promptProgram else { return nil }
         let text = query.operationPrompt ?? "Unlock the keychain \"\((try? keychain.info(countingObjects: false).label) ?? "login")\" to use its items"
         try unlockByPrompt(keychain, program: program, text: text, context: query.context)
+        return lock.withLock { open[keychain.path]?.master }
     }
 
     /// Device owner authentication for an `LAContext`: its password if it carries one, else the

@@ -15,10 +15,11 @@ public func SecItemAdd(_ attributes: [String: Any], _ result: UnsafeMutablePoint
         let query = try ItemQuery(attributes)
         guard query.limit == nil, query.persistentRef == nil else { throw ItemError(errSecParam, "search keys are not allowed when adding") }
         if case .any = query.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
-        if query.itemClass != .certificate { try KeychainAccess.shared.unlockIfNeeded(query) }
         return try KeychainAccess.shared.with(label: query.keychainLabel, context: query.context) { keychain, master in
             let uid = try UniqueID.random()
             let object = try newObject(query, uniqueID: uid.text)
+            var master = master
+            if object.isPrivate, master == nil { master = try KeychainAccess.shared.promptUnlock(keychain, query) }
             if object.isPrivate, master == nil { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
             let id = try translate { () throws(KeychainError) in try keychain.add(object, uid: uid.bytes, master: master) }
             guard query.returnCount > 0 else { return nil }
@@ -37,10 +38,13 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
 public func SecItemCopyMatching(_ query: [String: Any], _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     run {
         let parsed = try ItemQuery(query)
-        if parsed.itemClass != .certificate || parsed.isIdentity { try KeychainAccess.shared.unlockIfNeeded(parsed) }
         return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
-            if parsed.isIdentity { return try identities(parsed, keychain: keychain, master: master) }
-            let found = try matches(parsed, keychain: keychain, master: master)
+            var master = master
+            if parsed.isIdentity {
+                if master == nil { master = try KeychainAccess.shared.promptUnlock(keychain, parsed) }
+                return try identities(parsed, keychain: keychain, master: master)
+            }
+            let found = try matchesUnlocking(parsed, keychain: keychain, master: &master)
             guard parsed.returnCount > 0 else { return nil }
             // Items whose per-use check would need the user are left out under kSecUseAuthenticationUISkip.
             let opened = try found.compactMap { (id, object) in try withSecret(object, query: parsed, keychain: keychain).map { (id, $0) } }
@@ -72,16 +76,37 @@ public func SecItemUpdate(_ query: [String: Any], _ attributesToUpdate: [String:
         let newProtection = updates.first { $0.type == .accessible }.flatMap { AttributeValue.decodeULong($0.value) }.flatMap(ProtectionClass.init(rawValue:))
         updates.removeAll { $0.type == .accessible }
         if changes.accessControl != nil { throw ItemError(errSecParam, "kSecAttrAccessControl cannot be updated: delete and add the item") }
-        if parsed.itemClass != .certificate { try KeychainAccess.shared.unlockIfNeeded(parsed) }
         return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
             var all = parsed
             all.limit = .all
-            let found = try matches(all, keychain: keychain, master: master)
+            var master = master
+            let found = try matchesUnlocking(all, keychain: keychain, master: &master)
+            // A new secret for an item sealed by an application password: the password (the
+            // context's, else the prompt's) is checked against the old seal, and with `.and` user
+            // presence too; the new secret is sealed under it again.
+            var planned: [(id: Int64, object: ObjectAttributes, password: [UInt8]?)] = []
+            for (id, object) in found {
+                guard object.hasSealedSecrets, updates.contains(where: { $0.type == .value }) else {
+                    planned.append((id, object, nil))
+                    continue
+                }
+                var password = parsed.context?.applicationPassword
+                if password == nil { password = try KeychainAccess.shared.askApplicationPassword(context: parsed.context, interaction: parsed.interaction) }
+                guard let password else { throw ItemError(errSecInteractionNotAllowed, "this item asks for its application password") }
+                let revealed = try translate { () throws(KeychainError) in
+                    try SecureBytes(password).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in try keychain.reveal(object, applicationPassword: p) }
+                }
+                if !object.accessControlFlags.isDisjoint(with: .presence) {
+                    try KeychainAccess.shared.confirmPresence(keychain: keychain, context: parsed.context, interaction: parsed.interaction, what: "item")
+                }
+                planned.append((id, revealed, password))
+            }
             try translate { () throws(KeychainError) in
                 // All or nothing: one write transaction (a duplicate part-way undoes the rest).
                 try keychain.transaction { () throws(KeychainError) in
-                    for (id, object) in found {
+                    for (id, object, password) in planned {
                         var updated = try ObjectTemplate.set(updates, on: object)
+                        if let password { updated[.applicationPassword] = password }
                         if let newProtection {
                             guard !object.bool(.alwaysAuthenticate) || newProtection.needsLogin else {
                                 throw KeychainError(.templateInconsistent, "a key that asks for the PIN at each use cannot become usable without login")
@@ -107,11 +132,11 @@ public func SecItemDelete(_ query: [String: Any]) -> OSStatus {
     run {
         let parsed = try ItemQuery(query)
         guard !parsed.hasSearchKeys else { throw ItemError(errSecParam, "SecItemDelete takes no search keys") }
-        if parsed.itemClass != .certificate { try KeychainAccess.shared.unlockIfNeeded(parsed) }
         return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
             var all = parsed
             all.limit = .all
-            for (id, _) in try matches(all, keychain: keychain, master: master) {
+            var master = master
+            for (id, _) in try matchesUnlocking(all, keychain: keychain, master: &master) {
                 try translate { () throws(KeychainError) in try keychain.remove(id: id, master: master) }
             }
             return nil
@@ -180,6 +205,19 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
                                   (.certificateType, AttributeValue.ulong(CertificateType.x509.rawValue)), (.value, der)]
             + common + protection(defaultClass: .always).template + settable.filter { ![.subject, .issuer, .serialNumber].contains($0.type) }
         return try translate { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID, policy: Configuration.current().keyPolicy) }
+    }
+}
+
+/// `matches`, and when the keychain is locked and that finds nothing readable, once more after
+/// the prompt unlocked it (`KeychainAccess.promptUnlock`); `master` is then the unlocked key.
+private func matchesUnlocking(_ query: ItemQuery, keychain: Keychain, master: inout MasterKey?) throws -> [(Int64, ObjectAttributes)] {
+    do {
+        return try matches(query, keychain: keychain, master: master)
+    } catch let error as ItemError where master == nil && query.itemClass != .certificate
+        && (error.status == errSecItemNotFound || error.status == errSecInteractionNotAllowed) {
+        guard let unlocked = try KeychainAccess.shared.promptUnlock(keychain, query) else { throw error }
+        master = unlocked
+        return try matches(query, keychain: keychain, master: unlocked)
     }
 }
 
@@ -335,8 +373,23 @@ private func identities(_ query: ItemQuery, keychain: Keychain, master: MasterKe
     case .count(let count): limited = Array(found.prefix(count))
     }
     guard query.returnCount > 0 else { return nil }
-    guard query.returnReference, query.returnCount == 1 else { throw ItemError(errSecParam, "identities are returned as references") }
-    return (query.limit ?? .one) == .one ? limited[0] : limited as NSArray
+    /// One identity in Apple's shapes: the reference alone, or a dictionary of the certificate's
+    /// attributes with what else was asked for (the reference, the certificate's data and
+    /// persistent reference).
+    func one(_ identity: SecIdentity) -> AnyObject {
+        if query.returnCount == 1, query.returnReference { return identity }
+        let certificate = identity.certificate
+        if query.returnCount == 1, query.returnData { return Data(certificate.der) as NSData }
+        let stored = certificate.attributes ?? ObjectAttributes()
+        if query.returnCount == 1, query.returnPersistentReference { return PersistentReference.make(stored) as NSData }
+        var dictionary: [String: Any] = query.returnAttributes ? certificateAttributeDictionary(stored) : [:]
+        if query.returnAttributes { dictionary[kSecClass as String] = kSecClassIdentity as String }
+        if query.returnReference { dictionary[kSecValueRef as String] = identity }
+        if query.returnData { dictionary[kSecValueData as String] = Data(certificate.der) }
+        if query.returnPersistentReference { dictionary[kSecValuePersistentRef as String] = PersistentReference.make(stored) }
+        return dictionary as NSDictionary
+    }
+    return (query.limit ?? .one) == .one ? one(limited[0]) : limited.map(one) as NSArray
 }
 
 private func dictionary(_ value: CFDictionary) -> [String: Any] {

@@ -2,38 +2,6 @@ import Foundation
 import KeychainCore
 import KeychainCrypto
 
-public typealias SecKeyAlgorithm = CFString
-
-// Signature and encryption algorithms (the common ones; names as on Apple platforms).
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPKCS1v15SHA1: SecKeyAlgorithm = "algid:sign:RSA:digest-PKCS1v15:SHA1"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPKCS1v15SHA256: SecKeyAlgorithm = "algid:sign:RSA:digest-PKCS1v15:SHA256"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPKCS1v15SHA384: SecKeyAlgorithm = "algid:sign:RSA:digest-PKCS1v15:SHA384"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPKCS1v15SHA512: SecKeyAlgorithm = "algid:sign:RSA:digest-PKCS1v15:SHA512"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePKCS1v15SHA1: SecKeyAlgorithm = "algid:sign:RSA:message-PKCS1v15:SHA1"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePKCS1v15SHA256: SecKeyAlgorithm = "algid:sign:RSA:message-PKCS1v15:SHA256"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePKCS1v15SHA384: SecKeyAlgorithm = "algid:sign:RSA:message-PKCS1v15:SHA384"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePKCS1v15SHA512: SecKeyAlgorithm = "algid:sign:RSA:message-PKCS1v15:SHA512"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPSSSHA256: SecKeyAlgorithm = "algid:sign:RSA:digest-PSS:SHA256:SHA256:32"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPSSSHA384: SecKeyAlgorithm = "algid:sign:RSA:digest-PSS:SHA384:SHA384:48"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureDigestPSSSHA512: SecKeyAlgorithm = "algid:sign:RSA:digest-PSS:SHA512:SHA512:64"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePSSSHA256: SecKeyAlgorithm = "algid:sign:RSA:message-PSS:SHA256:SHA256:32"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePSSSHA384: SecKeyAlgorithm = "algid:sign:RSA:message-PSS:SHA384:SHA384:48"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSASignatureMessagePSSSHA512: SecKeyAlgorithm = "algid:sign:RSA:message-PSS:SHA512:SHA512:64"
-public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureDigestX962SHA256: SecKeyAlgorithm = "algid:sign:ECDSA:digest-X962:SHA256"
-public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureDigestX962SHA384: SecKeyAlgorithm = "algid:sign:ECDSA:digest-X962:SHA384"
-public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureDigestX962SHA512: SecKeyAlgorithm = "algid:sign:ECDSA:digest-X962:SHA512"
-public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureMessageX962SHA256: SecKeyAlgorithm = "algid:sign:ECDSA:message-X962:SHA256"
-public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureMessageX962SHA384: SecKeyAlgorithm = "algid:sign:ECDSA:message-X962:SHA384"
-public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureMessageX962SHA512: SecKeyAlgorithm = "algid:sign:ECDSA:message-X962:SHA512"
-public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureDigestRFC4754: SecKeyAlgorithm = "algid:sign:ECDSA:digest-RFC4754"
-public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureMessageRFC4754SHA256: SecKeyAlgorithm = "algid:sign:ECDSA:message-RFC4754:SHA256"
-public nonisolated(unsafe) let kSecKeyAlgorithmECDSASignatureMessageRFC4754SHA384: SecKeyAlgorithm = "algid:sign:ECDSA:message-RFC4754:SHA384"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSAEncryptionPKCS1: SecKeyAlgorithm = "algid:encrypt:RSA:PKCS1"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSAEncryptionOAEPSHA1: SecKeyAlgorithm = "algid:encrypt:RSA:OAEP:SHA1"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSAEncryptionOAEPSHA256: SecKeyAlgorithm = "algid:encrypt:RSA:OAEP:SHA256"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSAEncryptionOAEPSHA384: SecKeyAlgorithm = "algid:encrypt:RSA:OAEP:SHA384"
-public nonisolated(unsafe) let kSecKeyAlgorithmRSAEncryptionOAEPSHA512: SecKeyAlgorithm = "algid:encrypt:RSA:OAEP:SHA512"
-
 /// How a SecKeyAlgorithm signs: the scheme, whether the input is a message, and the signature form.
 private struct SignatureAlgorithm {
     let scheme: SignatureScheme
@@ -55,7 +23,7 @@ private struct SignatureAlgorithm {
                                       der: false, rsa: true)
         case ("ECDSA", "digest-X962"): return SignatureAlgorithm(scheme: .ecdsa(digest: nil), der: true, rsa: false)
         case ("ECDSA", "message-X962"): return digest.map { SignatureAlgorithm(scheme: .ecdsa(digest: $0), der: true, rsa: false) }
-        case ("ECDSA", "digest-RFC4754"): return SignatureAlgorithm(scheme: .ecdsa(digest: nil), der: false, rsa: false)
+        case ("ECDSA", "digest-RFC4754"), ("ECDSA", "RFC4754"): return SignatureAlgorithm(scheme: .ecdsa(digest: nil), der: false, rsa: false)
         case ("ECDSA", "message-RFC4754"): return digest.map { SignatureAlgorithm(scheme: .ecdsa(digest: $0), der: false, rsa: false) }
         default: return nil
         }
@@ -64,7 +32,7 @@ private struct SignatureAlgorithm {
 
 private func encryptionPadding(_ name: String) -> RSACipher.Padding? {
     let digests: [String: Digest.Algorithm] = ["SHA1": .sha1, "SHA224": .sha224, "SHA256": .sha256, "SHA384": .sha384, "SHA512": .sha512]
-    if name == kSecKeyAlgorithmRSAEncryptionPKCS1 as String { return .pkcs1 }
+    if name == SecKeyAlgorithm.rsaEncryptionPKCS1.name { return .pkcs1 }
     let parts = name.split(separator: ":").map(String.init)
     guard parts.count == 5, parts[1] == "encrypt", parts[2] == "RSA", parts[3] == "OAEP", let digest = digests[parts[4]] else { return nil }
     return .oaep(digest: digest, mgf1: digest, label: [])
@@ -304,7 +272,7 @@ func keyAttributeDictionary(_ attributes: ObjectAttributes) -> [String: Any] {
 }
 
 public func SecKeyIsAlgorithmSupported(_ key: SecKey, _ operation: SecKeyOperationType, _ algorithm: SecKeyAlgorithm) -> Bool {
-    let name = algorithm as String
+    let name = algorithm.name
     switch operation {
     case .sign: return key.key.isPrivate && SignatureAlgorithm.named(name).map { $0.rsa == (key.key.kind == .rsa) } == true
     case .verify: return SignatureAlgorithm.named(name).map { $0.rsa == (key.key.kind == .rsa) } == true
@@ -320,7 +288,7 @@ public enum SecKeyOperationType: Int, Sendable {
 
 public func SecKeyCreateSignature(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _ dataToSign: CFData,
                                   _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
-    guard key.key.isPrivate, let chosen = SignatureAlgorithm.named(algorithm as String), chosen.rsa == (key.key.kind == .rsa) else {
+    guard key.key.isPrivate, let chosen = SignatureAlgorithm.named(algorithm.name), chosen.rsa == (key.key.kind == .rsa) else {
         fail(error, errSecParam, "algorithm not supported for this key")
         return nil
     }
@@ -342,7 +310,7 @@ public func SecKeyCreateSignature(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _
 
 public func SecKeyVerifySignature(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _ signedData: CFData, _ signature: CFData,
                                   _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> Bool {
-    guard let chosen = SignatureAlgorithm.named(algorithm as String), chosen.rsa == (key.key.kind == .rsa) else {
+    guard let chosen = SignatureAlgorithm.named(algorithm.name), chosen.rsa == (key.key.kind == .rsa) else {
         fail(error, errSecParam, "algorithm not supported for this key")
         return false
     }
@@ -371,7 +339,7 @@ public func SecKeyVerifySignature(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _
 
 public func SecKeyCreateEncryptedData(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _ plaintext: CFData,
                                       _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
-    guard key.key.kind == .rsa, let padding = encryptionPadding(algorithm as String) else {
+    guard key.key.kind == .rsa, let padding = encryptionPadding(algorithm.name) else {
         fail(error, errSecParam, "algorithm not supported for this key")
         return nil
     }
@@ -386,7 +354,7 @@ public func SecKeyCreateEncryptedData(_ key: SecKey, _ algorithm: SecKeyAlgorith
 
 public func SecKeyCreateDecryptedData(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _ ciphertext: CFData,
                                       _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
-    guard key.key.kind == .rsa, key.key.isPrivate, let padding = encryptionPadding(algorithm as String) else {
+    guard key.key.kind == .rsa, key.key.isPrivate, let padding = encryptionPadding(algorithm.name) else {
         fail(error, errSecParam, "algorithm not supported for this key")
         return nil
     }

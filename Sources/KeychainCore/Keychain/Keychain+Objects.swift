@@ -160,6 +160,16 @@ extension Keychain {
     /// class (SecItemUpdate of kSecAttrAccessible).
     public func replace(id: Int64, with object: ObjectAttributes, master: MasterKey?, allowingPrivateChange: Bool = false) throws(KeychainError) {
         try lock.held { () throws(KeychainError) -> Void in
+            var object = object
+            if let password = object[.applicationPassword] {
+                // A new secret for an item with an application password (the caller checked the
+                // password against the old seal): sealed again under it, never stored.
+                object[.applicationPassword] = nil
+                object[.sealedSecrets] = nil
+                object[.applicationPasswordKDF] = nil
+                let kdf = try translatingErrors { try storedKDF(Meta.verifier(.user)) } ?? .interactive
+                try ApplicationPasswordSeal.seal(&object, password: password, kdf: kdf)
+            }
             let row = try translatingErrors { try store.fetchObject(id: id) }
             guard let current = Protection(rawValue: row.protection), current.isPrivate == object.isPrivate || allowingPrivateChange else {
                 throw KeychainError(.attributeReadOnly, "CKA_PRIVATE cannot change in place")
