@@ -7,6 +7,7 @@
 #include <openssl/dsa.h>
 #include <openssl/dh.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>

@@ -15,6 +15,12 @@ public struct Certificate: Sendable {
     public let publicKeyBytes: [UInt8]?
     /// The subject's common name, else the subject as one line (SecCertificateCopySubjectSummary).
     public let subjectSummary: String?
+    /// The values of the subject's attributes (common name, organisation, …), as text.
+    public let subjectValues: [String]
+    /// The e-mail addresses of the subject (its emailAddress attributes and rfc822Name alternative names).
+    public let emailAddresses: [String]
+    /// notBefore and notAfter, in seconds since 1970 (nil if OpenSSL cannot read them).
+    public let validity: (notBefore: Int64, notAfter: Int64)?
 
     /// Parses `der`, which must be exactly one certificate.
     public init(der: [UInt8]) throws {
@@ -34,6 +40,13 @@ public struct Certificate: Sendable {
         guard parsed.1 == der.count else { throw CryptoError(.invalidInput, "trailing bytes after the certificate") }
         subject = try Self.encode { i2d_X509_NAME(X509_get_subject_name(x509), $0) }
         subjectSummary = Self.summary(X509_get_subject_name(x509))
+        subjectValues = Self.values(X509_get_subject_name(x509))
+        emailAddresses = Self.emails(x509)
+        if let from = Self.seconds(X509_get0_notBefore(x509)), let until = Self.seconds(X509_get0_notAfter(x509)) {
+            validity = (from, until)
+        } else {
+            validity = nil
+        }
         issuer = try Self.encode { i2d_X509_NAME(X509_get_issuer_name(x509), $0) }
         serialNumber = try Self.encode { i2d_ASN1_INTEGER(X509_get0_serialNumber(x509), $0) }
         guard let pkey = X509_get0_pubkey(x509) else { throw CryptoError(.invalidInput, "the certificate's public key cannot be read") }
@@ -49,6 +62,38 @@ public struct Certificate: Sendable {
         guard let line = X509_NAME_oneline(name, nil, 0) else { return nil }
         defer { CRYPTO_free(line, #fileID, #line) }
         return String(cString: line)
+    }
+
+    private static func values(_ name: OpaquePointer?) -> [String] {
+        guard let name else { return [] }
+        var result: [String] = []
+        for index in 0..<X509_NAME_entry_count(name) {
+            guard let entry = X509_NAME_get_entry(name, index), let data = X509_NAME_ENTRY_get_data(entry) else { continue }
+            var utf8: UnsafeMutablePointer<UInt8>?
+            let length = ASN1_STRING_to_UTF8(&utf8, data)
+            guard length >= 0, let utf8 else { continue }
+            result.append(String(decoding: UnsafeBufferPointer(start: utf8, count: Int(length)), as: UTF8.self))
+            CRYPTO_free(utf8, #fileID, #line)
+        }
+        return result
+    }
+
+    private static func emails(_ x509: OpaquePointer) -> [String] {
+        guard let stack = X509_get1_email(x509) else { return [] }
+        defer { X509_email_free(stack) }
+        var result: [String] = []
+        for index in 0..<OPENSSL_sk_num(stack) {
+            guard let value = OPENSSL_sk_value(stack, index) else { continue }
+            result.append(String(cString: value.assumingMemoryBound(to: CChar.self)))
+        }
+        return result
+    }
+
+    private static func seconds(_ time: UnsafePointer<ASN1_TIME>?) -> Int64? {
+        guard let time else { return nil }
+        var parts = tm()
+        guard ASN1_TIME_to_tm(time, &parts) == 1 else { return nil }
+        return Int64(timegm(&parts))
     }
 
     private static func encode(_ body: (UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>) -> Int32) throws -> [UInt8] {

@@ -4,6 +4,10 @@ import Foundation
 // SecAccessControl.h, with Apple's values, so that Apple code compiles unchanged
 // (Docs/keychain-api.md says per key what it does here).
 
+public typealias CFNull = NSNull
+/// Core Foundation's null (kSecMatchValidOnDate: kCFNull means now).
+public nonisolated(unsafe) let kCFNull: CFNull! = NSNull()
+
 /// SecBase.h's success code, as Apple code compares with it.
 public let noErr: OSStatus = 0
 

@@ -38,8 +38,24 @@ struct ItemQuery {
     var operationPrompt: String?
     /// kSecUseAuthenticationUI (and the older kSecUseNoAuthenticationUI).
     var authenticationUI = AuthenticationUI.allow
-    /// kSecMatchCaseInsensitive: string attributes match whatever their case.
-    var caseInsensitive = false
+    /// kSecMatchCaseInsensitive, …DiacriticInsensitive, …WidthInsensitive: how string
+    /// attributes (and certificate subject matches) compare.
+    var folding: String.CompareOptions = []
+    var caseInsensitive: Bool { !folding.isEmpty }
+    /// kSecMatchSubjectContains / StartsWith / EndsWith / WholeString (certificates).
+    var subjectMatch: (kind: SubjectMatch, text: String)?
+    /// kSecMatchEmailAddressIfPresent (certificates).
+    var emailIfPresent: String?
+    /// kSecMatchValidOnDate (certificates): valid at this moment.
+    var validOn: Date?
+    /// kSecMatchIssuers (certificates): DER issuer names, one of which must be the certificate's.
+    var issuers: [[UInt8]]?
+    /// kSecMatchItemList: the results are limited to these items (by unique ID).
+    var itemList: [[UInt8]]?
+
+    enum SubjectMatch {
+        case contains, startsWith, endsWith, whole
+    }
 
     enum AuthenticationUI {
         /// Ask the user when an item needs it (Apple's default).
@@ -68,10 +84,36 @@ struct ItemQuery {
             let folded = stringTypes
             for (type, wanted) in attributes where folded.contains(type) {
                 guard let stored = object[type],
-                      String(decoding: stored, as: UTF8.self).compare(String(decoding: wanted, as: UTF8.self), options: .caseInsensitive) == .orderedSame else {
+                      String(decoding: stored, as: UTF8.self).compare(String(decoding: wanted, as: UTF8.self), options: folding) == .orderedSame else {
                     return false
                 }
             }
+        }
+        if let itemList {
+            guard let uid = object[.uniqueID], itemList.contains(uid) else { return false }
+        }
+        if itemClass == .certificate, subjectMatch != nil || emailIfPresent != nil || validOn != nil || issuers != nil {
+            guard let certificate = try? Certificate(der: object[.value] ?? []) else { return false }
+            if let (kind, text) = subjectMatch {
+                let matched = certificate.subjectValues.contains { value in
+                    switch kind {
+                    case .contains: return value.range(of: text, options: folding) != nil
+                    case .startsWith: return value.range(of: text, options: folding.union(.anchored)) != nil
+                    case .endsWith: return value.range(of: text, options: folding.union([.anchored, .backwards])) != nil
+                    case .whole: return value.compare(text, options: folding) == .orderedSame
+                    }
+                }
+                guard matched else { return false }
+            }
+            if let email = emailIfPresent, !certificate.emailAddresses.isEmpty {
+                guard certificate.emailAddresses.contains(where: { $0.compare(email, options: .caseInsensitive) == .orderedSame }) else { return false }
+            }
+            if let validOn {
+                guard let validity = certificate.validity else { return false }
+                let moment = Int64(validOn.timeIntervalSince1970)
+                guard validity.notBefore <= moment, moment <= validity.notAfter else { return false }
+            }
+            if let issuers, !issuers.contains(certificate.issuer) { return false }
         }
         switch itemClass {
         case .genericPassword:
@@ -86,6 +128,8 @@ struct ItemQuery {
     }
 
     var hasSearchKeys: Bool { limit != nil || returnData || returnAttributes || returnReference || returnPersistentReference }
+    /// Keys that only narrow a search (refused when adding).
+    var hasMatchKeys: Bool { caseInsensitive || subjectMatch != nil || emailIfPresent != nil || validOn != nil || issuers != nil || itemList != nil }
     var returnCount: Int { [returnData, returnAttributes, returnReference, returnPersistentReference].filter { $0 }.count }
 
     /// Parses `dictionary`. With `requireClass` false the class may be absent (an update's
@@ -167,7 +211,49 @@ struct ItemQuery {
             case Key.noAuthenticationUI:
                 if try Self.flag(value, key) { authenticationUI = .fail }
             case Key.caseInsensitive:
-                caseInsensitive = try Self.flag(value, key)
+                if try Self.flag(value, key) { folding.insert(.caseInsensitive) }
+            case Key.diacriticInsensitive:
+                if try Self.flag(value, key) { folding.insert(.diacriticInsensitive) }
+            case Key.widthInsensitive:
+                if try Self.flag(value, key) { folding.insert(.widthInsensitive) }
+            case Key.subjectContains, Key.subjectStartsWith, Key.subjectEndsWith, Key.subjectWholeString:
+                guard let text = ItemMapping.string(value) else { throw ItemError(errSecParam, "\(key) must be a string") }
+                let kinds: [String: SubjectMatch] = [Key.subjectContains: .contains, Key.subjectStartsWith: .startsWith,
+                                                     Key.subjectEndsWith: .endsWith, Key.subjectWholeString: .whole]
+                subjectMatch = kinds[key].map { ($0, text) }
+            case Key.emailIfPresent:
+                guard let text = ItemMapping.string(value) else { throw ItemError(errSecParam, "kSecMatchEmailAddressIfPresent must be a string") }
+                emailIfPresent = text
+            case Key.validOnDate:
+                if let date = value as? Date { validOn = date } else if value is NSNull { validOn = Date() } else {
+                    throw ItemError(errSecParam, "kSecMatchValidOnDate must be a date or kCFNull")
+                }
+            case Key.issuers:
+                guard let list = value as? [Any] else { throw ItemError(errSecParam, "kSecMatchIssuers must be an array of DER names") }
+                issuers = try list.map { entry in
+                    guard let data = entry as? Data else { throw ItemError(errSecParam, "kSecMatchIssuers must be an array of DER names") }
+                    return Array(data)
+                }
+            case Key.itemList:
+                guard let list = value as? [Any] else { throw ItemError(errSecParam, "kSecMatchItemList must be an array") }
+                itemList = try list.map { entry -> [UInt8] in
+                    if let data = entry as? Data, let uid = PersistentReference.uniqueID(Array(data)) { return uid }
+                    if let key = entry as? SecKey, let uid = key.attributes[.uniqueID] { return uid }
+                    if let certificate = entry as? SecCertificate, let uid = certificate.attributes?[.uniqueID] { return uid }
+                    if let identity = entry as? SecIdentity, let uid = identity.certificate.attributes?[.uniqueID] { return uid }
+                    throw ItemError(errSecParam, "kSecMatchItemList holds keychain item references or persistent references")
+                }
+            case Key.trustedOnly:
+                if try Self.flag(value, key) { throw ItemError(errSecUnimplemented, "kSecMatchTrustedOnly: certificates are not evaluated for trust here") }
+            case Key.tokenID:
+                throw ItemError(errSecUnimplemented, "kSecAttrTokenID: there is no Secure Enclave or token here; leave it out to keep the key in the keychain")
+            case Key.persistentReferenceAttribute:
+                guard let data = value as? Data else { throw ItemError(errSecParam, "kSecAttrPersistentReference must be Data") }
+                persistentRef = Array(data)
+            case Key.syncViewHint:
+                guard ItemMapping.string(value) != nil else { throw ItemError(errSecParam, "kSecAttrSyncViewHint must be a string") }
+            case Key.policy, Key.searchList, Key.useKeychain, Key.useItemList:
+                throw ItemError(errSecParam, "\(key): SecPolicy, macOS file keychains and item lists for adding do not exist here")
             case Key.dataProtection:
                 _ = try Self.flag(value, key)
             case Key.accessControl:
@@ -236,6 +322,24 @@ private enum Key {
     static let authenticationUISkip = kSecUseAuthenticationUISkip as String
     static let noAuthenticationUI = kSecUseNoAuthenticationUI as String
     static let caseInsensitive = kSecMatchCaseInsensitive as String
+    static let diacriticInsensitive = kSecMatchDiacriticInsensitive as String
+    static let widthInsensitive = kSecMatchWidthInsensitive as String
+    static let subjectContains = kSecMatchSubjectContains as String
+    static let subjectStartsWith = kSecMatchSubjectStartsWith as String
+    static let subjectEndsWith = kSecMatchSubjectEndsWith as String
+    static let subjectWholeString = kSecMatchSubjectWholeString as String
+    static let emailIfPresent = kSecMatchEmailAddressIfPresent as String
+    static let validOnDate = kSecMatchValidOnDate as String
+    static let issuers = kSecMatchIssuers as String
+    static let itemList = kSecMatchItemList as String
+    static let trustedOnly = kSecMatchTrustedOnly as String
+    static let tokenID = kSecAttrTokenID as String
+    static let persistentReferenceAttribute = kSecAttrPersistentReference as String
+    static let syncViewHint = kSecAttrSyncViewHint as String
+    static let policy = kSecMatchPolicy as String
+    static let searchList = kSecMatchSearchList as String
+    static let useKeychain = kSecUseKeychain as String
+    static let useItemList = kSecUseItemList as String
 }
 
 /// kSecValuePersistentRef: "KCPR" followed by the item's CKA_UNIQUE_ID.

@@ -81,9 +81,14 @@ final class KeychainAccess: @unchecked Sendable {
     /// could be shown (the operation answers as a locked keychain does). Cancelled:
     /// errSecUserCanceled; wrong: errSecAuthFailed (counted like any login).
     func promptUnlock(_ keychain: Keychain, _ query: ItemQuery) throws -> MasterKey? {
-        guard query.mayInteract, query.context?.password == nil, let program = Configuration.current().promptProgram else { return nil }
-        let text = query.operationPrompt ?? "Unlock the keychain \"\((try? keychain.info(countingObjects: false).label) ?? "login")\" to use its items"
-        try unlockByPrompt(keychain, program: program, text: text, context: query.context)
+        try promptUnlock(keychain, context: query.context, interaction: query.interaction)
+    }
+
+    func promptUnlock(_ keychain: Keychain, context: LAContext?, interaction: Interaction) throws -> MasterKey? {
+        guard interaction.allowed, !(context?.interactionNotAllowed ?? false), context?.password == nil,
+              let program = Configuration.current().promptProgram else { return nil }
+        let text = interaction.prompt ?? "Unlock the keychain \"\((try? keychain.info(countingObjects: false).label) ?? "login")\" to use its items"
+        try unlockByPrompt(keychain, program: program, text: text, context: context)
         return lock.withLock { open[keychain.path]?.master }
     }
 

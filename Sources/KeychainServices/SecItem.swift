@@ -13,7 +13,7 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 public func SecItemAdd(_ attributes: [String: Any], _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     run {
         let query = try ItemQuery(attributes)
-        guard query.limit == nil, query.persistentRef == nil else { throw ItemError(errSecParam, "search keys are not allowed when adding") }
+        guard query.limit == nil, query.persistentRef == nil, !query.hasMatchKeys else { throw ItemError(errSecParam, "search keys are not allowed when adding") }
         if case .any = query.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
         return try KeychainAccess.shared.with(label: query.keychainLabel, context: query.context) { keychain, master in
             let uid = try UniqueID.random()
@@ -336,6 +336,7 @@ private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQ
             if query.returnAttributes { dictionary = certificateAttributeDictionary(object) }
             reference = SecCertificate(der: object[.value] ?? [], parsed: certificate, attributes: object)
         }
+        if query.returnAttributes { dictionary[kSecAttrPersistentReference as String] = PersistentReference.make(object) }
         if query.returnCount == 1 {
             if query.returnData { return data as NSData }
             if query.returnReference { return reference }

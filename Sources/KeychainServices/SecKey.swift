@@ -125,6 +125,9 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
     var dictionary: [String: Any] = [:]
     for (key, value) in parameters { if let key = ItemMapping.string(key) { dictionary[key] = value } }
     do {
+        if dictionary[kSecAttrTokenID as String] != nil {
+            throw ItemError(errSecUnimplemented, "kSecAttrTokenID: there is no Secure Enclave here; leave it out to keep the key in the keychain")
+        }
         let type = dictionary[kSecAttrKeyType as String].flatMap(ItemMapping.string)
         let bits = dictionary[kSecAttrKeySizeInBits as String].flatMap(ItemMapping.integer) ?? 0
         let kind: AsymmetricKind
@@ -172,9 +175,18 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
         if permanent {
             try KeychainAccess.shared.with(label: nil, context: context) { keychain, master in
                 keychainPath = keychain.path
+                var master = master
+                if master == nil { master = try KeychainAccess.shared.promptUnlock(keychain, context: context, interaction: Interaction(allowed: true, prompt: nil)) }
                 guard let master else { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
                 let publicUID = try UniqueID.random()
-                let publicObject = try keyObject(try key.publicKey(), extra: extra + [(.token, AttributeValue.bool(true))], uniqueID: publicUID.text)
+                // The public half is stored too (PKCS#11 clients such as OpenSSH list public keys; it
+                // pairs by CKA_ID), but with the tag and label of kSecPublicKeyAttrs only: a search by
+                // the private key's tag finds the private key alone, as on Apple platforms.
+                let publicAttributes = dictionary[kSecPublicKeyAttrs as String] as? [String: Any] ?? [:]
+                var publicExtra: Template = []
+                if let tag = publicAttributes[kSecAttrApplicationTag as String] as? Data { publicExtra.append((.applicationTag, Array(tag))) }
+                if let label = publicAttributes[kSecAttrLabel as String].flatMap(ItemMapping.string) { publicExtra.append((.label, Array(label.utf8))) }
+                let publicObject = try keyObject(try key.publicKey(), extra: publicExtra + [(.token, AttributeValue.bool(true))], uniqueID: publicUID.text)
                 try translateKeychain { () throws(KeychainError) in
                     try keychain.transaction { () throws(KeychainError) in
                         let id = try keychain.add(privateObject, uid: uid.bytes, master: master)

@@ -17,7 +17,9 @@ public enum ItemClass: UInt, Sendable {
         case .internetPassword:
             return [.account, .securityDomain, .application, .itemProtocol, .authenticationType, .port, .path, .accessGroup, .synchronizable]
         case .key:
-            return [.objectClass, .id, .applicationTag, .keyType, .creator, .startDate, .endDate, .accessGroup, .synchronizable]
+            // Apple's key primary key has the key size and effective size; the curve and the
+            // modulus size stand for them (a P-256 and a P-384 key may share a label and tag).
+            return [.objectClass, .id, .applicationTag, .keyType, .ecParams, .modulusBits, .creator, .startDate, .endDate, .accessGroup, .synchronizable]
         case .certificate:
             return [.certificateType, .issuer, .serialNumber, .accessGroup, .synchronizable]
         }

@@ -1,12 +1,10 @@
-import Crypto
+import CryptoKit
 import Foundation
+import Security
 import XCTest
-import KeychainCore
-import KeychainCrypto
-import KeychainServices
 
-// "Storing CryptoKit Keys in the Keychain", as the reference sample writes it (swift-crypto
-// provides CryptoKit's API on Linux).
+// "Storing CryptoKit Keys in the Keychain", as the reference sample writes it, with Apple's
+// module names (CryptoKit here is swift-crypto, Security this package).
 
 protocol SecKeyConvertible: CustomStringConvertible {
     init<Bytes>(x963Representation: Bytes) throws where Bytes: ContiguousBytes
@@ -135,15 +133,7 @@ struct GenericPasswordStore {
     }
 }
 
-final class CryptoKitStorageTests: XCTestCase {
-    private var directory = ""
-
-    override func setUpWithError() throws {
-        directory = try makeTemporaryLoginKeychain("cryptokit").root
-    }
-
-    override func tearDown() { removeTemporaryKeychain(directory) }
-
+final class CryptoKitStorageTests: AppleSampleCase {
     func test_nist_keys_round_trip_as_keychain_keys() throws {
         let store = GenericPasswordStore()
         let p256 = P256.Signing.PrivateKey()
@@ -166,7 +156,7 @@ final class CryptoKitStorageTests: XCTestCase {
                                             kSecReturnRef as String: true] as CFDictionary, &item), errSecSuccess)
         var error: Unmanaged<CFError>?
         let message = Data("signed in the keychain".utf8)
-        let der = try XCTUnwrap(SecKeyCreateSignature(item as! SecKey, kSecKeyAlgorithmECDSASignatureMessageX962SHA256, message as CFData, &error) as Data?)
+        let der = try XCTUnwrap(SecKeyCreateSignature(item as! SecKey, .ecdsaSignatureMessageX962SHA256, message as CFData, &error) as Data?)
         XCTAssertTrue(p256.publicKey.isValidSignature(try P256.Signing.ECDSASignature(derRepresentation: der), for: message))
     }
 
@@ -201,7 +191,8 @@ final class CryptoKitStorageTests: XCTestCase {
         try web.save(Data("pw".utf8))
         XCTAssertEqual(try web.read(), Data("pw".utf8))
         XCTAssertNil(try InternetPassword(server: "example.com", account: "me", protocolCode: "http", port: 443).read())
-        KeychainServices.lockAll()
+        lockKeychain()
+        unsetenv("KEYCHAIN_PKCS11_PROMPT")
         XCTAssertThrowsError(try web.read()) { XCTAssertEqual($0 as? KeychainServicesError, KeychainServicesError(errSecInteractionNotAllowed)) }
     }
 }
