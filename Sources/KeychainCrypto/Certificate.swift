@@ -15,6 +15,8 @@ public struct Certificate: Sendable {
     public let publicKeyBytes: [UInt8]?
     /// The subject's common name, else the subject as one line (SecCertificateCopySubjectSummary).
     public let subjectSummary: String?
+    /// The subject's common name, if it has one.
+    public let commonName: String?
     /// The values of the subject's attributes (common name, organisation, …), as text.
     public let subjectValues: [String]
     /// The e-mail addresses of the subject (its emailAddress attributes and rfc822Name alternative names).
@@ -40,6 +42,7 @@ public struct Certificate: Sendable {
         guard parsed.1 == der.count else { throw CryptoError(.invalidInput, "trailing bytes after the certificate") }
         subject = try Self.encode { i2d_X509_NAME(X509_get_subject_name(x509), $0) }
         subjectSummary = Self.summary(X509_get_subject_name(x509))
+        commonName = Self.commonName(X509_get_subject_name(x509))
         subjectValues = Self.values(X509_get_subject_name(x509))
         emailAddresses = Self.emails(x509)
         if let from = Self.seconds(X509_get0_notBefore(x509)), let until = Self.seconds(X509_get0_notAfter(x509)) {
@@ -62,6 +65,13 @@ public struct Certificate: Sendable {
         guard let line = X509_NAME_oneline(name, nil, 0) else { return nil }
         defer { CRYPTO_free(line, #fileID, #line) }
         return String(cString: line)
+    }
+
+    private static func commonName(_ name: OpaquePointer?) -> String? {
+        guard let name else { return nil }
+        var buffer = [CChar](repeating: 0, count: 256)
+        let length = X509_NAME_get_text_by_NID(name, NID_commonName, &buffer, Int32(buffer.count))
+        return length > 0 ? String(decoding: buffer.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
     }
 
     private static func values(_ name: OpaquePointer?) -> [String] {

@@ -39,14 +39,12 @@ public final class SecAccessControl: NSObject, @unchecked Sendable {
     /// CKA_ALWAYS_AUTHENTICATE (the user PIN at each use; there is no biometry here) and
     /// privateKeyUsage → sensitive and never extractable; applicationPassword → the secret sealed
     /// under the password set on `context` (for keys it is then the context-specific PIN).
-    func attributes(isKey: Bool, isPrivate: Bool, context: LAContext?) throws -> Template {
+    func attributes(isKey: Bool, isPrivate: Bool, context: LAContext?, interaction: Interaction = Interaction(allowed: false, prompt: nil)) throws -> Template {
         var template: Template = [(.accessControl, AttributeValue.ulong(UInt(flags.rawValue)))]
         if flags.contains(.applicationPassword) {
-            guard !flags.contains(.or) else {
-                throw ItemError(errSecUnimplemented, "an application password seals the item's secret: it cannot be one alternative of .or (use .and)")
-            }
             guard !isKey || isPrivate else { throw ItemError(errSecParam, "an application password applies to private keys") }
-            guard let password = context?.applicationPassword else {
+            // The context's, else asked through the prompt when the call allows it.
+            guard let password = try context?.applicationPassword ?? KeychainAccess.shared.askApplicationPassword(context: context, interaction: interaction) as [UInt8]? else {
                 throw ItemError(errSecInteractionNotAllowed, "set the application password on the kSecUseAuthenticationContext (setCredential(_:type: .applicationPassword))")
             }
             template.append((.applicationPassword, password))

@@ -21,8 +21,8 @@ public typealias OSStatus = Int32
 public typealias NSErrorPointer = UnsafeMutablePointer<NSError?>?
 
 /// Implicitly unwrapped, as Apple's are (`kCFBooleanTrue!` compiles; so does plain `kCFBooleanTrue`).
-public nonisolated(unsafe) let kCFBooleanTrue: CFBoolean! = NSNumber(value: true)
-public nonisolated(unsafe) let kCFBooleanFalse: CFBoolean! = NSNumber(value: false)
+public let kCFBooleanTrue: CFBoolean! = NSNumber(value: true)
+public let kCFBooleanFalse: CFBoolean! = NSNumber(value: false)
 
 // MARK: item classes (values as on Apple platforms)
 
@@ -144,6 +144,20 @@ public let errSecInteractionNotAllowed: OSStatus = -25308
 public let errSecDecode: OSStatus = -26275
 public let errSecVerifyFailed: OSStatus = -67808
 public let errSecMissingEntitlement: OSStatus = -34018
+public let errSecDiskFull: OSStatus = -34
+public let errSecWrPerm: OSStatus = -61
+public let errSecInternalComponent: OSStatus = -2070
+public let errSecCoreFoundationUnknown: OSStatus = -4960
+public let errSecDataTooLarge: OSStatus = -25302
+public let errSecNoSuchAttr: OSStatus = -25303
+public let errSecNoSuchClass: OSStatus = -25306
+public let errSecNoDefaultKeychain: OSStatus = -25307
+public let errSecInvalidKeyRef: OSStatus = -25311
+public let errSecInvalidItemRef: OSStatus = -25304
+public let errSecUnsupportedFormat: OSStatus = -25256
+public let errSecInvalidData: OSStatus = -67673
+public let errSecInvalidKeychain: OSStatus = -25295
+public let errSecNotTrusted: OSStatus = -67843
 
 /// A human-readable message for an OSStatus (Apple's SecCopyErrorMessageString).
 public func SecCopyErrorMessageString(_ status: OSStatus, _ reserved: UnsafeMutableRawPointer?) -> CFString? {
@@ -164,6 +178,21 @@ public func SecCopyErrorMessageString(_ status: OSStatus, _ reserved: UnsafeMuta
         errSecInteractionNotAllowed: "User interaction is not allowed.",
         errSecDecode: "Unable to decode the provided data.",
         errSecMissingEntitlement: "A required entitlement isn't present.",
+        errSecDiskFull: "The disk is full.",
+        errSecWrPerm: "Write permissions error.",
+        errSecInternalComponent: "An internal component failed.",
+        errSecCoreFoundationUnknown: "An unknown Core Foundation error occurred.",
+        errSecDataTooLarge: "This item contains information which is too large or in a format that cannot be displayed.",
+        errSecNoSuchAttr: "The specified attribute does not exist.",
+        errSecNoSuchClass: "The specified item does not appear to be a valid keychain item.",
+        errSecNoDefaultKeychain: "A default keychain could not be found.",
+        errSecInvalidKeyRef: "The specified key reference is not valid.",
+        errSecInvalidItemRef: "The specified item is no longer valid. It may have been deleted from the keychain.",
+        errSecUnsupportedFormat: "The specified import or export format is not supported.",
+        errSecInvalidData: "The data is not valid.",
+        errSecInvalidKeychain: "The specified keychain is not a valid keychain file.",
+        errSecNotTrusted: "The certificate is not trusted.",
+        errSecVerifyFailed: "The signature did not verify.",
     ]
     return messages[status].map { NSString(string: $0) } ?? NSString(string: "OSStatus \(status)")
 }

@@ -172,6 +172,15 @@ final class KeychainAccess: @unchecked Sendable {
         do { return try keychain.info(countingObjects: false).userPINInitialized } catch { throw ItemError(error) }
     }
 
+    /// Checks the application password that stands in for user presence on an item (`.or`).
+    func checkAlternative(path: String, _ object: ObjectAttributes, applicationPassword password: UnsafeRawBufferPointer) throws(KeychainError) {
+        let keychain: Keychain
+        do { keychain = try lock.withLock { () throws -> Keychain in try opened(path) } } catch {
+            throw KeychainError(.storageFailure, "cannot open \(path)")
+        }
+        try keychain.checkAlternative(object, applicationPassword: password)
+    }
+
     /// Checks an item's application password against the keychain at `path` (counted there like
     /// a PIN) and returns the item with its secret.
     func reveal(path: String, _ object: ObjectAttributes, applicationPassword password: UnsafeRawBufferPointer) throws(KeychainError) -> ObjectAttributes {

@@ -50,6 +50,33 @@ public func SecCertificateCopyKey(_ certificate: SecCertificate) -> SecKey? {
     return SecKey(key: key, attributes: attributes)
 }
 
+/// The subject's common name (SecCertificate.h): errSecSuccess with the name, or without one
+/// errSecSuccess and nil, as Apple answers.
+public func SecCertificateCopyCommonName(_ certificate: SecCertificate, _ commonName: UnsafeMutablePointer<CFString?>) -> OSStatus {
+    commonName.pointee = certificate.parsed.commonName.map { NSString(string: $0) }
+    return errSecSuccess
+}
+
+/// The certificate's e-mail addresses (subject emailAddress and rfc822Name alternative names).
+public func SecCertificateCopyEmailAddresses(_ certificate: SecCertificate, _ emailAddresses: UnsafeMutablePointer<CFArray?>) -> OSStatus {
+    emailAddresses.pointee = certificate.parsed.emailAddresses as NSArray
+    return errSecSuccess
+}
+
+/// The serial number's bytes (the INTEGER's content).
+public func SecCertificateCopySerialNumberData(_ certificate: SecCertificate, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
+    guard var content = DER.content(of: certificate.parsed.serialNumber, tag: 0x02) else {
+        fail(error, errSecDecode, "the serial number cannot be read")
+        return nil
+    }
+    if content.count > 1, content.first == 0 { content.removeFirst() }
+    return Data(content) as NSData
+}
+
+/// The DER of the issuer and subject names (Apple normalises them first; here they are as stored).
+public func SecCertificateCopyNormalizedIssuerSequence(_ certificate: SecCertificate) -> CFData? { Data(certificate.parsed.issuer) as NSData }
+public func SecCertificateCopyNormalizedSubjectSequence(_ certificate: SecCertificate) -> CFData? { Data(certificate.parsed.subject) as NSData }
+
 public func SecIdentityCopyCertificate(_ identity: SecIdentity, _ certificate: UnsafeMutablePointer<SecCertificate?>) -> OSStatus {
     certificate.pointee = identity.certificate
     return errSecSuccess

@@ -157,7 +157,7 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
             if query.itemClass == .certificate, !control.flags.isDisjoint(with: SecAccessControlCreateFlags.presence.union([.applicationPassword])) {
                 throw ItemError(errSecParam, "a certificate is public: per-use authentication applies to keys and passwords")
             }
-            accessibility = try control.attributes(isKey: false, isPrivate: true, context: query.context)
+            accessibility = try control.attributes(isKey: false, isPrivate: true, context: query.context, interaction: query.interaction)
         }
     }
     /// The item's protection class: given, or Apple's default (WhenUnlocked; Always for
@@ -193,7 +193,7 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
         }
         // Private keys are private items by default (sealed with the master key); public keys
         // stay readable without unlocking, as on Apple platforms.
-        let controlled = try query.accessControl?.attributes(isKey: true, isPrivate: key.isPrivate, context: query.context) ?? []
+        let controlled = try query.accessControl?.attributes(isKey: true, isPrivate: key.isPrivate, context: query.context, interaction: query.interaction) ?? []
         let (accessibility, isPrivate) = protection(defaultClass: key.isPrivate ? .whenUnlocked : .always, controlled: controlled)
         return try keyObject(key, extra: controlled + common + accessibility + settable + [(.isPrivate, AttributeValue.bool(isPrivate))], uniqueID: uniqueID)
     case .certificate:
@@ -269,6 +269,13 @@ private func withSecret(_ object: ObjectAttributes, query: ItemQuery, keychain: 
         if query.itemClass == .key, query.returnData, object.bool(.alwaysAuthenticate) { return try presentPIN("key") ? object : nil }
         return object
     case .userPIN:
+        // User presence `.or` an application password: the context's password stands in.
+        if object[.alternativeSeal] != nil, let password = query.context?.applicationPassword {
+            try translate { () throws(KeychainError) in
+                try SecureBytes(password).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in try keychain.checkAlternative(object, applicationPassword: p) }
+            }
+            return object
+        }
         return try presentPIN("item") ? object : nil
     case .applicationPassword:
         var password = query.context?.applicationPassword
@@ -328,7 +335,8 @@ private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQ
                 data = Data(try key.externalRepresentation().bytes)
             }
             if !sealed {
-                reference = SecKey(key: key, attributes: object, origin: (keychainPath, query.context), sealed: object.hasSealedSecrets ? object : nil,
+                reference = SecKey(key: key, attributes: object, origin: (keychainPath, query.context),
+                                   sealed: object.hasSealedSecrets || object[.alternativeSeal] != nil ? object : nil,
                                    interaction: query.interaction)
             }
         case .certificate:

@@ -73,7 +73,17 @@ public final class SecKey: NSObject, @unchecked Sendable {
         guard let origin else {
             throw ItemError(errSecInteractionNotAllowed, "this key asks for the PIN at every use: fetch it from the keychain")
         }
-        if let sealed {
+        if let sealed, sealed[.alternativeSeal] != nil {
+            // User presence `.or` an application password: the context's password stands in.
+            if let password = origin.context?.applicationPassword {
+                try translateKeychain { () throws(KeychainError) in
+                    try SecureBytes(password).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in
+                        try KeychainAccess.shared.checkAlternative(path: origin.keychainPath, sealed, applicationPassword: p)
+                    }
+                }
+                return
+            }
+        } else if let sealed {
             // The application password is this key's per-use secret.
             var password = origin.context?.applicationPassword
             if password == nil { password = try KeychainAccess.shared.askApplicationPassword(context: origin.context, interaction: interaction) }
@@ -281,6 +291,18 @@ func keyAttributeDictionary(_ attributes: ObjectAttributes) -> [String: Any] {
     }
     dictionary[kSecAttrIsPermanent as String] = NSNumber(value: attributes.isToken)
     return dictionary
+}
+
+/// The key's block size in bytes: the modulus for RSA, the field element for EC.
+public func SecKeyGetBlockSize(_ key: SecKey) -> Int {
+    (keyBits(key.key) + 7) / 8
+}
+
+/// ECDH key exchange (SecKey.h): not offered here.
+public func SecKeyCopyKeyExchangeResult(_ privateKey: SecKey, _ algorithm: SecKeyAlgorithm, _ publicKey: SecKey, _ parameters: CFDictionary,
+                                        _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
+    fail(error, errSecUnimplemented, "key exchange is not offered by this keychain")
+    return nil
 }
 
 public func SecKeyIsAlgorithmSupported(_ key: SecKey, _ operation: SecKeyOperationType, _ algorithm: SecKeyAlgorithm) -> Bool {

@@ -75,22 +75,30 @@ final class ItemAuthenticationTests: XCTestCase {
         XCTAssertEqual(read("app", context: context).1 as? Data, Data("application secret".utf8))
         XCTAssertEqual(read("app", context: nil, returnData: false).0, errSecSuccess, "attributes are not gated")
 
+        // Either one, with .or: the application password or the keychain password opens it.
         var either = item("either")
         either[kSecValueData as String] = Data("x".utf8)
         either[kSecAttrAccessControl as String] = try control([.applicationPassword, .userPresence, .or])
         either[kSecUseAuthenticationContext as String] = context
-        XCTAssertEqual(SecItemAdd(either, nil), errSecUnimplemented, "a sealing password cannot be one alternative of .or")
+        XCTAssertEqual(SecItemAdd(either, nil), errSecSuccess)
+        XCTAssertEqual(read("either", context: context).1 as? Data, Data("x".utf8), "the application password")
+        XCTAssertEqual(read("either", context: SecAuthenticationContext(password: password)).1 as? Data, Data("x".utf8), "the keychain password")
+        XCTAssertEqual(read("either", context: nil).0, errSecInteractionNotAllowed, "neither, and nothing can ask")
+        XCTAssertEqual(read("either", context: wrong).0, errSecAuthFailed, "a wrong application password")
         // Both, with .and (biometry is the same user-presence check here): the application
         // password opens the secret and the keychain password is asked for again at each read.
-        either[kSecAttrAccessControl as String] = try control([.applicationPassword, .biometryAny, .and])
-        XCTAssertEqual(SecItemAdd(either, nil), errSecSuccess)
-        XCTAssertEqual(read("either", context: context).0, errSecInteractionNotAllowed, "the application password alone is not enough")
-        let both = SecAuthenticationContext(password: password)
-        both.setCredential(Data("open sesame".utf8), type: .applicationPassword)
-        XCTAssertEqual(read("either", context: both).1 as? Data, Data("x".utf8))
+        var both = item("both")
+        both[kSecValueData as String] = Data("y".utf8)
+        both[kSecUseAuthenticationContext as String] = context
+        both[kSecAttrAccessControl as String] = try control([.applicationPassword, .biometryAny, .and])
+        XCTAssertEqual(SecItemAdd(both, nil), errSecSuccess)
+        XCTAssertEqual(read("both", context: context).0, errSecInteractionNotAllowed, "the application password alone is not enough")
+        let bothPasswords = SecAuthenticationContext(password: password)
+        bothPasswords.setCredential(Data("open sesame".utf8), type: .applicationPassword)
+        XCTAssertEqual(read("both", context: bothPasswords).1 as? Data, Data("y".utf8))
         let wrongPIN = SecAuthenticationContext(password: "not the password")
         wrongPIN.setCredential(Data("open sesame".utf8), type: .applicationPassword)
-        XCTAssertEqual(read("either", context: wrongPIN).0, errSecAuthFailed)
+        XCTAssertEqual(read("both", context: wrongPIN).0, errSecAuthFailed)
 
         // Not in the file in clear, under the master key or otherwise.
         let path = try XCTUnwrap(KeychainDirectory(path: directory).keychainFiles().first)

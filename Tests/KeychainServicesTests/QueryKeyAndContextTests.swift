@@ -89,6 +89,66 @@ final class QueryKeyAndContextTests: XCTestCase {
                                    kSecMatchSubjectContains as String: "Alice"] as CFDictionary, nil), errSecParam)
     }
 
+    func test_certificate_and_key_functions_of_the_headers() throws {
+        let der = try certificate(subject: "/CN=Alice Example/O=Example Org", days: 30, email: "alice@example.com")
+        let certificate = try XCTUnwrap(SecCertificateCreateWithData(nil, der as CFData))
+        XCTAssertEqual(CFGetTypeID(certificate), SecCertificateGetTypeID())
+        var name: CFString?
+        XCTAssertEqual(SecCertificateCopyCommonName(certificate, &name), errSecSuccess)
+        XCTAssertEqual(name as String?, "Alice Example")
+        var emails: CFArray?
+        XCTAssertEqual(SecCertificateCopyEmailAddresses(certificate, &emails), errSecSuccess)
+        XCTAssertEqual(emails as? [String], ["alice@example.com"])
+        XCTAssertNotNil(SecCertificateCopySerialNumberData(certificate, nil))
+        XCTAssertNotNil(SecCertificateCopyNormalizedSubjectSequence(certificate))
+        var error: Unmanaged<CFError>?
+        let ec = try XCTUnwrap(SecKeyCreateRandomKey([kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256] as CFDictionary, &error))
+        XCTAssertEqual(SecKeyGetBlockSize(ec), 32)
+        let rsa = try XCTUnwrap(SecKeyCreateRandomKey([kSecAttrKeyType as String: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits as String: 2048] as CFDictionary, &error))
+        XCTAssertEqual(SecKeyGetBlockSize(rsa), 256)
+        XCTAssertEqual(CFGetTypeID(rsa), SecKeyGetTypeID())
+        XCTAssertNotEqual(CFGetTypeID(rsa), SecCertificateGetTypeID())
+        XCTAssertTrue(SecKeyIsAlgorithmSupported(rsa, .sign, .rsaSignatureMessagePSSSHA224))
+        XCTAssertFalse(SecKeyIsAlgorithmSupported(rsa, .sign, .rsaSignatureRaw))
+        XCTAssertNil(SecKeyCopyKeyExchangeResult(ec, .ecdhKeyExchangeStandard, ec, [:] as CFDictionary, &error))
+        XCTAssertEqual(error?.takeRetainedValue().code, Int(errSecUnimplemented))
+        XCTAssertEqual(noErr, errSecSuccess)
+        XCTAssertEqual(SecCopyErrorMessageString(errSecWrPerm, nil) as String?, "Write permissions error.")
+        XCTAssertEqual(kSecAttrProtocolHTTPS as String, "htps")
+        XCTAssertEqual(kSecAttrAuthenticationTypeHTMLForm as String, "form")
+    }
+
+    func test_a_key_under_user_presence_or_an_application_password() throws {
+        var error: Unmanaged<CFError>?
+        let control = try XCTUnwrap(SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, [.userPresence, .applicationPassword, .or], &error))
+        let creator = LAContext()
+        creator.setCredential(Data("app secret".utf8), type: .applicationPassword)
+        let tag = Data("or-key".utf8)
+        let parameters: [String: Any] = [kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+                                         kSecUseAuthenticationContext as String: creator,
+                                         kSecPrivateKeyAttrs as String: [kSecAttrIsPermanent as String: true, kSecAttrApplicationTag as String: tag,
+                                                                         kSecAttrAccessControl as String: control]]
+        XCTAssertNotNil(SecKeyCreateRandomKey(parameters as CFDictionary, &error))
+        func sign(_ context: LAContext?) throws -> OSStatus {
+            var query: [String: Any] = [kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: tag, kSecReturnRef as String: true]
+            if let context { query[kSecUseAuthenticationContext as String] = context }
+            var item: CFTypeRef?
+            let found = SecItemCopyMatching(query as CFDictionary, &item)
+            guard found == errSecSuccess else { return found }
+            var error: Unmanaged<CFError>?
+            let signature = SecKeyCreateSignature(item as! SecKey, .ecdsaSignatureMessageX962SHA256, Data("m".utf8) as CFData, &error)
+            return signature != nil ? errSecSuccess : OSStatus(error?.takeRetainedValue().code ?? -1)
+        }
+        let application = LAContext()
+        application.setCredential(Data("app secret".utf8), type: .applicationPassword)
+        XCTAssertEqual(try sign(application), errSecSuccess, "the application password")
+        XCTAssertEqual(try sign(LAContext(password: "1234")), errSecSuccess, "the keychain password")
+        XCTAssertEqual(try sign(nil), errSecInteractionNotAllowed, "neither, and nothing can ask")
+        let wrong = LAContext()
+        wrong.setCredential(Data("nope".utf8), type: .applicationPassword)
+        XCTAssertEqual(try sign(wrong), errSecAuthFailed)
+    }
+
     func test_string_attributes_fold_case_diacritics_and_data() throws {
         XCTAssertEqual(SecItemAdd([kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "Café",
                                    kSecAttrAccount as String: Data("Account".utf8), kSecValueData as String: Data("s".utf8)] as CFDictionary, nil), errSecSuccess)

@@ -213,8 +213,17 @@ public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, C
     /// CKA_KC_CREDENTIAL_OBJECT: on a CKO_KC_CREDENTIAL object, the handle of the item it unlocks.
     public static let credentialObject = AttributeType(vendorBase + 0x26)
 
+    /// Internal, never given to callers: for an item whose access control is user presence `.or`
+    /// an application password, a copy of its secret attributes sealed under that password (the
+    /// record keeps them too, for the presence alternative): opening it proves the password.
+    public static let alternativeSeal = AttributeType(vendorBase + 0x27)
+    /// Internal: salt and scrypt cost of that seal.
+    public static let alternativeSealKDF = AttributeType(vendorBase + 0x28)
+
     /// Attributes the module keeps for itself: reading or searching them behaves as if absent.
-    public var isInternal: Bool { self == .sealedSecrets || self == .applicationPasswordKDF }
+    public var isInternal: Bool {
+        self == .sealedSecrets || self == .applicationPasswordKDF || self == .alternativeSeal || self == .alternativeSealKDF
+    }
 
     public static func < (lhs: AttributeType, rhs: AttributeType) -> Bool { lhs.rawValue < rhs.rawValue }
     public var description: String { "0x" + String(rawValue, radix: 16) }

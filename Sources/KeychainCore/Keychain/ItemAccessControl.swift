@@ -121,6 +121,19 @@ extension Keychain {
     /// Each attempt is charged to the item's failure counter before the password is evaluated
     /// (as PINs are); at the keychain's limit the item's password locks until the SO re-sets the
     /// user PIN.
+    /// For an item whose access control is user presence `.or` an application password: whether
+    /// `password` is that password (counted like `reveal`; wrong: `.pinIncorrect`).
+    public func checkAlternative(_ object: ObjectAttributes, applicationPassword password: UnsafeRawBufferPointer) throws(KeychainError) {
+        guard let seal = object[.alternativeSeal], let kdf = object[.alternativeSealKDF] else {
+            throw KeychainError(.actionProhibited, "the item has no application password")
+        }
+        var probe = object
+        probe[.sealedSecrets] = seal
+        probe[.applicationPasswordKDF] = kdf
+        var opened = try reveal(probe, applicationPassword: password)
+        opened.wipeValues()
+    }
+
     public func reveal(_ object: ObjectAttributes, applicationPassword password: UnsafeRawBufferPointer) throws(KeychainError) -> ObjectAttributes {
         guard object[.sealedSecrets] != nil else { return object }
         guard let uniqueID = object[.uniqueID] else { throw KeychainError(.recordCorrupted, "an item with an application password has no unique ID") }

@@ -89,13 +89,23 @@ extension Keychain {
                 if object.objectClass == .privateKey, !object.bool(.alwaysAuthenticate) {
                     throw KeychainError(.templateInconsistent, "a key with an application password needs CKA_ALWAYS_AUTHENTICATE = TRUE (the password is its context-specific PIN)")
                 }
-                if !object.accessControlFlags.isDisjoint(with: .presence), !object.accessControlFlags.contains(.and) {
-                    // The password seals the secret: user presence can stand beside it (`.and`: the
-                    // SecItem door then asks for both at each read), not instead of it.
-                    throw KeychainError(.templateInconsistent, "an application password can be combined with user presence only with .and")
-                }
                 let kdf = try translatingErrors { try storedKDF(Meta.verifier(.user)) } ?? .interactive
-                try ApplicationPasswordSeal.seal(&object, password: password, kdf: kdf)
+                let flags = object.accessControlFlags
+                if flags.contains(.or), !flags.isDisjoint(with: .presence) {
+                    // Either one opens the item: the record keeps the secret (read after user
+                    // presence), and a copy sealed under the password lets the password stand in.
+                    var copy = object
+                    try ApplicationPasswordSeal.seal(&copy, password: password, kdf: kdf)
+                    object[.alternativeSeal] = copy[.sealedSecrets]
+                    object[.alternativeSealKDF] = copy[.applicationPasswordKDF]
+                } else {
+                    // The password seals the secret; user presence stands beside it only with
+                    // `.and` (the SecItem door then asks for both at each read).
+                    if !flags.isDisjoint(with: .presence), !flags.contains(.and) {
+                        throw KeychainError(.templateInconsistent, "an application password with user presence needs .and or .or")
+                    }
+                    try ApplicationPasswordSeal.seal(&object, password: password, kdf: kdf)
+                }
             }
             let protection = try Protection(for: object)
             let keys = try keysForStoring(protection, object: object, master: master)
