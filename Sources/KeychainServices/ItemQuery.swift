@@ -128,8 +128,14 @@ struct ItemQuery {
     }
 
     var hasSearchKeys: Bool { limit != nil || returnData || returnAttributes || returnReference || returnPersistentReference }
-    /// Keys that only narrow a search (refused when adding).
-    var hasMatchKeys: Bool { caseInsensitive || subjectMatch != nil || emailIfPresent != nil || validOn != nil || issuers != nil || itemList != nil }
+    /// A key search for public keys only (they need no login).
+    var asksOnlyForPublicKeys: Bool {
+        itemClass == .key && attributes.contains { $0.type == .objectClass && AttributeValue.decodeULong($0.value) == ObjectClass.publicKey.rawValue }
+    }
+
+    /// Keys that only narrow a search (refused when adding, updating or deleting; an item list
+    /// may name what to update or delete).
+    var hasMatchKeys: Bool { caseInsensitive || subjectMatch != nil || emailIfPresent != nil || validOn != nil || issuers != nil }
     var returnCount: Int { [returnData, returnAttributes, returnReference, returnPersistentReference].filter { $0 }.count }
 
     /// Parses `dictionary`. With `requireClass` false the class may be absent (an update's

@@ -52,9 +52,9 @@ final class KeychainAccess: @unchecked Sendable {
             return (try opened(path), open[path]?.master)
         }
         var master = cached
-        if let context, let password = context.password {
+        if let context, let password = context.password(for: keychain.path) {
             master = try Self.unlock(keychain, password: password)
-            context.recordAuthentication(password: password)
+            context.recordAuthentication(password: password, keychainPath: keychain.path)
             lock.withLock { open[keychain.path] = (keychain, master) }
         }
         return try body(keychain, master)
@@ -85,22 +85,29 @@ final class KeychainAccess: @unchecked Sendable {
     }
 
     func promptUnlock(_ keychain: Keychain, context: LAContext?, interaction: Interaction) throws -> MasterKey? {
-        guard interaction.allowed, !(context?.interactionNotAllowed ?? false), context?.password == nil,
+        guard interaction.allowed, !(context?.interactionNotAllowed ?? false), context?.password(for: keychain.path) == nil,
               let program = Configuration.current().promptProgram else { return nil }
-        let text = interaction.prompt ?? "Unlock the keychain \"\((try? keychain.info(countingObjects: false).label) ?? "login")\" to use its items"
-        try unlockByPrompt(keychain, program: program, text: text, context: context)
-        return lock.withLock { open[keychain.path]?.master }
+        // One prompt at a time: threads that found the keychain locked together ask once.
+        promptLock.lock()
+        defer { promptLock.unlock() }
+        if let master = lock.withLock({ open[keychain.path]?.master }) { return master }
+        let text = LAContext.promptText(interaction.prompt, context,
+                                        fallback: "Unlock the keychain \"\((try? keychain.info(countingObjects: false).label) ?? "login")\" to use its items")
+        return try unlockByPrompt(keychain, program: program, text: text, context: context)
     }
+
+    /// Held while a prompt program runs for an unlock (not for per-use checks).
+    private let promptLock = NSLock()
 
     /// Device owner authentication for an `LAContext`: its password if it carries one, else the
     /// prompt program's answer, checked against the keychain; the keychain is then unlocked for
     /// this process and the context remembers the password.
     func authenticate(_ context: LAContext, label: String?, prompt: String) throws {
         let keychain = try lock.withLock { () throws -> Keychain in try opened(try resolve(label)) }
-        if let password = context.password {
+        if let password = context.password(for: keychain.path) {
             let master = try Self.unlock(keychain, password: password)
             lock.withLock { open[keychain.path] = (keychain, master) }
-            context.recordAuthentication(password: password)
+            context.recordAuthentication(password: password, keychainPath: keychain.path)
             return
         }
         guard let program = Configuration.current().promptProgram else {
@@ -114,23 +121,24 @@ final class KeychainAccess: @unchecked Sendable {
     /// (`touchIDAuthenticationAllowableReuseDuration`); without a password, the prompt when the
     /// query allows interaction (the context then carries the answer).
     func confirmPresence(keychainPath path: String, context: LAContext?, interaction: Interaction, what: String) throws {
-        if let context, context.authenticationIsFresh { return }
+        if let context, context.authenticationIsFresh(for: path) { return }
         let keychain = try lock.withLock { () throws -> Keychain in try opened(path) }
         try confirmPresence(keychain: keychain, context: context, interaction: interaction, what: what)
     }
 
-    /// The same, for a keychain in hand (inside `with`, whose lock is held: this takes none).
+    /// The same, for a keychain in hand.
     func confirmPresence(keychain: Keychain, context: LAContext?, interaction: Interaction, what: String) throws {
-        if let context, context.authenticationIsFresh { return }
-        if let context, let password = context.password {
+        if let context, context.authenticationIsFresh(for: keychain.path) { return }
+        if let context, let password = context.password(for: keychain.path) {
             _ = try Self.unlock(keychain, password: password)
-            context.recordAuthentication(password: password)
+            context.recordAuthentication(password: password, keychainPath: keychain.path)
             return
         }
         guard interaction.allowed, !(context?.interactionNotAllowed ?? false), let program = Configuration.current().promptProgram else {
             throw ItemError(errSecInteractionNotAllowed, "this \(what) asks for the keychain password at each use: allow a prompt (prompt_program) or pass kSecUseAuthenticationContext")
         }
-        try unlockByPrompt(keychain, program: program, text: interaction.prompt ?? "Authenticate to use this \(what)", context: context, storeMaster: false)
+        _ = try unlockByPrompt(keychain, program: program, text: LAContext.promptText(interaction.prompt, context, fallback: "Authenticate to use this \(what)"), context: context,
+                               storeMaster: false)
     }
 
     /// An item's application password when none is set on the context: the prompt program's
@@ -141,29 +149,35 @@ final class KeychainAccess: @unchecked Sendable {
         }
         let answer: SecureBytes
         do {
-            answer = try PromptProgram.run(program, text: (interaction.prompt ?? "Authenticate to use this item") + " (application password)")
+            answer = try PromptProgram.run(program, text: LAContext.promptText(interaction.prompt, context, fallback: "Authenticate to use this item") + " (application password)")
         } catch {
             throw ItemError(errSecUserCanceled, "the prompt gave no application password")
         }
-        let password = answer.withUnsafeBytes { Array($0) }
-        context?.setCredential(Data(password), type: .applicationPassword)
-        return password
+        // Kept on the context only once it opened the item (the caller's `keepApplicationPassword`).
+        return answer.withUnsafeBytes { Array($0) }
     }
 
     /// Asks the prompt program for the keychain password and checks it; the lock is not held
     /// while the user answers nor while the password is checked.
-    private func unlockByPrompt(_ keychain: Keychain, program: String, text: String, context: LAContext?, storeMaster: Bool = true) throws {
+    @discardableResult
+    private func unlockByPrompt(_ keychain: Keychain, program: String, text: String, context: LAContext?, storeMaster: Bool = true) throws -> MasterKey {
         let answer: SecureBytes
         do {
             answer = try PromptProgram.run(program, text: text)
         } catch {
             throw ItemError(errSecUserCanceled, "the prompt gave no password")
         }
-        let password = answer.withUnsafeBytes { Array($0) }
-        defer { var copy = password; wipe(&copy) }
-        let master = try Self.unlock(keychain, password: password)
+        let master = try answer.withUnsafeBytes { bytes throws -> MasterKey in
+            do { return try keychain.unlock(.user, pin: bytes) } catch let error as KeychainError { throw ItemError(error) }
+        }
         if storeMaster { lock.withLock { open[keychain.path] = (keychain, master) } }
-        context?.recordAuthentication(password: password)
+        if let context {
+            // The context remembers the answer (that is what an evaluated context is).
+            var password = answer.withUnsafeBytes { Array($0) }
+            context.recordAuthentication(password: password, keychainPath: keychain.path)
+            wipe(&password)
+        }
+        return master
     }
 
     /// Whether the keychain for `label` has a user password (what device owner authentication asks for).
@@ -184,13 +198,11 @@ final class KeychainAccess: @unchecked Sendable {
     /// Checks an item's application password against the keychain at `path` (counted there like
     /// a PIN) and returns the item with its secret.
     func reveal(path: String, _ object: ObjectAttributes, applicationPassword password: UnsafeRawBufferPointer) throws(KeychainError) -> ObjectAttributes {
-        lock.lock()
-        defer { lock.unlock() }
         let keychain: Keychain
-        if let entry = open[path] { keychain = entry.keychain } else {
-            keychain = try Keychain.open(at: path)
-            open[path] = (keychain, nil)
+        do { keychain = try lock.withLock { () throws -> Keychain in try opened(path) } } catch {
+            throw KeychainError(.storageFailure, "cannot open \(path)")
         }
+        // The password's scrypt runs without this lock.
         return try keychain.reveal(object, applicationPassword: password)
     }
 

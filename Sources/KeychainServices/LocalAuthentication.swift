@@ -113,6 +113,9 @@ public struct LAError: Error, CustomNSError, Hashable, Sendable {
 open class LAContext: NSObject, @unchecked Sendable {
     private let lock = NSLock()
     private var keychainPassword: [UInt8]?
+    /// The keychain file the password was checked against (nil: given by `init(password:)`, for
+    /// whichever keychain a query names).
+    private var passwordKeychain: String?
     private var applicationCredential: [UInt8]?
     /// When the user last proved to be the device owner (by prompt, or by the password given).
     private var authenticatedAt: Date?
@@ -152,8 +155,16 @@ open class LAContext: NSObject, @unchecked Sendable {
     }
 
     deinit {
-        if var old = keychainPassword { wipe(&old) }
-        if var old = applicationCredential { wipe(&old) }
+        Self.clear(&keychainPassword)
+        Self.clear(&applicationCredential)
+    }
+
+    /// Drops a stored secret and wipes its bytes (the property let go first, so that the wipe
+    /// writes the buffer itself rather than a copy of it).
+    private static func clear(_ secret: inout [UInt8]?) {
+        guard var old = secret else { return }
+        secret = nil
+        wipe(&old)
     }
 
     // MARK: policies
@@ -243,10 +254,8 @@ open class LAContext: NSObject, @unchecked Sendable {
         lock.withLock {
             invalidated = true
             authenticatedAt = nil
-            if var old = keychainPassword { wipe(&old) }
-            if var old = applicationCredential { wipe(&old) }
-            keychainPassword = nil
-            applicationCredential = nil
+            Self.clear(&keychainPassword)
+            Self.clear(&applicationCredential)
         }
     }
 
@@ -258,7 +267,7 @@ open class LAContext: NSObject, @unchecked Sendable {
         guard type == .applicationPassword else { return false }
         return lock.withLock {
             guard !invalidated else { return false }
-            if var old = applicationCredential { wipe(&old) }
+            Self.clear(&applicationCredential)
             applicationCredential = credential.map { Array($0) }
             return true
         }
@@ -271,28 +280,58 @@ open class LAContext: NSObject, @unchecked Sendable {
 
     // MARK: for the SecItem functions
 
+    /// The keychain password this context carries, if any (whichever keychain it was checked for).
     var password: [UInt8]? { lock.withLock { invalidated ? nil : keychainPassword } }
+    /// The keychain password for the keychain at `path`: one checked against another keychain is
+    /// not tried here (it would only count a failure there).
+    func password(for path: String) -> [UInt8]? {
+        lock.withLock { invalidated || (passwordKeychain != nil && passwordKeychain != path) ? nil : keychainPassword }
+    }
     var applicationPassword: [UInt8]? { lock.withLock { invalidated ? nil : applicationCredential } }
     var isInvalidated: Bool { lock.withLock { invalidated } }
 
-    /// Whether a device owner authentication of this context still answers a per-use check.
-    var authenticationIsFresh: Bool {
+    /// Whether a device owner authentication of this context for the keychain at `path` still
+    /// answers a per-use check without checking the password again.
+    func authenticationIsFresh(for path: String) -> Bool {
         lock.withLock {
-            guard !invalidated, let authenticatedAt, reuseDuration > 0 else { return false }
+            guard !invalidated, let authenticatedAt, reuseDuration > 0, passwordKeychain == nil || passwordKeychain == path else { return false }
             return Date().timeIntervalSince(authenticatedAt) <= reuseDuration
         }
     }
 
-    /// The keychain password was checked just now (by a prompt or by a use of the context).
-    func recordAuthentication(password: [UInt8]) {
+    /// The keychain password was checked against the keychain at `path` just now (by a prompt or
+    /// by a use of the context).
+    func recordAuthentication(password: [UInt8], keychainPath path: String) {
         lock.withLock {
             guard !invalidated else { return }
             if keychainPassword != password {
-                if var old = keychainPassword { wipe(&old) }
+                Self.clear(&keychainPassword)
                 keychainPassword = password
             }
+            passwordKeychain = path
             authenticatedAt = Date()
         }
+    }
+
+    /// An application password that just opened an item: kept for the next uses.
+    func keepApplicationPassword(_ password: [UInt8]) {
+        lock.withLock {
+            guard !invalidated, applicationCredential != password else { return }
+            Self.clear(&applicationCredential)
+            applicationCredential = password
+        }
+    }
+
+    /// The text a prompt shows: the query's, else this context's localizedReason, else `fallback`.
+    static func promptText(_ given: String?, _ context: LAContext?, fallback: String) -> String {
+        given ?? context?.promptText(nil) ?? fallback
+    }
+
+    /// The text a prompt shows: the query's, else this context's localizedReason.
+    func promptText(_ given: String?) -> String? {
+        if let given { return given }
+        let reason = localizedReason
+        return reason.isEmpty ? nil : reason
     }
 
     /// Device owner authentication: the context's password if it has one, else the prompt.
@@ -324,8 +363,13 @@ open class LAContext: NSObject, @unchecked Sendable {
                 throw LAError(.notInteractive, "no prompt program is configured to ask for the application password")
             }
             do {
+                // Asked for here, it is set before any item checks it (as LAContext's own prompt does).
                 let answer = try PromptProgram.run(program, text: (reason.isEmpty ? localizedReason : reason) + " (application password)")
-                answer.withUnsafeBytes { _ = setCredential(Data($0), type: .applicationPassword) }
+                answer.withUnsafeBytes { bytes in
+                    var copy = Array(bytes)
+                    keepApplicationPassword(copy)
+                    wipe(&copy)
+                }
             } catch {
                 throw LAError(.userCancel, "no application password was given")
             }

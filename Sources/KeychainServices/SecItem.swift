@@ -13,7 +13,9 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 public func SecItemAdd(_ attributes: [String: Any], _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     run {
         let query = try ItemQuery(attributes)
-        guard query.limit == nil, query.persistentRef == nil, !query.hasMatchKeys else { throw ItemError(errSecParam, "search keys are not allowed when adding") }
+        guard query.limit == nil, query.persistentRef == nil, !query.hasMatchKeys, query.itemList == nil else {
+            throw ItemError(errSecParam, "search keys are not allowed when adding")
+        }
         if case .any = query.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
         return try KeychainAccess.shared.with(label: query.keychainLabel, context: query.context) { keychain, master in
             let uid = try UniqueID.random()
@@ -44,7 +46,8 @@ public func SecItemCopyMatching(_ query: [String: Any], _ result: UnsafeMutableP
                 if master == nil { master = try KeychainAccess.shared.promptUnlock(keychain, parsed) }
                 return try identities(parsed, keychain: keychain, master: master)
             }
-            let found = try matchesUnlocking(parsed, keychain: keychain, master: &master)
+            let several = parsed.limit != nil && parsed.limit != .one
+            let found = try matchesUnlocking(parsed, keychain: keychain, master: &master, several: several)
             guard parsed.returnCount > 0 else { return nil }
             // Items whose per-use check would need the user are left out under kSecUseAuthenticationUISkip.
             let opened = try found.compactMap { (id, object) in try withSecret(object, query: parsed, keychain: keychain).map { (id, $0) } }
@@ -62,10 +65,11 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
 public func SecItemUpdate(_ query: [String: Any], _ attributesToUpdate: [String: Any]) -> OSStatus {
     run {
         let parsed = try ItemQuery(query)
-        guard !parsed.hasSearchKeys else { throw ItemError(errSecParam, "SecItemUpdate takes no search keys") }
+        guard !parsed.hasSearchKeys, !parsed.hasMatchKeys else { throw ItemError(errSecParam, "SecItemUpdate takes no search keys") }
         guard attributesToUpdate[kSecClass as String] == nil else { throw ItemError(errSecParam, "kSecClass cannot be updated") }
         let changes = try ItemQuery(attributesToUpdate, requireClass: false, defaultClass: parsed.itemClass)
-        guard !changes.hasSearchKeys, changes.persistentRef == nil, changes.context == nil, changes.keychainLabel == nil else {
+        guard !changes.hasSearchKeys, !changes.hasMatchKeys, changes.persistentRef == nil, changes.context == nil, changes.keychainLabel == nil,
+              changes.valueReference == nil, changes.operationPrompt == nil, changes.itemList == nil else {
             throw ItemError(errSecParam, "only attributes and kSecValueData can be updated")
         }
         if case .any = changes.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
@@ -81,39 +85,45 @@ public func SecItemUpdate(_ query: [String: Any], _ attributesToUpdate: [String:
             all.limit = .all
             var master = master
             let found = try matchesUnlocking(all, keychain: keychain, master: &master)
-            // A new secret for an item sealed by an application password: the password (the
-            // context's, else the prompt's) is checked against the old seal, and with `.and` user
-            // presence too; the new secret is sealed under it again.
-            var planned: [(id: Int64, object: ObjectAttributes, password: [UInt8]?)] = []
+            // Each item's new form is made before the write transaction: a new secret for an item
+            // sealed by an application password needs that password (the context's, else the
+            // prompt's) checked against the old seal — with `.and` user presence too — and the new
+            // secret sealed under it, both scrypt, which no transaction waits for.
+            var planned: [(id: Int64, object: ObjectAttributes)] = []
             for (id, object) in found {
-                guard object.hasSealedSecrets, updates.contains(where: { $0.type == .value }) else {
-                    planned.append((id, object, nil))
-                    continue
+                var base = object
+                var password: [UInt8]?
+                if object.hasSealedSecrets, updates.contains(where: { $0.type == .value }) {
+                    let given = try parsed.context?.applicationPassword
+                        ?? KeychainAccess.shared.askApplicationPassword(context: parsed.context, interaction: parsed.interaction)
+                    base = try translate { () throws(KeychainError) in
+                        try SecureBytes(given).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in try keychain.reveal(object, applicationPassword: p) }
+                    }
+                    parsed.context?.keepApplicationPassword(given)
+                    if !object.accessControlFlags.isDisjoint(with: .presence) {
+                        try KeychainAccess.shared.confirmPresence(keychain: keychain, context: parsed.context, interaction: parsed.interaction, what: "item")
+                    }
+                    password = given
                 }
-                var password = parsed.context?.applicationPassword
-                if password == nil { password = try KeychainAccess.shared.askApplicationPassword(context: parsed.context, interaction: parsed.interaction) }
-                guard let password else { throw ItemError(errSecInteractionNotAllowed, "this item asks for its application password") }
-                let revealed = try translate { () throws(KeychainError) in
-                    try SecureBytes(password).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in try keychain.reveal(object, applicationPassword: p) }
+                var updated = try translate { () throws(KeychainError) in try ObjectTemplate.set(updates, on: base) }
+                if let newProtection {
+                    guard !object.bool(.alwaysAuthenticate) || newProtection.needsLogin else {
+                        throw ItemError(errSecParam, "a key that asks for the PIN at each use cannot become usable without login")
+                    }
+                    updated[.accessible] = AttributeValue.ulong(newProtection.rawValue)
+                    updated[.isPrivate] = AttributeValue.bool(newProtection.needsLogin)
                 }
-                if !object.accessControlFlags.isDisjoint(with: .presence) {
-                    try KeychainAccess.shared.confirmPresence(keychain: keychain, context: parsed.context, interaction: parsed.interaction, what: "item")
+                if var secret = password {
+                    updated[.applicationPassword] = secret
+                    wipe(&secret)
+                    updated = try translate { () throws(KeychainError) in try keychain.sealingApplicationPassword(updated) }
                 }
-                planned.append((id, revealed, password))
+                planned.append((id, updated))
             }
             try translate { () throws(KeychainError) in
                 // All or nothing: one write transaction (a duplicate part-way undoes the rest).
                 try keychain.transaction { () throws(KeychainError) in
-                    for (id, object, password) in planned {
-                        var updated = try ObjectTemplate.set(updates, on: object)
-                        if let password { updated[.applicationPassword] = password }
-                        if let newProtection {
-                            guard !object.bool(.alwaysAuthenticate) || newProtection.needsLogin else {
-                                throw KeychainError(.templateInconsistent, "a key that asks for the PIN at each use cannot become usable without login")
-                            }
-                            updated[.accessible] = AttributeValue.ulong(newProtection.rawValue)
-                            updated[.isPrivate] = AttributeValue.bool(newProtection.needsLogin)
-                        }
+                    for (id, updated) in planned {
                         try keychain.replace(id: id, with: updated, master: master, allowingPrivateChange: newProtection != nil)
                     }
                 }
@@ -131,7 +141,7 @@ public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
 public func SecItemDelete(_ query: [String: Any]) -> OSStatus {
     run {
         let parsed = try ItemQuery(query)
-        guard !parsed.hasSearchKeys else { throw ItemError(errSecParam, "SecItemDelete takes no search keys") }
+        guard !parsed.hasSearchKeys, !parsed.hasMatchKeys else { throw ItemError(errSecParam, "SecItemDelete takes no search keys") }
         return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
             var all = parsed
             all.limit = .all
@@ -210,7 +220,11 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
 
 /// `matches`, and when the keychain is locked and that finds nothing readable, once more after
 /// the prompt unlocked it (`KeychainAccess.promptUnlock`); `master` is then the unlocked key.
-private func matchesUnlocking(_ query: ItemQuery, keychain: Keychain, master: inout MasterKey?) throws -> [(Int64, ObjectAttributes)] {
+private func matchesUnlocking(_ query: ItemQuery, keychain: Keychain, master: inout MasterKey?, several: Bool = false) throws -> [(Int64, ObjectAttributes)] {
+    // A search for more than one result: a locked pass would return only what needs no login.
+    if several, master == nil, query.itemClass != .certificate, !query.asksOnlyForPublicKeys {
+        master = try KeychainAccess.shared.promptUnlock(keychain, query)
+    }
     do {
         return try matches(query, keychain: keychain, master: master)
     } catch let error as ItemError where master == nil && query.itemClass != .certificate
@@ -240,7 +254,7 @@ private func matches(_ query: ItemQuery, keychain: Keychain, master: MasterKey?)
     guard !found.isEmpty else {
         // While locked only items usable without a login are searched (Always, AfterFirstUnlock
         // after a first unlock, certificates, public keys): a password may be among the others.
-        if master == nil, query.authenticationUI != .skip, query.itemClass == .genericPassword || query.itemClass == .internetPassword {
+        if master == nil, query.authenticationUI != .skip, query.itemClass != .certificate, !query.asksOnlyForPublicKeys {
             throw ItemError(errSecInteractionNotAllowed, "the keychain is locked")
         }
         throw ItemError(errSecItemNotFound, "no item matches")
@@ -259,7 +273,8 @@ private func withSecret(_ object: ObjectAttributes, query: ItemQuery, keychain: 
     guard needsSecret else { return object }
     /// The keychain password presented for this read.
     func presentPIN(_ what: String) throws -> Bool {
-        if query.authenticationUI == .skip, query.context?.password == nil, !(query.context?.authenticationIsFresh ?? false) { return false }
+        if query.authenticationUI == .skip, query.context?.password(for: keychain.path) == nil,
+           !(query.context?.authenticationIsFresh(for: keychain.path) ?? false) { return false }
         try KeychainAccess.shared.confirmPresence(keychain: keychain, context: query.context, interaction: query.interaction, what: what)
         return true
     }
@@ -289,6 +304,8 @@ private func withSecret(_ object: ObjectAttributes, query: ItemQuery, keychain: 
         var revealed = try translate { () throws(KeychainError) in
             try SecureBytes(password).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in try keychain.reveal(object, applicationPassword: p) }
         }
+        // Only a password that opened the item stays on the context.
+        query.context?.keepApplicationPassword(password)
         // Keys keep their sealed form beside the secret, to check the password at each use.
         if query.itemClass == .key {
             revealed[.sealedSecrets] = object[.sealedSecrets]

@@ -85,14 +85,14 @@ public final class SecKey: NSObject, @unchecked Sendable {
             }
         } else if let sealed {
             // The application password is this key's per-use secret.
-            var password = origin.context?.applicationPassword
-            if password == nil { password = try KeychainAccess.shared.askApplicationPassword(context: origin.context, interaction: interaction) }
-            guard let password else { throw ItemError(errSecInteractionNotAllowed, "this key asks for its application password at every use") }
+            let password = try origin.context?.applicationPassword
+                ?? KeychainAccess.shared.askApplicationPassword(context: origin.context, interaction: interaction)
             _ = try translateKeychain { () throws(KeychainError) in
                 try SecureBytes(password).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in
                     try KeychainAccess.shared.reveal(path: origin.keychainPath, sealed, applicationPassword: p)
                 }
             }
+            origin.context?.keepApplicationPassword(password)
             guard !sealed.accessControlFlags.isDisjoint(with: .presence) else { return }
         }
         try KeychainAccess.shared.confirmPresence(keychainPath: origin.keychainPath, context: origin.context, interaction: interaction, what: "key")
@@ -159,10 +159,15 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
         if let label = (privateAttributes[kSecAttrLabel as String] ?? dictionary[kSecAttrLabel as String]).flatMap(ItemMapping.string) {
             extra.append((.label, Array(label.utf8)))
         }
+        // kSecUseAuthenticationUI / kSecUseOperationPrompt among the parameters, as in a query.
+        let ui = dictionary[kSecUseAuthenticationUI as String].flatMap(ItemMapping.string)
+        let interaction = Interaction(allowed: ui == nil || ui == kSecUseAuthenticationUIAllow as String,
+                                      prompt: dictionary[kSecUseOperationPrompt as String].flatMap(ItemMapping.string))
         var controlled: Template = []
         if let control = privateAttributes[kSecAttrAccessControl as String] ?? dictionary[kSecAttrAccessControl as String] {
             guard let control = control as? SecAccessControl else { throw ItemError(errSecParam, "kSecAttrAccessControl must be a SecAccessControl") }
-            controlled = try control.attributes(isKey: true, isPrivate: true, context: dictionary[kSecUseAuthenticationContext as String] as? LAContext)
+            controlled = try control.attributes(isKey: true, isPrivate: true, context: dictionary[kSecUseAuthenticationContext as String] as? LAContext,
+                                                interaction: interaction)
             if controlled.contains(where: { $0.type == .alwaysAuthenticate }), !permanent {
                 throw ItemError(errSecParam, "user presence needs a permanent key (kSecAttrIsPermanent)")
             }
@@ -186,7 +191,7 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
             try KeychainAccess.shared.with(label: nil, context: context) { keychain, master in
                 keychainPath = keychain.path
                 var master = master
-                if master == nil { master = try KeychainAccess.shared.promptUnlock(keychain, context: context, interaction: Interaction(allowed: true, prompt: nil)) }
+                if master == nil { master = try KeychainAccess.shared.promptUnlock(keychain, context: context, interaction: interaction) }
                 guard let master else { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
                 let publicUID = try UniqueID.random()
                 // The public half is stored too (PKCS#11 clients such as OpenSSH list public keys; it
@@ -198,6 +203,8 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
                 if let label = publicAttributes[kSecAttrLabel as String].flatMap(ItemMapping.string) { publicExtra.append((.label, Array(label.utf8))) }
                 let publicObject = try keyObject(try key.publicKey(), extra: publicExtra + [(.token, AttributeValue.bool(true))], uniqueID: publicUID.text)
                 try translateKeychain { () throws(KeychainError) in
+                    // An application password's scrypt runs before the write transaction.
+                    let privateObject = try keychain.sealingApplicationPassword(privateObject)
                     try keychain.transaction { () throws(KeychainError) in
                         let id = try keychain.add(privateObject, uid: uid.bytes, master: master)
                         _ = try keychain.add(publicObject, uid: publicUID.bytes, master: master)

@@ -117,10 +117,6 @@ enum ApplicationPasswordSeal {
 }
 
 extension Keychain {
-    /// `object` with the secret its application password seals, checked against `password`.
-    /// Each attempt is charged to the item's failure counter before the password is evaluated
-    /// (as PINs are); at the keychain's limit the item's password locks until the SO re-sets the
-    /// user PIN.
     /// For an item whose access control is user presence `.or` an application password: whether
     /// `password` is that password (counted like `reveal`; wrong: `.pinIncorrect`).
     public func checkAlternative(_ object: ObjectAttributes, applicationPassword password: UnsafeRawBufferPointer) throws(KeychainError) {
@@ -134,6 +130,10 @@ extension Keychain {
         opened.wipeValues()
     }
 
+    /// `object` with the secret its application password seals, checked against `password`.
+    /// Each attempt is charged to the item's failure counter before the password is evaluated
+    /// (as PINs are); at the keychain's limit the item's password locks until the SO re-sets the
+    /// user PIN.
     public func reveal(_ object: ObjectAttributes, applicationPassword password: UnsafeRawBufferPointer) throws(KeychainError) -> ObjectAttributes {
         guard object[.sealedSecrets] != nil else { return object }
         guard let uniqueID = object[.uniqueID] else { throw KeychainError(.recordCorrupted, "an item with an application password has no unique ID") }

@@ -79,34 +79,51 @@ extension Keychain {
         return result
     }
 
+    /// Seals the secret of an object whose template carries CKA_KC_APPLICATION_PASSWORD (which is
+    /// write-only: it leaves the object here). Only the KDF parameters are read under the lock; the
+    /// scrypt of the password runs without it. `add` and `replace` call this themselves; a caller
+    /// that stores inside its own transaction calls it first, so that no lock or write
+    /// transaction is held across scrypt.
+    public func sealingApplicationPassword(_ object: ObjectAttributes) throws(KeychainError) -> ObjectAttributes {
+        guard let password = object[.applicationPassword] else { return object }
+        var object = object
+        object[.applicationPassword] = nil
+        if object.objectClass == .privateKey, !object.bool(.alwaysAuthenticate) {
+            throw KeychainError(.templateInconsistent, "a key with an application password needs CKA_ALWAYS_AUTHENTICATE = TRUE (the password is its context-specific PIN)")
+        }
+        let kdf = try lock.held { () throws(KeychainError) -> ScryptParameters in
+            try translatingErrors { try storedKDF(Meta.verifier(.user)) } ?? .interactive
+        }
+        let flags = object.accessControlFlags
+        if flags.contains(.or), !flags.isDisjoint(with: .presence) {
+            // Either one opens the item: the record keeps the secret (read after user presence),
+            // and a fixed token sealed under the password proves the password (no copy of the
+            // secret: a new secret needs no new seal).
+            var probe = ObjectAttributes()
+            probe[.objectClass] = object[.objectClass]
+            probe[.token] = object[.token]
+            probe[.uniqueID] = object[.uniqueID]
+            probe[.value] = Array("keychain-pkcs11 application password check".utf8)
+            try ApplicationPasswordSeal.seal(&probe, password: password, kdf: kdf)
+            object[.alternativeSeal] = probe[.sealedSecrets]
+            object[.alternativeSealKDF] = probe[.applicationPasswordKDF]
+        } else {
+            // The password seals the secret; user presence stands beside it only with `.and`
+            // (the SecItem door then asks for both at each read).
+            if !flags.isDisjoint(with: .presence), !flags.contains(.and) {
+                throw KeychainError(.templateInconsistent, "an application password with user presence needs .and or .or")
+            }
+            object[.sealedSecrets] = nil
+            object[.applicationPasswordKDF] = nil
+            try ApplicationPasswordSeal.seal(&object, password: password, kdf: kdf)
+        }
+        return object
+    }
+
     /// Stores a new token object; private objects need the master key. Returns its row id.
     public func add(_ object: ObjectAttributes, uid: [UInt8], master: MasterKey?) throws(KeychainError) -> Int64 {
-        try lock.held { () throws(KeychainError) -> Int64 in
-            var object = object
-            if let password = object[.applicationPassword] {
-                // Write-only: it seals the secret and is never stored.
-                object[.applicationPassword] = nil
-                if object.objectClass == .privateKey, !object.bool(.alwaysAuthenticate) {
-                    throw KeychainError(.templateInconsistent, "a key with an application password needs CKA_ALWAYS_AUTHENTICATE = TRUE (the password is its context-specific PIN)")
-                }
-                let kdf = try translatingErrors { try storedKDF(Meta.verifier(.user)) } ?? .interactive
-                let flags = object.accessControlFlags
-                if flags.contains(.or), !flags.isDisjoint(with: .presence) {
-                    // Either one opens the item: the record keeps the secret (read after user
-                    // presence), and a copy sealed under the password lets the password stand in.
-                    var copy = object
-                    try ApplicationPasswordSeal.seal(&copy, password: password, kdf: kdf)
-                    object[.alternativeSeal] = copy[.sealedSecrets]
-                    object[.alternativeSealKDF] = copy[.applicationPasswordKDF]
-                } else {
-                    // The password seals the secret; user presence stands beside it only with
-                    // `.and` (the SecItem door then asks for both at each read).
-                    if !flags.isDisjoint(with: .presence), !flags.contains(.and) {
-                        throw KeychainError(.templateInconsistent, "an application password with user presence needs .and or .or")
-                    }
-                    try ApplicationPasswordSeal.seal(&object, password: password, kdf: kdf)
-                }
-            }
+        let object = try sealingApplicationPassword(object)
+        return try lock.held { () throws(KeychainError) -> Int64 in
             let protection = try Protection(for: object)
             let keys = try keysForStoring(protection, object: object, master: master)
             return try writeRow(master: master) { epoch in
@@ -169,17 +186,10 @@ extension Keychain {
     /// class re-seals the record under its keys; CKA_PRIVATE changes only with a new protection
     /// class (SecItemUpdate of kSecAttrAccessible).
     public func replace(id: Int64, with object: ObjectAttributes, master: MasterKey?, allowingPrivateChange: Bool = false) throws(KeychainError) {
+        // A new secret for an item with an application password (the caller checked the password
+        // against the old seal) is sealed again under it, never stored.
+        let object = try sealingApplicationPassword(object)
         try lock.held { () throws(KeychainError) -> Void in
-            var object = object
-            if let password = object[.applicationPassword] {
-                // A new secret for an item with an application password (the caller checked the
-                // password against the old seal): sealed again under it, never stored.
-                object[.applicationPassword] = nil
-                object[.sealedSecrets] = nil
-                object[.applicationPasswordKDF] = nil
-                let kdf = try translatingErrors { try storedKDF(Meta.verifier(.user)) } ?? .interactive
-                try ApplicationPasswordSeal.seal(&object, password: password, kdf: kdf)
-            }
             let row = try translatingErrors { try store.fetchObject(id: id) }
             guard let current = Protection(rawValue: row.protection), current.isPrivate == object.isPrivate || allowingPrivateChange else {
                 throw KeychainError(.attributeReadOnly, "CKA_PRIVATE cannot change in place")
