@@ -26,12 +26,14 @@ P11KITDIR   ?= $(DATADIR)/p11-kit/modules
 BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
 ZSHCOMPDIR  ?= $(DATADIR)/zsh/site-functions
 FISHCOMPDIR ?= $(DATADIR)/fish/vendor_completions.d
+SYSTEMDUSERDIR ?= $(LIBDIR)/systemd/user
 
 MODULE := $(MODULEDIR)/libkeychain-pkcs11.so
 DOCS   := README.md $(wildcard Docs/*.md Docs/*.png)
 # Everything install puts, as installed paths (without DESTDIR). Docs keep their folder, so that
 # the README's links into Docs/ still work.
-FILES  := $(MODULE) $(BINDIR)/keychainctl $(INCLUDEDIR)/keychain-pkcs11.h \
+FILES  := $(MODULE) $(BINDIR)/keychainctl $(BINDIR)/keychaind $(INCLUDEDIR)/keychain-pkcs11.h \
+          $(SYSTEMDUSERDIR)/keychaind.socket $(SYSTEMDUSERDIR)/keychaind.service \
           $(P11KITDIR)/keychain-pkcs11.module $(addprefix $(DOCDIR)/,$(DOCS)) \
           $(BASHCOMPDIR)/keychainctl $(ZSHCOMPDIR)/_keychainctl $(FISHCOMPDIR)/keychainctl.fish
 # Directories that install created (installed paths), so that uninstall removes them again when
@@ -59,6 +61,10 @@ install: build
 	fi
 	install -D -m 0644 "$(BIN)/libkeychain-pkcs11.so" "$(DESTDIR)$(MODULE)"
 	install -D -m 0755 "$(BIN)/keychainctl" "$(DESTDIR)$(BINDIR)/keychainctl"
+	install -D -m 0755 "$(BIN)/keychaind" "$(DESTDIR)$(BINDIR)/keychaind"
+	install -D -m 0644 packaging/systemd/keychaind.socket "$(DESTDIR)$(SYSTEMDUSERDIR)/keychaind.socket"
+	sed 's|@BINDIR@|$(BINDIR)|' packaging/systemd/keychaind.service.in > .build/keychaind.service
+	install -D -m 0644 .build/keychaind.service "$(DESTDIR)$(SYSTEMDUSERDIR)/keychaind.service"
 	install -D -m 0644 Include/keychain-pkcs11.h "$(DESTDIR)$(INCLUDEDIR)/keychain-pkcs11.h"
 	sed 's|^module:.*|module: $(MODULE)|' pkcs11/keychain-pkcs11.module > .build/keychain-pkcs11.module
 	install -D -m 0644 .build/keychain-pkcs11.module "$(DESTDIR)$(P11KITDIR)/keychain-pkcs11.module"

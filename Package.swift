@@ -30,6 +30,7 @@ let package = Package(
         .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
         .library(name: "CryptoKit", targets: ["CryptoKit"]),
         .executable(name: "keychainctl", targets: ["keychainctl"]),
+        .executable(name: "keychaind", targets: ["keychaind"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -93,6 +94,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+
+        // The unlock session's daemon (Docs/security.md).
+        .executableTarget(name: "keychaind", dependencies: ["KeychainCore", "KeychainCrypto"]),
 
         // Fuzz targets (scripts/fuzz.sh builds them with libFuzzer; a normal build makes
         // replayers of the committed corpora, run by the tests).

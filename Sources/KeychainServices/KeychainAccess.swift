@@ -52,6 +52,11 @@ final class KeychainAccess: @unchecked Sendable {
             return (try opened(path), open[path]?.master)
         }
         var master = cached
+        // Unlocked in the login session (keychaind): no call and no prompt needed, as on a Mac.
+        if master == nil, context?.password(for: keychain.path) == nil, let session = UnlockSession.masterKey(for: keychain) {
+            master = session
+            lock.withLock { open[keychain.path] = (keychain, session) }
+        }
         if let context, let password = context.password(for: keychain.path) {
             master = try Self.unlock(keychain, password: password)
             context.recordAuthentication(password: password, keychainPath: keychain.path)

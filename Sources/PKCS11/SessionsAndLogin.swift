@@ -63,6 +63,20 @@ extension ModuleState {
         }
     }
 
+    /// C_Login(CKU_USER) with a NULL PIN while the unlock session (`keychaind`) holds the keychain
+    /// unlocked: the session's master key, checked against the keychain, logs the user in at once
+    /// (no scrypt). False when the session does not hold it (the prompt program is next).
+    func sessionLogin(_ handle: CK_SESSION_HANDLE) throws(CKError) -> Bool {
+        try withSession(handle) { session, token throws(CKError) in
+            if token.login == .user { throw CKError(CK_RV(CKR_USER_ALREADY_LOGGED_IN), "already logged in") }
+            if token.login != .none { throw CKError(CK_RV(CKR_USER_ANOTHER_ALREADY_LOGGED_IN), "another user is logged in") }
+            guard let master = UnlockSession.masterKey(for: token.keychain) else { return false }
+            try token.logIn(.user, master: master)
+            session.pinJustPresented = true
+            return true
+        }
+    }
+
     /// For C_Login with a NULL PIN: the prompt program and what it should ask, after the checks
     /// that need no PIN (so that nobody is asked for a PIN the call would refuse anyway).
     func promptRequest(_ handle: CK_SESSION_HANDLE, userType: CK_USER_TYPE) throws(CKError) -> (program: String, text: String) {

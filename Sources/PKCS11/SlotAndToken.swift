@@ -63,6 +63,8 @@ extension ModuleState {
         if keychainInfo.soPIN.countLow { flags |= CK_FLAGS(CKF_SO_PIN_COUNT_LOW) }
         if keychainInfo.soPIN.finalTry { flags |= CK_FLAGS(CKF_SO_PIN_FINAL_TRY) }
         if keychainInfo.soPIN.locked { flags |= CK_FLAGS(CKF_SO_PIN_LOCKED) }
+        // A NULL PIN logs in while the unlock session (keychaind) holds the keychain.
+        if UnlockSession.holds(token.keychain.path) { flags |= CK_FLAGS(CKF_PROTECTED_AUTHENTICATION_PATH) }
         info.flags = flags
         let open = sessions(on: id)
         info.ulSessionCount = CK_ULONG(open.count)

@@ -71,6 +71,11 @@ final class OpenKeychain {
     @discardableResult
     func unlock() throws -> MasterKey {
         if let master { return master }
+        // Unlocked in the session (keychaind): no PIN asked.
+        if let session = UnlockSession.masterKey(for: keychain) {
+            master = session
+            return session
+        }
         let pin = try readSecret(file: pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN of keychain '\(label)'", confirm: false)
         do {
             let unlocked = try pin.withBytes { bytes throws(KeychainError) in try keychain.unlock(.user, pin: bytes) }

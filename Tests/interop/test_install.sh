@@ -23,6 +23,9 @@ docs="$prefix/share/doc/keychain-pkcs11"
 for entry in \
     "$so 644" \
     "$ctl 755" \
+    "$prefix/bin/keychaind 755" \
+    "$prefix/lib/systemd/user/keychaind.socket 644" \
+    "$prefix/lib/systemd/user/keychaind.service 644" \
     "$prefix/include/keychain-pkcs11.h 644" \
     "$prefix/share/p11-kit/modules/keychain-pkcs11.module 644" \
     "$docs/README.md 644" \
@@ -40,12 +43,13 @@ for doc in "$root"/Docs/*.md; do
 done
 cmp -s "$MODULE" "$so" || fail "the installed module is not the release module under test"
 cmp -s "$root/Include/keychain-pkcs11.h" "$prefix/include/keychain-pkcs11.h" || fail "installed header differs"
-echo "ok: files installed with modes 0644 (0755 for keychainctl)"
+expect_contains "$(cat "$prefix/lib/systemd/user/keychaind.service")" "ExecStart=$prefix/bin/keychaind --foreground" "the unit runs the installed keychaind"
+echo "ok: files installed with modes 0644 (0755 for keychainctl and keychaind)"
 
 # Self-contained: no libswift* needed, and no RUNPATH/RPATH at all: not the toolchain's library
 # folder (dangling on a machine without Swift), and not $ORIGIN, where a libcrypto.so.3 dropped
 # beside the installed module would be loaded before the system's.
-for binary in "$so" "$ctl"; do
+for binary in "$so" "$ctl" "$prefix/bin/keychaind"; do
     dyn=$(readelf -d "$binary") || fail "readelf -d $binary"
     expect_not_contains "$(grep NEEDED <<<"$dyn")" "libswift" "NEEDED entries of $binary"
     expect_eq "$(grep -E '\((RUNPATH|RPATH)\)' <<<"$dyn" || true)" "" "RUNPATH/RPATH entries of $binary"

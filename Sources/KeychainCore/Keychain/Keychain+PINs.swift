@@ -105,6 +105,7 @@ extension Keychain {
                 }
                 let unlocked = try MasterKey(master)
                 if owner == .user, firstUnlock == nil { firstUnlock = try unlocked.afterFirstUnlock() }
+                recordMasterCheck(unlocked)
                 return unlocked
             } catch {
                 throw KeychainError(error)

@@ -227,7 +227,13 @@ public func C_SetOperationState(_ session: CK_SESSION_HANDLE, _ buffer: BytePoin
 
 public func C_Login(_ session: CK_SESSION_HANDLE, _ userType: CK_USER_TYPE, _ pin: UnsafeMutablePointer<CK_UTF8CHAR>?, _ pinLength: CK_ULONG) -> CK_RV {
     if pin == nil {
-        // The protected authentication path: the prompt runs outside the module lock.
+        // The protected authentication path: the unlock session first (keychaind), then the
+        // prompt program, which runs outside the module lock.
+        if userType == CK_USER_TYPE(CKU_USER) {
+            var loggedIn = false
+            let viaSession = Exports.inSession(#function, session) { state throws(CKError) in loggedIn = try state.sessionLogin(session) }
+            if viaSession != CK_RV(CKR_OK) || loggedIn { return viaSession }
+        }
         var request: (program: String, text: String)?
         let checked = Exports.inSession(#function, session) { state throws(CKError) in request = try state.promptRequest(session, userType: userType) }
         guard checked == CK_RV(CKR_OK), let request else { return checked }

@@ -1,0 +1,166 @@
+import ArgumentParser
+import Foundation
+import Glibc
+import KeychainCore
+
+// `unlock`, `lock`, `status`: the unlock session (`keychaind`). While a keychain is unlocked
+// there, every process of the user finds it unlocked: keychainctl asks no user PIN, the PKCS#11
+// module logs in with a NULL PIN, KeychainServices needs no unlock call.
+
+struct Unlock: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Unlock a keychain for this login session (keychaind keeps it unlocked).",
+        discussion: """
+        The user PIN comes from --pin-file, KEYCHAIN_PKCS11_PIN or a prompt, and is checked by
+        keychaind (counted like any login). keychaind is started if it is not running.
+        --timeout locks the keychain after that long without use (90s, 30m, 8h; default: never).
+
+        Examples:
+          keychainctl unlock
+          keychainctl unlock -k work --timeout 30m
+        """
+    )
+
+    @OptionGroup var options: KeychainOptions
+
+    @Option(help: ArgumentHelp("Lock again after this long without use (e.g. 90s, 30m, 8h).", valueName: "duration"))
+    var timeout: String?
+
+    func run() throws {
+        let idle = try timeout.map(parseDuration) ?? 0
+        let opened = try options.open()
+        try startDaemonIfNeeded()
+        let pin = try readSecret(file: options.pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN of keychain '\(opened.label)'", confirm: false)
+        let outcome = pin.withBytes { UnlockSession.unlock(path: opened.keychain.path, pin: $0, idleTimeout: idle) }
+        switch outcome {
+        case nil:
+            throw fail("keychaind does not answer on \(UnlockSession.socketPath ?? "(no socket: set XDG_RUNTIME_DIR)").", status: ExitStatus.failure)
+        case .failure(let error)?:
+            throw failure(for: error)
+        case .success?:
+            print("Keychain '\(opened.label)' is unlocked for this session" + (idle > 0 ? " (locks after \(idle) s without use)." : "."))
+        }
+    }
+}
+
+struct Lock: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Lock a keychain (or all) in this login session.",
+        discussion: """
+        Processes that took the keychain from the session keep what they hold until they log out;
+        new logins, new processes and keychainctl ask for the PIN again.
+
+        Examples:
+          keychainctl lock
+          keychainctl lock --all
+        """
+    )
+
+    @OptionGroup var options: KeychainOptions
+
+    @Flag(help: "Lock every keychain.")
+    var all = false
+
+    func run() throws {
+        if all {
+            guard UnlockSession.lock(path: nil) else { throw fail("keychaind is not running: nothing is unlocked.", status: ExitStatus.notFound) }
+            print("Every keychain is locked.")
+            return
+        }
+        let opened = try options.open()
+        guard UnlockSession.lock(path: opened.keychain.path) else { throw fail("keychaind is not running: nothing is unlocked.", status: ExitStatus.notFound) }
+        print("Keychain '\(opened.label)' is locked.")
+    }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show which keychains are unlocked in this login session.",
+        discussion: """
+        Examples:
+          keychainctl status
+          keychainctl status --json
+        """
+    )
+
+    @Flag(help: "Print JSON: one object per keychain with label, path, unlocked, since, idle_timeout, seconds_left.")
+    var json = false
+
+    func run() throws {
+        let directory = KeychainDirectory(path: Configuration.current().directory)
+        let held = UnlockSession.status()
+        let now = Int64(time(nil))
+        var rows: [[String: Any]] = []
+        for path in directory.keychainFiles() {
+            let label = (try? Keychain.open(at: path).info(countingObjects: false).label) ?? "?"
+            var row: [String: Any] = ["label": label, "path": path, "unlocked": false]
+            if let entry = held?.first(where: { $0.path == path }) {
+                row["unlocked"] = true
+                row["since"] = entry.since
+                row["idle_timeout"] = entry.idleTimeout
+                if entry.idleTimeout > 0 { row["seconds_left"] = max(0, entry.lastUse + entry.idleTimeout - now) }
+            }
+            rows.append(row)
+        }
+        if json {
+            let data = try JSONSerialization.data(withJSONObject: ["keychaind": held != nil, "keychains": rows], options: [.sortedKeys])
+            print(String(decoding: data, as: UTF8.self))
+            return
+        }
+        print(held == nil ? "keychaind: not running (every keychain is locked for new processes)" : "keychaind: running on \(UnlockSession.socketPath ?? "?")")
+        for row in rows {
+            let label = row["label"] as? String ?? "?"
+            guard row["unlocked"] as? Bool == true else {
+                print("  \(label): locked")
+                continue
+            }
+            let since = (row["since"] as? Int64).map { "since \(Self.clock($0))" } ?? ""
+            let left = (row["seconds_left"] as? Int64).map { ", locks in \($0) s without use" } ?? ""
+            print("  \(label): unlocked \(since)\(left)")
+        }
+    }
+
+    static func clock(_ seconds: Int64) -> String {
+        var value = time_t(seconds)
+        var parts = tm()
+        localtime_r(&value, &parts)
+        return String(format: "%02d:%02d:%02d", parts.tm_hour, parts.tm_min, parts.tm_sec)
+    }
+}
+
+/// "90s", "30m", "8h", "2d" or plain seconds.
+func parseDuration(_ text: String) throws -> Int {
+    let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+    var digits = text
+    var unit = 1
+    if let last = text.last, let factor = units[last] {
+        unit = factor
+        digits = String(text.dropLast())
+    }
+    guard let value = Int(digits), value >= 0, value <= Int(Int32.max) / unit else {
+        throw fail("'\(text)' is not a duration (like 90s, 30m, 8h).", status: ExitStatus.usage)
+    }
+    return value * unit
+}
+
+/// Starts keychaind (the one installed beside keychainctl, else the one on PATH) when none
+/// answers; where systemd's socket activation is set up, the socket is already there.
+func startDaemonIfNeeded() throws {
+    guard UnlockSession.socketPath != nil else {
+        throw fail("no XDG_RUNTIME_DIR: the unlock session needs one (or KEYCHAIN_PKCS11_AGENT=PATH to a socket in a folder of yours).", status: ExitStatus.usage)
+    }
+    if UnlockSession.isRunning { return }
+    let beside = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "")
+        .deletingLastPathComponent().appendingPathComponent("keychaind").path
+    let program = FileManager.default.isExecutableFile(atPath: beside) ? beside : "keychaind"
+    let process = Process()
+    process.executableURL = program.hasPrefix("/") ? URL(fileURLWithPath: program) : URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = program.hasPrefix("/") ? [] : ["keychaind"]
+    do {
+        try process.run()
+        process.waitUntilExit()
+    } catch {
+        throw fail("cannot start keychaind (\(error)); install it next to keychainctl.", status: ExitStatus.failure)
+    }
+    guard UnlockSession.isRunning else { throw fail("keychaind did not start.", status: ExitStatus.failure) }
+}

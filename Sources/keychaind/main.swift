@@ -1,0 +1,302 @@
+import Glibc
+import KeychainCore
+import KeychainCrypto
+
+// keychaind: the per-user unlock session (Docs/security.md, "The unlock session"). It listens on
+// $XDG_RUNTIME_DIR/keychain-pkcs11/agent.sock (folder 0700; KEYCHAIN_PKCS11_AGENT overrides),
+// answers only peers of its own uid (SO_PEERCRED), checks PINs itself, and keeps the master keys
+// of the keychains unlocked through it in secure memory (never on disk, not in core dumps),
+// until they are locked, their idle timeout passes, or it stops (SIGTERM, SIGINT: everything is
+// locked and the socket removed).
+//
+//   keychaind --foreground [--socket PATH]   run here (tests, systemd's Type=simple)
+//   keychaind [--socket PATH]                start in the background (a new session) and return
+
+/// What the daemon holds for one keychain.
+final class Held {
+    let key: SecureBytes
+    let since: Int64
+    let idleTimeout: Int64
+    var lastUse: Int64
+
+    init(key: SecureBytes, idleTimeout: Int64) {
+        self.key = key
+        since = Int64(time(nil))
+        self.idleTimeout = idleTimeout
+        lastUse = since
+    }
+}
+
+final class Daemon: @unchecked Sendable {
+    private let lock = PThreadMutex()
+    private var held: [String: Held] = [:]
+
+    func unlock(path: String, pin: [UInt8], idleTimeout: Int64) -> (UnlockSession.Status, [[UInt8]]) {
+        // The PIN is checked by the keychain (scrypt, counted like any login), without our lock.
+        do {
+            let keychain = try Keychain.open(at: path)
+            let master = try pin.withUnsafeBytes { bytes throws(KeychainError) in try keychain.unlock(.user, pin: bytes) }
+            let entry = Held(key: keychain.exportedMasterKey(master), idleTimeout: max(0, idleTimeout))
+            lock.withLock { held[path] = entry }
+            return (.ok, [])
+        } catch let error as KeychainError {
+            let reason: String
+            switch error.code {
+            case .pinIncorrect: reason = "pin: wrong user PIN"
+            case .pinLocked: reason = "pin-locked: the user PIN is locked"
+            case .userPINNotInitialized: reason = "pin: the keychain has no user PIN"
+            default: reason = "keychain: \(error.reason)"
+            }
+            return (.refused, [Array(reason.utf8)])
+        } catch {
+            return (.refused, [Array("keychain: \(error)".utf8)])
+        }
+    }
+
+    func key(path: String) -> (UnlockSession.Status, [[UInt8]]) {
+        lock.withLock {
+            guard let entry = held[path] else { return (.locked, []) }
+            entry.lastUse = Int64(time(nil))
+            return (.ok, [entry.key.withUnsafeBytes { Array($0) }])
+        }
+    }
+
+    func lockKeychain(path: String) {
+        lock.withLock {
+            if path.isEmpty { held.removeAll() } else { held[path] = nil }
+        }
+    }
+
+    func status() -> [[UInt8]] {
+        lock.withLock {
+            held.sorted { $0.key < $1.key }.map { path, entry in Array("\(path)\t\(entry.since)\t\(entry.idleTimeout)\t\(entry.lastUse)".utf8) }
+        }
+    }
+
+    /// Locks what has been idle longer than its timeout.
+    func expire() {
+        let now = Int64(time(nil))
+        lock.withLock {
+            for (path, entry) in held where entry.idleTimeout > 0 && now - entry.lastUse >= entry.idleTimeout { held[path] = nil }
+        }
+    }
+
+    func handle(_ request: [UInt8]) -> (UnlockSession.Status, [[UInt8]]) {
+        guard let code = request.first, let operation = UnlockSession.Operation(rawValue: code),
+              let fields = UnlockSession.parseFields(request[1...]) else {
+            return (.refused, [Array("bad request".utf8)])
+        }
+        let text = { (index: Int) -> String? in index < fields.count ? String(decoding: fields[index], as: UTF8.self) : nil }
+        switch operation {
+        case .ping: return (.ok, [])
+        case .status: return (.ok, status())
+        case .key:
+            guard let path = text(0) else { return (.refused, [Array("no path".utf8)]) }
+            return key(path: path)
+        case .lock:
+            lockKeychain(path: text(0) ?? "")
+            return (.ok, [])
+        case .unlock:
+            guard fields.count == 3, let path = text(0), let timeout = text(2).flatMap({ Int64($0) }) else {
+                return (.refused, [Array("unlock needs a path, a PIN and a timeout".utf8)])
+            }
+            var pin = fields[1]
+            defer { wipe(&pin) }
+            return unlock(path: path, pin: pin, idleTimeout: timeout)
+        }
+    }
+}
+
+nonisolated(unsafe) var stopRequested: sig_atomic_t = 0
+
+/// The uid of the process at the other end of `fd` (SO_PEERCRED: pid, uid, gid).
+func peerUID(_ fd: Int32) -> uid_t? {
+    var credentials = [Int32](repeating: -1, count: 3)
+    var length = socklen_t(MemoryLayout<Int32>.size * 3)
+    let ok = credentials.withUnsafeMutableBytes { getsockopt(fd, SOL_SOCKET, SO_PEERCRED, $0.baseAddress, &length) }
+    guard ok == 0, length == socklen_t(MemoryLayout<Int32>.size * 3) else { return nil }
+    return uid_t(bitPattern: credentials[1])
+}
+
+/// The socket systemd passed (LISTEN_PID is us, LISTEN_FDS ≥ 1: fd 3), if any.
+func activatedSocket() -> Int32? {
+    guard let pid = getenv("LISTEN_PID").flatMap({ Int32(String(cString: $0)) }), pid == getpid(),
+          let count = getenv("LISTEN_FDS").flatMap({ Int(String(cString: $0)) }), count >= 1 else { return nil }
+    unsetenv("LISTEN_PID")
+    unsetenv("LISTEN_FDS")
+    _ = fcntl(3, F_SETFD, FD_CLOEXEC)
+    return 3
+}
+
+func serve(socketPath: String) -> Int32 {
+    var standardError = StandardError()
+    // The folder: ours and closed (made if missing); a socket left by a dead daemon is replaced.
+    guard let slash = socketPath.lastIndex(of: "/") else {
+        print("keychaind: the socket path must name a folder", to: &standardError)
+        return 64
+    }
+    let folder = String(socketPath[..<slash])
+    if mkdir(folder, 0o700) != 0, errno != EEXIST {
+        print("keychaind: cannot make \(folder): \(String(cString: strerror(errno)))", to: &standardError)
+        return 1
+    }
+    var info = stat()
+    guard lstat(folder, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == getuid() else {
+        print("keychaind: \(folder) is not a folder of this user", to: &standardError)
+        return 1
+    }
+    if info.st_mode & 0o077 != 0 { _ = chmod(folder, 0o700) }
+    let listener: Int32
+    let activated = activatedSocket()
+    if let activated {
+        // systemd's socket activation (keychaind.socket): the listening socket is fd 3.
+        listener = activated
+    } else {
+        if UnlockSession.isRunning {
+            print("keychaind: another keychaind already answers on \(socketPath)", to: &standardError)
+            return 1
+        }
+        unlink(socketPath)
+        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard listener >= 0 else { return 1 }
+        let previous = umask(0o077)
+        let bound = UnlockSession.withUnixAddress(socketPath) { address, length in bind(listener, address, length) == 0 } ?? false
+        umask(previous)
+        guard bound, listen(listener, 16) == 0 else {
+            print("keychaind: cannot listen on \(socketPath): \(String(cString: strerror(errno)))", to: &standardError)
+            return 1
+        }
+    }
+    signal(SIGTERM) { _ in stopRequested = 1 }
+    signal(SIGINT) { _ in stopRequested = 1 }
+    signal(SIGPIPE, SIG_IGN)
+    let daemon = Daemon()
+    let me = getuid()
+    print("keychaind: listening on \(socketPath)", to: &standardError)
+    while stopRequested == 0 {
+        daemon.expire()
+        var poller = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&poller, 1, 500)
+        guard ready > 0 else { continue }
+        let client = accept(listener, nil, nil)
+        guard client >= 0 else { continue }
+        _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        _ = setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        guard peerUID(client) == me else {
+            // Another user's process: nothing, not even an error frame.
+            close(client)
+            continue
+        }
+        // One request per connection. Unlocks run scrypt: each connection has its own thread so
+        // that a slow unlock does not hold up key requests.
+        let worker = Thread { [daemon] in
+            defer { close(client) }
+            guard var request = UnlockSession.readFrame(client) else { return }
+            defer { wipe(&request) }
+            var (status, fields) = daemon.handle(request)
+            var payload = [status.rawValue]
+            for field in fields { payload += UnlockSession.bigEndian(UInt32(field.count)) + field }
+            for index in fields.indices { wipe(&fields[index]) }
+            defer { wipe(&payload) }
+            _ = UnlockSession.writeFrame(client, payload)
+        }
+        worker.start()
+    }
+    daemon.lockKeychain(path: "")
+    close(listener)
+    // systemd's socket stays for the next activation; our own goes with us.
+    if activated == nil { unlink(socketPath) }
+    print("keychaind: stopped; every keychain locked", to: &standardError)
+    return 0
+}
+
+/// A detached thread running a closure (pthreads; Foundation is not linked here).
+final class Thread {
+    private let body: () -> Void
+    init(_ body: @escaping () -> Void) { self.body = body }
+
+    func start() {
+        let box = Unmanaged.passRetained(self)
+        var thread = pthread_t()
+        let started = pthread_create(&thread, nil, { context in
+            guard let context else { return nil }
+            let me = Unmanaged<Thread>.fromOpaque(context).takeRetainedValue()
+            me.body()
+            return nil
+        }, box.toOpaque())
+        if started == 0 { pthread_detach(thread) } else { box.release() }
+    }
+}
+
+/// Standard error as a stream (fd 2 directly: the C `stderr` global is not concurrency-safe).
+struct StandardError: TextOutputStream {
+    mutating func write(_ string: String) {
+        var bytes = Array(string.utf8)
+        _ = Glibc.write(2, &bytes, bytes.count)
+    }
+}
+
+func complain(_ message: String) {
+    var standardError = StandardError()
+    print(message, to: &standardError)
+}
+
+// MARK: main
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+var foreground = false
+var socketPath = UnlockSession.socketPath
+var index = 0
+while index < arguments.count {
+    switch arguments[index] {
+    case "--foreground": foreground = true
+    case "--socket" where index + 1 < arguments.count:
+        index += 1
+        socketPath = arguments[index]
+        setenv("KEYCHAIN_PKCS11_AGENT", arguments[index], 1)
+    case "--help", "-h":
+        print("usage: keychaind [--foreground] [--socket PATH]")
+        exit(0)
+    default:
+        complain("keychaind: unknown argument \(arguments[index]) (keychaind --help)")
+        exit(64)
+    }
+    index += 1
+}
+// Secrets live here: no core dumps, ever.
+var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
+_ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
+guard let socketPath else {
+    complain("keychaind: no XDG_RUNTIME_DIR: give --socket PATH (a folder of yours, mode 0700)")
+    exit(64)
+}
+if foreground { exit(serve(socketPath: socketPath)) }
+// In the background: the same program in a new session, its standard streams on /dev/null.
+var attributes = posix_spawnattr_t()
+posix_spawnattr_init(&attributes)
+posix_spawnattr_setflags(&attributes, 0x80)  // POSIX_SPAWN_SETSID (glibc): a new session
+var actions = posix_spawn_file_actions_t()
+posix_spawn_file_actions_init(&actions)
+for fd in [Int32(0), 1, 2] { posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0) }
+var pid: pid_t = 0
+let program = "/proc/self/exe"
+let spawned = ([program, "--foreground", "--socket", socketPath]).withCStrings { argv in
+    posix_spawn(&pid, program, &actions, &attributes, argv, environ)
+}
+guard spawned == 0 else {
+    complain("keychaind: cannot start in the background (error \(spawned))")
+    exit(1)
+}
+// Ready when it answers (at most 5 s).
+for _ in 0..<50 where !UnlockSession.isRunning { usleep(100_000) }
+exit(UnlockSession.isRunning ? 0 : 1)
+
+extension Array where Element == String {
+    func withCStrings<R>(_ body: ([UnsafeMutablePointer<CChar>?]) -> R) -> R {
+        var pointers = map { strdup($0) }
+        defer { pointers.forEach { free($0) } }
+        pointers.append(nil)
+        return body(pointers)
+    }
+}

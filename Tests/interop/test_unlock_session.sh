@@ -1,0 +1,142 @@
+# The unlock session: keychaind started in the foreground on a private socket; `keychainctl
+# unlock` with a PIN file; then new processes use the keychain with no PIN: pkcs11-tool logs in
+# with a NULL PIN (CKF_PROTECTED_AUTHENTICATION_PATH), keychainctl prints a password without
+# asking. `keychainctl lock` and the idle timeout lock it again; a wrong PIN is refused and
+# counted; a peer of another uid gets nothing; killing the daemon loses nothing stored; SIGTERM
+# locks everything and removes the socket. The figure: C_Login through the session against a
+# PIN login (scrypt at the test's cost and at the default cost).
+. "$HERE/lib.sh"
+cd "$WORK" || fail "cd $WORK"
+keychaind=$(dirname "$KEYCHAINCTL")/keychaind
+[ -x "$keychaind" ] || fail "no keychaind beside keychainctl ($keychaind)"
+mkdir -m 700 agent || fail "agent folder"
+export KEYCHAIN_PKCS11_AGENT="$WORK/agent/agent.sock"
+unset KEYCHAIN_PKCS11_PIN KEYCHAIN_PKCS11_PROMPT
+printf '%s\n' so-secret-1 >so.pin
+printf '%s\n' user-pin-1 >user.pin
+printf '%s\n' wrong-pin >wrong.pin
+
+kc create --label login --so-pin-file so.pin --pin-file user.pin >/dev/null || fail "create login"
+printf 'hunter2' | kc add-generic-password -a alice -s github.com --pin-file user.pin --password-file - >/dev/null || fail "add a password"
+slot=$(slot_of login)
+[ -n "$slot" ] || fail "no slot for login"
+flags() { p11 --slot "$slot" -T 2>/dev/null | sed -n 's/^  token flags        : //p'; }
+
+# Without the daemon: locked, and nothing changes for any door.
+out=$(kc status); expect_contains "$out" "keychaind: not running" "status without a daemon"
+expect_not_contains "$(flags)" "PIN pad present" "flags without a session"
+
+"$keychaind" --foreground --socket "$KEYCHAIN_PKCS11_AGENT" 2>daemon.log &
+daemon=$!
+for _ in $(seq 1 50); do [ -S "$KEYCHAIN_PKCS11_AGENT" ] && break; sleep 0.1; done
+[ -S "$KEYCHAIN_PKCS11_AGENT" ] || fail "keychaind did not listen: $(cat daemon.log)"
+expect_eq "$(stat -c %a agent)" "700" "socket folder mode"
+out=$(kc status); expect_contains "$out" "login: locked" "status before unlock"
+
+# A wrong PIN is refused (and counted), then the right one unlocks.
+expect_status 3 "unlock with a wrong PIN" kc unlock --pin-file wrong.pin
+out=$(kc info 2>&1); expect_contains "$out" "1 of 10 failed tries" "the wrong PIN was counted"
+out=$(kc unlock --pin-file user.pin) || fail "unlock: $out"
+expect_contains "$out" "is unlocked for this session" "unlock message"
+out=$(kc status --json); expect_contains "$out" '"unlocked":true' "status --json after unlock"
+expect_contains "$(flags)" "PIN pad present" "flags while the session holds the keychain"
+
+# New processes, no PIN anywhere: keychainctl, and pkcs11-tool with a NULL PIN.
+out=$(kc find-generic-password -a alice -s github.com -w </dev/null 2>&1) || fail "find without a PIN: $out"
+expect_eq "$out" "hunter2" "keychainctl reads the password with no PIN"
+out=$(p11 --slot "$slot" --login -O --type data </dev/null 2>&1) || fail "pkcs11-tool NULL-PIN login: $out"
+expect_contains "$out" "github.com" "pkcs11-tool lists the private password object"
+
+# The cost of C_Login: through the session against the PIN (scrypt).
+cat >login.c <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "keychain-pkcs11.h"
+int main(int argc, char **argv) {
+    void *lib = dlopen(argv[1], RTLD_NOW);
+    CK_C_GetFunctionList get = (CK_C_GetFunctionList)dlsym(lib, "C_GetFunctionList");
+    CK_FUNCTION_LIST_PTR f; get(&f);
+    if (f->C_Initialize(NULL) != CKR_OK) return 2;
+    CK_SLOT_ID slot = strtoul(argv[2], NULL, 10);
+    const char *pin = argc > 3 ? argv[3] : NULL;
+    int rounds = 20; double total = 0;
+    for (int i = 0; i < rounds; i++) {
+        CK_SESSION_HANDLE s;
+        if (f->C_OpenSession(slot, CKF_SERIAL_SESSION, NULL, NULL, &s) != CKR_OK) return 3;
+        struct timespec a, b; clock_gettime(CLOCK_MONOTONIC, &a);
+        CK_RV rv = f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, pin ? strlen(pin) : 0);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        if (rv != CKR_OK) { printf("rv 0x%lx\n", rv); return 4; }
+        total += (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+        f->C_Logout(s); f->C_CloseSession(s);
+    }
+    printf("%.3f\n", total / rounds);
+    f->C_Finalize(NULL);
+    return 0;
+}
+C
+gcc -O2 -I"$HERE/../../Include" login.c -o login -ldl || fail "compile login.c"
+session_ms=$(./login "$MODULE" "$slot") || fail "C_Login through the session: $session_ms"
+pin_ms=$(./login "$MODULE" "$slot" user-pin-1) || fail "C_Login with the PIN: $pin_ms"
+echo "figure: C_Login through keychaind ${session_ms} ms; with the PIN ${pin_ms} ms (scrypt 2^10, this test's cost)"
+# The same with the default cost (scrypt 2^15) on a second keychain.
+env -u KEYCHAIN_PKCS11_KDF_LOG_N "$KEYCHAINCTL" create --label costly --so-pin-file so.pin --pin-file user.pin >/dev/null || fail "create costly"
+kc unlock -k costly --pin-file user.pin >/dev/null || fail "unlock costly"
+costly=$(slot_of costly)
+session_ms=$(./login "$MODULE" "$costly") || fail "C_Login through the session (costly): $session_ms"
+pin_ms=$(./login "$MODULE" "$costly" user-pin-1) || fail "C_Login with the PIN (costly): $pin_ms"
+echo "figure: default cost: C_Login through keychaind ${session_ms} ms; with the PIN ${pin_ms} ms (scrypt 2^15)"
+kc lock -k costly >/dev/null || fail "lock costly"
+
+# Locked again: every door asks again.
+kc lock >/dev/null || fail "lock"
+out=$(kc status); expect_contains "$out" "login: locked" "status after lock"
+out=$(kc find-generic-password -a alice -s github.com -w </dev/null 2>&1) && fail "find after lock needed no PIN: $out"
+out=$(p11 --slot "$slot" --login -O </dev/null 2>&1) && fail "NULL-PIN login after lock succeeded: $out"
+
+# The idle timeout locks by itself.
+kc unlock --pin-file user.pin --timeout 2s >/dev/null || fail "unlock with a timeout"
+out=$(kc status --json); expect_contains "$out" '"idle_timeout":2' "status shows the timeout"
+sleep 4
+out=$(kc status); expect_contains "$out" "login: locked" "locked by the idle timeout"
+
+# A peer of another uid gets no answer (as root only: another uid is needed).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && [ -x /usr/bin/python3 ]; then
+    # Open the way to the socket for the other uid: only SO_PEERCRED is left to refuse it.
+    chmod 755 "$(dirname "$WORK")" "$WORK" agent && chmod 777 "$KEYCHAIN_PKCS11_AGENT"
+    out=$(setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 - "$KEYCHAIN_PKCS11_AGENT" <<'PY' 2>&1
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(5)
+s.connect(sys.argv[1])
+try:
+    s.sendall(struct.pack(">I", 1) + bytes([5]))
+    data = s.recv(16)
+except (BrokenPipeError, ConnectionResetError):
+    data = b""
+print("answered" if data else "no answer")
+PY
+)
+    expect_eq "$out" "no answer" "a peer of another uid"
+    chmod 700 agent "$(dirname "$WORK")"
+else
+    echo "figure: (not root: the other-uid peer check needs root to switch uid)"
+fi
+
+# Killing the daemon loses nothing stored; SIGTERM locks everything and removes the socket.
+kc unlock --pin-file user.pin >/dev/null || fail "unlock again"
+kill -KILL "$daemon"; wait "$daemon" 2>/dev/null
+out=$(kc find-generic-password -a alice -s github.com -w --pin-file user.pin) || fail "find after the daemon was killed"
+expect_eq "$out" "hunter2" "nothing lost with the daemon"
+"$keychaind" --foreground --socket "$KEYCHAIN_PKCS11_AGENT" 2>daemon2.log &
+daemon=$!
+for _ in $(seq 1 50); do kc status 2>/dev/null | grep -q "keychaind: running" && break; sleep 0.1; done
+out=$(kc status); expect_contains "$out" "login: locked" "a new daemon starts with everything locked"
+kc unlock --pin-file user.pin >/dev/null || fail "unlock on the new daemon"
+kill -TERM "$daemon"; wait "$daemon"
+[ -e "$KEYCHAIN_PKCS11_AGENT" ] && fail "the socket stayed after SIGTERM"
+out=$(kc find-generic-password -a alice -s github.com -w </dev/null 2>&1) && fail "find after SIGTERM needed no PIN"
+true
