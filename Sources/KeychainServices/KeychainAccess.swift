@@ -53,9 +53,14 @@ final class KeychainAccess: @unchecked Sendable {
         }
         var master = cached
         // Unlocked in the login session (keychaind): no call and no prompt needed, as on a Mac.
-        if master == nil, context?.password(for: keychain.path) == nil, let session = UnlockSession.masterKey(for: keychain) {
-            master = session
-            lock.withLock { open[keychain.path] = (keychain, session) }
+        if master == nil, context?.password(for: keychain.path) == nil {
+            if let session = UnlockSession.masterKey(for: keychain) {
+                master = session
+                lock.withLock { open[keychain.path] = (keychain, session) }
+            } else {
+                // Locked, but unlocked once since the session began: AfterFirstUnlock items open.
+                UnlockSession.applyFirstUnlock(to: keychain)
+            }
         }
         if let context, let password = context.password(for: keychain.path) {
             master = try Self.unlock(keychain, password: password)

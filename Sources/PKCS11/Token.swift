@@ -49,6 +49,9 @@ final class Token: @unchecked Sendable {
     init(slotID: CK_SLOT_ID, keychain: Keychain) {
         self.slotID = slotID
         self.keychain = keychain
+        // Unlocked once since the login session began (keychaind): AfterFirstUnlock items are
+        // usable before C_Login, as after a login in this process.
+        UnlockSession.applyFirstUnlock(to: keychain)
     }
 
     // MARK: login

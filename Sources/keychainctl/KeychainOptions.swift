@@ -65,6 +65,8 @@ final class OpenKeychain {
         self.keychain = keychain
         self.label = label
         self.pinFile = pinFile
+        // AfterFirstUnlock items: readable when the session saw the keychain unlocked.
+        UnlockSession.applyFirstUnlock(to: keychain)
     }
 
     /// Asks for the user PIN (file, KEYCHAIN_PKCS11_PIN, or the terminal) and unlocks.

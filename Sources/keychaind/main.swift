@@ -30,6 +30,9 @@ final class Held {
 final class Daemon: @unchecked Sendable {
     private let lock = PThreadMutex()
     private var held: [String: Held] = [:]
+    /// The AfterFirstUnlock keys of the keychains unlocked since the daemon started: kept after
+    /// they are locked, until the daemon stops ("after first unlock, until restart").
+    private var firstUnlocks: [String: SecureBytes] = [:]
 
     func unlock(path: String, pin: [UInt8], idleTimeout: Int64) -> (UnlockSession.Status, [[UInt8]]) {
         // The PIN is checked by the keychain (scrypt, counted like any login), without our lock.
@@ -37,7 +40,11 @@ final class Daemon: @unchecked Sendable {
             let keychain = try Keychain.open(at: path)
             let master = try pin.withUnsafeBytes { bytes throws(KeychainError) in try keychain.unlock(.user, pin: bytes) }
             let entry = Held(key: keychain.exportedMasterKey(master), idleTimeout: max(0, idleTimeout))
-            lock.withLock { held[path] = entry }
+            let firstUnlock = try keychain.exportedFirstUnlockKey(master)
+            lock.withLock {
+                held[path] = entry
+                firstUnlocks[path] = firstUnlock
+            }
             return (.ok, [])
         } catch let error as KeychainError {
             let reason: String
@@ -58,6 +65,21 @@ final class Daemon: @unchecked Sendable {
             guard let entry = held[path] else { return (.locked, []) }
             entry.lastUse = Int64(time(nil))
             return (.ok, [entry.key.withUnsafeBytes { Array($0) }])
+        }
+    }
+
+    func firstUnlockKey(path: String) -> (UnlockSession.Status, [[UInt8]]) {
+        lock.withLock {
+            guard let key = firstUnlocks[path] else { return (.locked, []) }
+            return (.ok, [key.withUnsafeBytes { Array($0) }])
+        }
+    }
+
+    /// At the end: nothing is kept.
+    func forgetEverything() {
+        lock.withLock {
+            held.removeAll()
+            firstUnlocks.removeAll()
         }
     }
 
@@ -96,6 +118,9 @@ final class Daemon: @unchecked Sendable {
         case .lock:
             lockKeychain(path: text(0) ?? "")
             return (.ok, [])
+        case .firstUnlock:
+            guard let path = text(0) else { return (.refused, [Array("no path".utf8)]) }
+            return firstUnlockKey(path: path)
         case .unlock:
             guard fields.count == 3, let path = text(0), let timeout = text(2).flatMap({ Int64($0) }) else {
                 return (.refused, [Array("unlock needs a path, a PIN and a timeout".utf8)])
@@ -203,7 +228,7 @@ func serve(socketPath: String) -> Int32 {
         }
         worker.start()
     }
-    daemon.lockKeychain(path: "")
+    daemon.forgetEverything()
     close(listener)
     // systemd's socket stays for the next activation; our own goes with us.
     if activated == nil { unlink(socketPath) }

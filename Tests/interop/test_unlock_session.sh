@@ -18,6 +18,8 @@ printf '%s\n' wrong-pin >wrong.pin
 
 kc create --label login --so-pin-file so.pin --pin-file user.pin >/dev/null || fail "create login"
 printf 'hunter2' | kc add-generic-password -a alice -s github.com --pin-file user.pin --password-file - >/dev/null || fail "add a password"
+printf 'after' | kc add-generic-password -a bob -s afu.example --accessible after-first-unlock --pin-file user.pin --password-file - >/dev/null ||
+    fail "add an AfterFirstUnlock password"
 slot=$(slot_of login)
 [ -n "$slot" ] || fail "no slot for login"
 flags() { p11 --slot "$slot" -T 2>/dev/null | sed -n 's/^  token flags        : //p'; }
@@ -103,6 +105,12 @@ out=$(kc status --json); expect_contains "$out" '"idle_timeout":2' "status shows
 sleep 4
 out=$(kc status); expect_contains "$out" "login: locked" "locked by the idle timeout"
 
+# AfterFirstUnlock: readable without a login from the first unlock until keychaind stops;
+# WhenUnlocked items are not. (A public pkcs11-tool session, no login.)
+out=$(p11 --slot "$slot" -O --type data 2>&1)
+expect_contains "$out" "afu.example" "AfterFirstUnlock item after the session's first unlock"
+expect_not_contains "$out" "github.com" "WhenUnlocked item while locked"
+
 # A peer of another uid gets no answer (as root only: another uid is needed).
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && [ -x /usr/bin/python3 ]; then
     # Open the way to the socket for the other uid: only SO_PEERCRED is left to refuse it.
@@ -138,5 +146,7 @@ out=$(kc status); expect_contains "$out" "login: locked" "a new daemon starts wi
 kc unlock --pin-file user.pin >/dev/null || fail "unlock on the new daemon"
 kill -TERM "$daemon"; wait "$daemon"
 [ -e "$KEYCHAIN_PKCS11_AGENT" ] && fail "the socket stayed after SIGTERM"
+out=$(p11 --slot "$slot" -O --type data 2>&1)
+expect_not_contains "$out" "afu.example" "AfterFirstUnlock item once keychaind stopped"
 out=$(kc find-generic-password -a alice -s github.com -w </dev/null 2>&1) && fail "find after SIGTERM needed no PIN"
 true

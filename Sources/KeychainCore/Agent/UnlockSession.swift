@@ -24,6 +24,8 @@ public enum UnlockSession {
         case key = 4
         /// → ok
         case ping = 5
+        /// path → ok(AfterFirstUnlock key) | locked: kept from the first unlock until the daemon stops
+        case firstUnlock = 6
     }
 
     public enum Status: UInt8, Sendable {
@@ -92,6 +94,18 @@ public enum UnlockSession {
         guard reply.status == .ok, let first = reply.fields.first else { return nil }
         let key = first.withUnsafeBytes { SecureBytes($0) }
         return try? keychain.masterKey(fromSession: key)
+    }
+
+    /// Makes AfterFirstUnlock items of `keychain` readable in this process when the session has
+    /// seen the keychain unlocked since it started. Answers whether they are.
+    @discardableResult
+    public static func applyFirstUnlock(to keychain: Keychain) -> Bool {
+        if keychain.isFirstUnlocked { return true }
+        guard var reply = request(.firstUnlock, [Array(keychain.path.utf8)]) else { return false }
+        defer { for index in reply.fields.indices { wipe(&reply.fields[index]) } }
+        guard reply.status == .ok, let first = reply.fields.first else { return false }
+        let key = first.withUnsafeBytes { SecureBytes($0) }
+        return (try? keychain.acceptFirstUnlock(fromSession: key)) != nil
     }
 
     /// Whether the session holds `path` unlocked (without taking its key).

@@ -13,11 +13,40 @@ extension Keychain {
         try Digest.hmac(.sha256, key: key, data: masterCheckLabel)
     }
 
-    /// Records the check value of a master key just unlocked by its PIN, if the keychain has none.
+    static let firstUnlockCheckMeta = "key.first_unlock_check"
+
+    /// Records the check values of a master key just unlocked by its PIN and of its
+    /// AfterFirstUnlock key, if the keychain has none.
     func recordMasterCheck(_ master: MasterKey) {
-        guard (try? store.read({ try store.metaBlob(Self.masterCheckMeta) })) ?? nil == nil, let check = try? Self.masterCheck(master.key) else { return }
+        let present = (try? store.read { (try store.metaBlob(Self.masterCheckMeta), try store.metaBlob(Self.firstUnlockCheckMeta)) }) ?? (nil, nil)
+        guard present.0 == nil || present.1 == nil, let check = try? Self.masterCheck(master.key),
+              let firstCheck = try? Self.masterCheck(master.afterFirstUnlock().keys.recordBase) else { return }
         _ = try? store.write {
             if try store.metaBlob(Self.masterCheckMeta) == nil { try store.setMeta(Self.masterCheckMeta, blob: check) }
+            if try store.metaBlob(Self.firstUnlockCheckMeta) == nil { try store.setMeta(Self.firstUnlockCheckMeta, blob: firstCheck) }
+        }
+    }
+
+    /// The AfterFirstUnlock key of an unlocked master key, for the unlock session: it keeps it
+    /// after the keychain is locked, until it stops ("after first unlock until restart").
+    public func exportedFirstUnlockKey(_ master: MasterKey) throws(KeychainError) -> SecureBytes {
+        let derived = try translatingErrors { try master.afterFirstUnlock() }
+        return derived.keys.recordBase.withUnsafeBytes { SecureBytes($0) }
+    }
+
+    /// Whether AfterFirstUnlock items can be opened in this process.
+    public var isFirstUnlocked: Bool { lock.held { firstUnlock != nil } }
+
+    /// An AfterFirstUnlock key received from the unlock session, accepted only if it is this
+    /// keychain's: AfterFirstUnlock items become readable without the PIN.
+    public func acceptFirstUnlock(fromSession bytes: SecureBytes) throws(KeychainError) {
+        try lock.held { () throws(KeychainError) in
+            guard firstUnlock == nil else { return }
+            let stored = try translatingErrors { try store.read { try store.metaBlob(Self.firstUnlockCheckMeta) } }
+            guard let stored, ConstantTime.equals(try translatingErrors { try Self.masterCheck(bytes) }, stored) else {
+                throw KeychainError(.pinIncorrect, "the session's AfterFirstUnlock key is not this keychain's")
+            }
+            firstUnlock = AfterFirstUnlockKey(keys: try translatingErrors { try RecordKeys(base: bytes) })
         }
     }
 
