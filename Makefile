@@ -27,13 +27,15 @@ BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
 ZSHCOMPDIR  ?= $(DATADIR)/zsh/site-functions
 FISHCOMPDIR ?= $(DATADIR)/fish/vendor_completions.d
 SYSTEMDUSERDIR ?= $(LIBDIR)/systemd/user
+# PAM modules live in the multiarch security folder (/usr/lib/x86_64-linux-gnu/security with PREFIX=/usr).
+PAMDIR      ?= $(LIBDIR)/$(shell gcc -print-multiarch)/security
 
 MODULE := $(MODULEDIR)/libkeychain-pkcs11.so
 DOCS   := README.md $(wildcard Docs/*.md Docs/*.png)
 # Everything install puts, as installed paths (without DESTDIR). Docs keep their folder, so that
 # the README's links into Docs/ still work.
 FILES  := $(MODULE) $(BINDIR)/keychainctl $(BINDIR)/keychaind $(INCLUDEDIR)/keychain-pkcs11.h \
-          $(SYSTEMDUSERDIR)/keychaind.socket $(SYSTEMDUSERDIR)/keychaind.service \
+          $(SYSTEMDUSERDIR)/keychaind.socket $(SYSTEMDUSERDIR)/keychaind.service $(PAMDIR)/pam_keychain.so \
           $(P11KITDIR)/keychain-pkcs11.module $(addprefix $(DOCDIR)/,$(DOCS)) \
           $(BASHCOMPDIR)/keychainctl $(ZSHCOMPDIR)/_keychainctl $(FISHCOMPDIR)/keychainctl.fish
 # Directories that install created (installed paths), so that uninstall removes them again when
@@ -65,6 +67,8 @@ install: build
 	install -D -m 0644 packaging/systemd/keychaind.socket "$(DESTDIR)$(SYSTEMDUSERDIR)/keychaind.socket"
 	sed 's|@BINDIR@|$(BINDIR)|' packaging/systemd/keychaind.service.in > .build/keychaind.service
 	install -D -m 0644 .build/keychaind.service "$(DESTDIR)$(SYSTEMDUSERDIR)/keychaind.service"
+	gcc -Wall -Wextra -O2 -shared -fPIC -DKEYCHAINCTL_PATH='"$(BINDIR)/keychainctl"' pam/pam_keychain.c -o .build/pam_keychain.so -lpam
+	install -D -m 0644 .build/pam_keychain.so "$(DESTDIR)$(PAMDIR)/pam_keychain.so"
 	install -D -m 0644 Include/keychain-pkcs11.h "$(DESTDIR)$(INCLUDEDIR)/keychain-pkcs11.h"
 	sed 's|^module:.*|module: $(MODULE)|' pkcs11/keychain-pkcs11.module > .build/keychain-pkcs11.module
 	install -D -m 0644 .build/keychain-pkcs11.module "$(DESTDIR)$(P11KITDIR)/keychain-pkcs11.module"

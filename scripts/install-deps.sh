@@ -20,6 +20,8 @@ packages=(
     python3-venv python3-dev
     # the plot in Docs/performance.md (scripts/bench.sh)
     gnuplot-nox
+    # pam_keychain.so: its headers, and pamtester to drive it (test_pam.sh)
+    libpam0g-dev pamtester
 )
 
 missing=()

@@ -29,7 +29,7 @@ struct Keychainctl: ParsableCommand {
             GenerateKey.self, Import.self, Export.self,
             Items.self, Show.self, Delete.self,
             Backup.self, Restore.self,
-            P11Kit.self, ModulePath.self,
+            P11Kit.self, ModulePath.self, PAMHelper.self,
         ]
     )
 

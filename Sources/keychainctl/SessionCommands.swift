@@ -150,17 +150,23 @@ func startDaemonIfNeeded() throws {
         throw fail("no XDG_RUNTIME_DIR: the unlock session needs one (or KEYCHAIN_PKCS11_AGENT=PATH to a socket in a folder of yours).", status: ExitStatus.usage)
     }
     if UnlockSession.isRunning { return }
-    let beside = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "")
-        .deletingLastPathComponent().appendingPathComponent("keychaind").path
-    let program = FileManager.default.isExecutableFile(atPath: beside) ? beside : "keychaind"
-    let process = Process()
-    process.executableURL = program.hasPrefix("/") ? URL(fileURLWithPath: program) : URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = program.hasPrefix("/") ? [] : ["keychaind"]
-    do {
-        try process.run()
-        process.waitUntilExit()
-    } catch {
-        throw fail("cannot start keychaind (\(error)); install it next to keychainctl.", status: ExitStatus.failure)
+    var buffer = [CChar](repeating: 0, count: 4096)
+    let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    let own = length > 0 ? String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+    let beside = (own.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")) + "/keychaind"
+    let candidates = [beside] + (getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin").split(separator: ":").map { $0 + "/keychaind" }
+    guard let program = candidates.first(where: { access($0, X_OK) == 0 }) else {
+        throw fail("keychaind is not installed (beside keychainctl or on PATH).", status: ExitStatus.failure)
     }
+    // posix_spawn and waitpid (Foundation's Process needs a run loop to notice the exit).
+    var pid: pid_t = 0
+    let spawned = program.withCString { path -> Int32 in
+        var argv: [UnsafeMutablePointer<CChar>?] = [strdup(path), nil]
+        defer { free(argv[0]) }
+        return posix_spawn(&pid, path, nil, nil, &argv, environ)
+    }
+    guard spawned == 0 else { throw fail("cannot start \(program) (error \(spawned)).", status: ExitStatus.failure) }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     guard UnlockSession.isRunning else { throw fail("keychaind did not start.", status: ExitStatus.failure) }
 }

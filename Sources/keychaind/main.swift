@@ -305,7 +305,10 @@ var actions = posix_spawn_file_actions_t()
 posix_spawn_file_actions_init(&actions)
 for fd in [Int32(0), 1, 2] { posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0) }
 var pid: pid_t = 0
-let program = "/proc/self/exe"
+// This program's own path (as ps shows it), from /proc/self/exe.
+var pathBuffer = [CChar](repeating: 0, count: 4096)
+let pathLength = readlink("/proc/self/exe", &pathBuffer, pathBuffer.count - 1)
+let program = pathLength > 0 ? String(decoding: pathBuffer.prefix(pathLength).map { UInt8(bitPattern: $0) }, as: UTF8.self) : "/proc/self/exe"
 let spawned = ([program, "--foreground", "--socket", socketPath]).withCStrings { argv in
     posix_spawn(&pid, program, &actions, &attributes, argv, environ)
 }

@@ -26,6 +26,7 @@ for entry in \
     "$prefix/bin/keychaind 755" \
     "$prefix/lib/systemd/user/keychaind.socket 644" \
     "$prefix/lib/systemd/user/keychaind.service 644" \
+    "$prefix/lib/$(gcc -print-multiarch)/security/pam_keychain.so 644" \
     "$prefix/include/keychain-pkcs11.h 644" \
     "$prefix/share/p11-kit/modules/keychain-pkcs11.module 644" \
     "$docs/README.md 644" \

@@ -30,6 +30,8 @@ expect_not_contains "$(flags)" "PIN pad present" "flags without a session"
 
 "$keychaind" --foreground --socket "$KEYCHAIN_PKCS11_AGENT" 2>daemon.log &
 daemon=$!
+# A failing step must not leave the daemon running.
+trap 'kill "$daemon" 2>/dev/null' EXIT
 for _ in $(seq 1 50); do [ -S "$KEYCHAIN_PKCS11_AGENT" ] && break; sleep 0.1; done
 [ -S "$KEYCHAIN_PKCS11_AGENT" ] || fail "keychaind did not listen: $(cat daemon.log)"
 expect_eq "$(stat -c %a agent)" "700" "socket folder mode"

@@ -14,6 +14,10 @@ public struct Configuration: Sendable {
     /// (`KEYCHAIN_PKCS11_DEFAULT`, `default_keychain` in the configuration file, or the label
     /// `keychainctl set-default` wrote into the keychain folder).
     public var defaultKeychain: String?
+    /// The keychains whose user PIN is the login password (`login_keychains`, comma-separated
+    /// labels; default "login"): pam_keychain unlocks these at login and changes their PIN with
+    /// the login password. Only these are tried: a wrong PIN counts toward a keychain's lock.
+    public var loginKeychains: [String] = ["login"]
     /// PIN lengths and tries for keychains created from now on (`pin_min_length`,
     /// `pin_max_length`, `pin_max_failures`; environment KEYCHAIN_PKCS11_PIN_MIN_LENGTH…).
     public var pinPolicy: PINPolicy = .default
@@ -57,6 +61,12 @@ public struct Configuration: Sendable {
                                             maximumLength: number("KEYCHAIN_PKCS11_PIN_MAX_LENGTH", "pin_max_length") ?? PINPolicy.maximumLength,
                                             maximumFailures: Int64(number("KEYCHAIN_PKCS11_PIN_MAX_FAILURES", "pin_max_failures") ?? Int(PINPolicy.defaultMaximumFailures)))
         configuration.promptProgram = (environment("KEYCHAIN_PKCS11_PROMPT") ?? file["prompt_program"]).map(expandHome)
+        if let text = environment("KEYCHAIN_PKCS11_LOGIN_KEYCHAINS") ?? file["login_keychains"] {
+            configuration.loginKeychains = text.split(separator: ",").map { label -> String in
+                let trimmed = label.drop { $0 == " " }
+                return String(trimmed.reversed().drop { $0 == " " }.reversed())
+            }.filter { !$0.isEmpty }
+        }
         if let deviceKey = environment("KEYCHAIN_PKCS11_DEVICE_KEY") ?? file["device_key"].map(expandHome) {
             configuration.deviceKeyPath = deviceKey
         }
