@@ -50,6 +50,25 @@ out=$(kc find-generic-password -a alice -s github.com -w </dev/null 2>&1) || fai
 expect_eq "$out" "hunter2" "keychainctl reads the password with no PIN"
 out=$(p11 --slot "$slot" --login -O --type data </dev/null 2>&1) || fail "pkcs11-tool NULL-PIN login: $out"
 expect_contains "$out" "github.com" "pkcs11-tool lists the private password object"
+# OpenSSH lists the key; OpenSSL's pkcs11 engine (libp11) signs with it, no PIN in the URI: it
+# sees the protected authentication path and logs in with a NULL PIN.
+kc generate-key --type ec --label session-key --pin-file user.pin >/dev/null || fail "generate a key"
+out=$(ssh-keygen -D "$MODULE" 2>/dev/null) || fail "ssh-keygen -D"
+expect_contains "$out" "ecdsa-sha2-nistp256" "ssh-keygen -D lists the token key"
+enginesdir=$(openssl version -e | sed -n 's/^ENGINESDIR: "\(.*\)"$/\1/p')
+if [ -f "$enginesdir/pkcs11.so" ]; then
+    printf 'openssl_conf = init\n[init]\nengines = engines\n[engines]\npkcs11 = pkcs11\n[pkcs11]\nengine_id = pkcs11\ndynamic_path = %s\nMODULE_PATH = %s\ninit = 0\n' \
+        "$enginesdir/pkcs11.so" "$MODULE" >engine.cnf
+    printf 'signed with no PIN' >data
+    out=$(OPENSSL_CONF="$WORK/engine.cnf" timeout 30 openssl pkeyutl -engine pkcs11 -keyform engine -sign \
+        -inkey "pkcs11:token=login;object=session-key;type=private" -in data -out data.sig </dev/null 2>&1) ||
+        fail "OpenSSL engine signature with no PIN: $out"
+    OPENSSL_CONF="$WORK/engine.cnf" timeout 30 openssl pkey -engine pkcs11 -inform engine -pubin \
+        -in "pkcs11:token=login;object=session-key;type=public" -out session-key.pub 2>/dev/null || fail "public key through the engine"
+    : >plain.cnf
+    OPENSSL_CONF="$WORK/plain.cnf" openssl pkeyutl -verify -pubin -inkey session-key.pub -in data -sigfile data.sig >/dev/null 2>&1 ||
+        fail "the signature made with no PIN does not verify"
+fi
 
 # The cost of C_Login: through the session against the PIN (scrypt).
 cat >login.c <<'C'
