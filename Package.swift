@@ -43,6 +43,8 @@ let package = Package(
         .systemLibrary(name: "CPKCS11", path: "Include"),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto"),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3"),
+        // sd-bus (libsystemd): keychaind listens to logind's sleep and session-lock signals.
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd"),
 
         .target(
             name: "KeychainCrypto",
@@ -96,7 +98,7 @@ let package = Package(
         ),
 
         // The unlock session's daemon (Docs/security.md).
-        .executableTarget(name: "keychaind", dependencies: ["KeychainCore", "KeychainCrypto"]),
+        .executableTarget(name: "keychaind", dependencies: ["KeychainCore", "KeychainCrypto", "CSystemd"]),
 
         // Fuzz targets (scripts/fuzz.sh builds them with libFuzzer; a normal build makes
         // replayers of the committed corpora, run by the tests).

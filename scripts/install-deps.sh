@@ -22,6 +22,9 @@ packages=(
     gnuplot-nox
     # pam_keychain.so: its headers, and pamtester to drive it (test_pam.sh)
     libpam0g-dev pamtester
+    # keychaind follows logind's sleep and session-lock signals through sd-bus; dbus-daemon and
+    # dbus-send stand in for the system bus in test_unlock_session.sh
+    libsystemd-dev dbus-daemon dbus-bin
 )
 
 missing=()

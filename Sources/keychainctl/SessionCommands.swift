@@ -73,6 +73,49 @@ struct Lock: ParsableCommand {
     }
 }
 
+struct SessionPolicyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "session-policy",
+        abstract: "Show or set how keychaind treats a keychain: idle timeout, locking on sleep and session lock.",
+        discussion: """
+        The idle timeout applies when 'keychainctl unlock' gives none; 'none' turns it off.
+        --lock-on-sleep yes (the default) locks the keychain when the machine sleeps or the login
+        session is locked (logind's signals on the system bus; without one, nothing follows them).
+        Setting needs the user PIN (or the keychain unlocked in the session).
+
+        Examples:
+          keychainctl session-policy
+          keychainctl session-policy --idle-timeout 30m --lock-on-sleep yes
+          keychainctl session-policy -k work --idle-timeout none --lock-on-sleep no
+        """
+    )
+
+    @OptionGroup var options: KeychainOptions
+
+    @Option(help: ArgumentHelp("Lock after this long without use (90s, 30m, 8h) or 'none'.", valueName: "duration"))
+    var idleTimeout: String?
+
+    @Option(help: ArgumentHelp("Lock when the machine sleeps or the session locks: yes or no.", valueName: "yes|no"))
+    var lockOnSleep: String?
+
+    func run() throws {
+        let opened = try options.open()
+        var policy = try opened.run { () throws(KeychainError) in try opened.keychain.sessionPolicy() }
+        if idleTimeout != nil || lockOnSleep != nil {
+            if let idleTimeout { policy.idleTimeout = idleTimeout == "none" ? 0 : try parseDuration(idleTimeout) }
+            if let lockOnSleep {
+                guard ["yes", "no"].contains(lockOnSleep) else { throw fail("--lock-on-sleep takes yes or no.", status: ExitStatus.usage) }
+                policy.lockOnSleep = lockOnSleep == "yes"
+            }
+            // Changing it proves the keychain is yours: the PIN, or the session.
+            try opened.unlock()
+            let chosen = policy
+            try opened.run { () throws(KeychainError) in try opened.keychain.setSessionPolicy(chosen) }
+        }
+        print("Keychain '\(opened.label)': idle timeout \(policy.idleTimeout == 0 ? "none" : "\(policy.idleTimeout) s"), lock on sleep and session lock: \(policy.lockOnSleep ? "yes" : "no")")
+    }
+}
+
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show which keychains are unlocked in this login session.",
@@ -98,6 +141,7 @@ struct Status: ParsableCommand {
                 row["unlocked"] = true
                 row["since"] = entry.since
                 row["idle_timeout"] = entry.idleTimeout
+                row["lock_on_sleep"] = entry.lockOnSleep
                 if entry.idleTimeout > 0 { row["seconds_left"] = max(0, entry.lastUse + entry.idleTimeout - now) }
             }
             rows.append(row)

@@ -17,12 +17,14 @@ final class Held {
     let key: SecureBytes
     let since: Int64
     let idleTimeout: Int64
+    let lockOnSleep: Bool
     var lastUse: Int64
 
-    init(key: SecureBytes, idleTimeout: Int64) {
+    init(key: SecureBytes, idleTimeout: Int64, lockOnSleep: Bool) {
         self.key = key
         since = Int64(time(nil))
         self.idleTimeout = idleTimeout
+        self.lockOnSleep = lockOnSleep
         lastUse = since
     }
 }
@@ -39,7 +41,10 @@ final class Daemon: @unchecked Sendable {
         do {
             let keychain = try Keychain.open(at: path)
             let master = try pin.withUnsafeBytes { bytes throws(KeychainError) in try keychain.unlock(.user, pin: bytes) }
-            let entry = Held(key: keychain.exportedMasterKey(master), idleTimeout: max(0, idleTimeout))
+            // The keychain's own policy, unless the unlock asked for its own timeout.
+            let policy = (try? keychain.sessionPolicy()) ?? SessionPolicy()
+            let entry = Held(key: keychain.exportedMasterKey(master), idleTimeout: idleTimeout > 0 ? idleTimeout : Int64(policy.idleTimeout),
+                             lockOnSleep: policy.lockOnSleep)
             let firstUnlock = try keychain.exportedFirstUnlockKey(master)
             lock.withLock {
                 held[path] = entry
@@ -91,8 +96,21 @@ final class Daemon: @unchecked Sendable {
 
     func status() -> [[UInt8]] {
         lock.withLock {
-            held.sorted { $0.key < $1.key }.map { path, entry in Array("\(path)\t\(entry.since)\t\(entry.idleTimeout)\t\(entry.lastUse)".utf8) }
+            held.sorted { $0.key < $1.key }.map { path, entry in
+                Array("\(path)\t\(entry.since)\t\(entry.idleTimeout)\t\(entry.lastUse)\t\(entry.lockOnSleep ? 1 : 0)".utf8)
+            }
         }
+    }
+
+    /// The machine is going to sleep or the login session was locked: the keychains whose
+    /// policy says so are locked (their AfterFirstUnlock keys stay).
+    func lockForEvent(_ reason: String) {
+        let locked = lock.withLock { () -> Int in
+            let chosen = held.filter { $0.value.lockOnSleep }.map(\.key)
+            for path in chosen { held[path] = nil }
+            return chosen.count
+        }
+        if locked > 0 { complain("keychaind: \(reason): locked \(locked) keychain(s)") }
     }
 
     /// Locks what has been idle longer than its timeout.
@@ -155,24 +173,26 @@ func activatedSocket() -> Int32? {
 
 func serve(socketPath: String) -> Int32 {
     var standardError = StandardError()
-    // The folder: ours and closed (made if missing); a socket left by a dead daemon is replaced.
-    guard let slash = socketPath.lastIndex(of: "/") else {
-        print("keychaind: the socket path must name a folder", to: &standardError)
-        return 64
-    }
-    let folder = String(socketPath[..<slash])
-    if mkdir(folder, 0o700) != 0, errno != EEXIST {
-        print("keychaind: cannot make \(folder): \(String(cString: strerror(errno)))", to: &standardError)
-        return 1
-    }
-    var info = stat()
-    guard lstat(folder, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == getuid() else {
-        print("keychaind: \(folder) is not a folder of this user", to: &standardError)
-        return 1
-    }
-    if info.st_mode & 0o077 != 0 { _ = chmod(folder, 0o700) }
-    let listener: Int32
     let activated = activatedSocket()
+    if activated == nil {
+        // The folder: ours and closed (made if missing); a socket left by a dead daemon is replaced.
+        guard let slash = socketPath.lastIndex(of: "/") else {
+            print("keychaind: the socket path must name a folder", to: &standardError)
+            return 64
+        }
+        let folder = String(socketPath[..<slash])
+        if mkdir(folder, 0o700) != 0, errno != EEXIST {
+            print("keychaind: cannot make \(folder): \(String(cString: strerror(errno)))", to: &standardError)
+            return 1
+        }
+        var info = stat()
+        guard lstat(folder, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == getuid() else {
+            print("keychaind: \(folder) is not a folder of this user", to: &standardError)
+            return 1
+        }
+        if info.st_mode & 0o077 != 0 { _ = chmod(folder, 0o700) }
+    }
+    let listener: Int32
     if let activated {
         // systemd's socket activation (keychaind.socket): the listening socket is fd 3.
         listener = activated
@@ -196,6 +216,8 @@ func serve(socketPath: String) -> Int32 {
     signal(SIGINT) { _ in stopRequested = 1 }
     signal(SIGPIPE, SIG_IGN)
     let daemon = Daemon()
+    let watcher = SystemBusWatcher { [daemon] reason in daemon.lockForEvent(reason) }
+    _ = watcher.start()
     let me = getuid()
     print("keychaind: listening on \(socketPath)", to: &standardError)
     while stopRequested == 0 {
@@ -292,7 +314,8 @@ while index < arguments.count {
 // Secrets live here: no core dumps, ever.
 var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
 _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
-guard let socketPath else {
+// Socket-activated (systemd passes the listening socket), the path is systemd's business.
+guard let socketPath = socketPath ?? (getenv("LISTEN_FDS") != nil ? "(socket activation)" : nil) else {
     complain("keychaind: no XDG_RUNTIME_DIR: give --socket PATH (a folder of yours, mode 0700)")
     exit(64)
 }

@@ -3,7 +3,8 @@
 # with a NULL PIN (CKF_PROTECTED_AUTHENTICATION_PATH), keychainctl prints a password without
 # asking. `keychainctl lock` and the idle timeout lock it again; a wrong PIN is refused and
 # counted; a peer of another uid gets nothing; killing the daemon loses nothing stored; SIGTERM
-# locks everything and removes the socket. The figure: C_Login through the session against a
+# locks everything and removes the socket; logind's sleep and session-lock signals lock what the
+# keychain's session policy says. The figure: C_Login through the session against a
 # PIN login (scrypt at the test's cost and at the default cost).
 . "$HERE/lib.sh"
 cd "$WORK" || fail "cd $WORK"
@@ -170,4 +171,47 @@ kill -TERM "$daemon"; wait "$daemon"
 out=$(p11 --slot "$slot" -O --type data 2>&1)
 expect_not_contains "$out" "afu.example" "AfterFirstUnlock item once keychaind stopped"
 out=$(kc find-generic-password -a alice -s github.com -w </dev/null 2>&1) && fail "find after SIGTERM needed no PIN"
+
+# Sleep and session lock: logind's signals on a stand-in system bus (dbus-daemon), sent with
+# dbus-send. "costly" is set not to lock on sleep; "login" keeps the default (lock).
+kc session-policy -k costly --lock-on-sleep no --pin-file user.pin >/dev/null || fail "session-policy"
+out=$(kc session-policy -k costly); expect_contains "$out" "lock on sleep and session lock: no" "policy shown"
+dbus-daemon --session --fork --print-address=3 --print-pid=4 3>bus.addr 4>bus.pid || fail "start a bus"
+bus=$(head -n 1 bus.addr)
+trap 'kill "$daemon" "$(cat "$WORK/bus.pid")" 2>/dev/null' EXIT
+DBUS_SYSTEM_BUS_ADDRESS="$bus" XDG_SESSION_ID=1 "$keychaind" --foreground --socket "$KEYCHAIN_PKCS11_AGENT" 2>daemon3.log &
+daemon=$!
+for _ in $(seq 1 50); do kc status 2>/dev/null | grep -q "keychaind: running" && break; sleep 0.1; done
+kc unlock --pin-file user.pin >/dev/null || fail "unlock login"
+kc unlock -k costly --pin-file user.pin >/dev/null || fail "unlock costly"
+dbus-send --bus="$bus" --type=signal /org/freedesktop/login1 org.freedesktop.login1.Manager.PrepareForSleep boolean:false || fail "send PrepareForSleep(false)"
+sleep 1
+out=$(kc status); expect_contains "$out" "login: unlocked" "waking up locks nothing"
+dbus-send --bus="$bus" --type=signal /org/freedesktop/login1 org.freedesktop.login1.Manager.PrepareForSleep boolean:true || fail "send PrepareForSleep(true)"
+sleep 1
+out=$(kc status)
+expect_contains "$out" "login: locked" "locked before sleep"
+expect_contains "$out" "costly: unlocked" "a keychain set not to lock on sleep"
+kc unlock --pin-file user.pin >/dev/null || fail "unlock login again"
+dbus-send --bus="$bus" --type=signal /org/freedesktop/login1/session/_32 org.freedesktop.login1.Session.Lock || fail "send another session's Lock"
+sleep 1
+out=$(kc status); expect_contains "$out" "login: unlocked" "another session's lock locks nothing"
+dbus-send --bus="$bus" --type=signal /org/freedesktop/login1/session/_31 org.freedesktop.login1.Session.Lock || fail "send Lock"
+sleep 1
+out=$(kc status); expect_contains "$out" "login: locked" "locked with the session"
+expect_contains "$(cat daemon3.log)" "session lock: locked 1 keychain(s)" "the daemon says why"
+kill -TERM "$daemon"; wait "$daemon"
+
+# Socket activation, as keychaind.socket does it (systemd's own tool passes the socket as fd 3):
+# the daemon answers on it, and leaves it in place when it stops.
+if command -v systemd-socket-activate >/dev/null; then
+    rm -f "$KEYCHAIN_PKCS11_AGENT"
+    systemd-socket-activate -l "$KEYCHAIN_PKCS11_AGENT" "$keychaind" --foreground 2>daemon4.log &
+    daemon=$!
+    for _ in $(seq 1 50); do [ -S "$KEYCHAIN_PKCS11_AGENT" ] && break; sleep 0.1; done
+    out=$(kc status); expect_contains "$out" "keychaind: running" "socket-activated keychaind answers"
+    kc unlock --pin-file user.pin >/dev/null || fail "unlock through the activated daemon"
+    kill -TERM "$daemon"; wait "$daemon"
+    expect_contains "$(cat daemon4.log)" "every keychain locked" "activated daemon stopped cleanly"
+fi
 true

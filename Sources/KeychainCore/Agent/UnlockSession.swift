@@ -18,7 +18,7 @@ public enum UnlockSession {
         case unlock = 1
         /// path ("" for all) → ok
         case lock = 2
-        /// → ok, one field per unlocked keychain: "path\tsince\tidleTimeout\tlastUse" (seconds)
+        /// → ok, one field per unlocked keychain: "path\tsince\tidleTimeout\tlastUse\tlockOnSleep" (seconds; 1/0)
         case status = 3
         /// path → ok(master key) | locked
         case key = 4
@@ -41,6 +41,8 @@ public enum UnlockSession {
         /// Seconds without use after which the daemon locks it; 0: never.
         public let idleTimeout: Int64
         public let lastUse: Int64
+        /// Locked when the machine sleeps or the login session is locked.
+        public let lockOnSleep: Bool
     }
 
     public static let maximumFrame = 1 << 16
@@ -135,8 +137,8 @@ public enum UnlockSession {
         guard let reply = request(.status, []), reply.status == .ok else { return nil }
         return reply.fields.compactMap { field in
             let parts = String(decoding: field, as: UTF8.self).split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-            guard parts.count == 4, let since = Int64(parts[1]), let idle = Int64(parts[2]), let last = Int64(parts[3]) else { return nil }
-            return Entry(path: parts[0], since: since, idleTimeout: idle, lastUse: last)
+            guard parts.count >= 4, let since = Int64(parts[1]), let idle = Int64(parts[2]), let last = Int64(parts[3]) else { return nil }
+            return Entry(path: parts[0], since: since, idleTimeout: idle, lastUse: last, lockOnSleep: parts.count < 5 || parts[4] != "0")
         }
     }
 

@@ -71,3 +71,39 @@ extension Keychain {
         }
     }
 }
+
+/// How the unlock session treats a keychain (`keychainctl session-policy`): an idle timeout
+/// (seconds without use before keychaind locks it; 0: none) and whether it is locked when the
+/// machine sleeps or the login session is locked (default: yes).
+public struct SessionPolicy: Sendable, Equatable {
+    public var idleTimeout: Int
+    public var lockOnSleep: Bool
+
+    public init(idleTimeout: Int = 0, lockOnSleep: Bool = true) {
+        self.idleTimeout = idleTimeout
+        self.lockOnSleep = lockOnSleep
+    }
+}
+
+extension Keychain {
+    private static let idleTimeoutMeta = "session.idle_timeout"
+    private static let lockOnSleepMeta = "session.lock_on_sleep"
+
+    public func sessionPolicy() throws(KeychainError) -> SessionPolicy {
+        try lock.held { () throws(KeychainError) -> SessionPolicy in
+            let (idle, sleep) = try translatingErrors { try store.read { (try store.metaInteger(Self.idleTimeoutMeta), try store.metaInteger(Self.lockOnSleepMeta)) } }
+            return SessionPolicy(idleTimeout: Int(max(0, idle ?? 0)), lockOnSleep: (sleep ?? 1) != 0)
+        }
+    }
+
+    public func setSessionPolicy(_ policy: SessionPolicy) throws(KeychainError) {
+        try lock.held { () throws(KeychainError) in
+            try translatingErrors {
+                try store.write {
+                    try store.setMeta(Self.idleTimeoutMeta, integer: Int64(max(0, policy.idleTimeout)))
+                    try store.setMeta(Self.lockOnSleepMeta, integer: policy.lockOnSleep ? 1 : 0)
+                }
+            }
+        }
+    }
+}
