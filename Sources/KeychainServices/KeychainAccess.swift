@@ -62,12 +62,27 @@ final class KeychainAccess: @unchecked Sendable {
                 UnlockSession.applyFirstUnlock(to: keychain)
             }
         }
-        if let context, let password = context.password(for: keychain.path) {
-            master = try Self.unlock(keychain, password: password)
-            context.recordAuthentication(password: password, keychainPath: keychain.path)
-            lock.withLock { open[keychain.path] = (keychain, master) }
+        if let checked = try checkContextPassword(keychain, context) {
+            master = checked
+            lock.withLock { open[keychain.path] = (keychain, checked) }
         }
         return try body(keychain, master)
+    }
+
+    /// The master key when `context` carries the password of `keychain`: checked there (counted
+    /// like any login) and recorded on the context as an authentication; nil without one.
+    private func checkContextPassword(_ keychain: Keychain, _ context: LAContext?) throws -> MasterKey? {
+        guard let context, let password = context.password(for: keychain.path) else { return nil }
+        let master = try Self.unlock(keychain, password: password)
+        context.recordAuthentication(password: password, keychainPath: keychain.path)
+        return master
+    }
+
+    /// The prompt program, when a call may ask the user: interaction allowed by the query and by
+    /// the context, and a program configured.
+    private func promptProgram(_ context: LAContext?, _ interaction: Interaction) -> String? {
+        guard interaction.allowed, !(context?.interactionNotAllowed ?? false) else { return nil }
+        return Configuration.current().promptProgram
     }
 
     /// The keychain at `path`, opened once per process. Called with the lock held.
@@ -95,8 +110,7 @@ final class KeychainAccess: @unchecked Sendable {
     }
 
     func promptUnlock(_ keychain: Keychain, context: LAContext?, interaction: Interaction) throws -> MasterKey? {
-        guard interaction.allowed, !(context?.interactionNotAllowed ?? false), context?.password(for: keychain.path) == nil,
-              let program = Configuration.current().promptProgram else { return nil }
+        guard context?.password(for: keychain.path) == nil, let program = promptProgram(context, interaction) else { return nil }
         // One prompt at a time: threads that found the keychain locked together ask once.
         promptLock.lock()
         defer { promptLock.unlock() }
@@ -114,10 +128,8 @@ final class KeychainAccess: @unchecked Sendable {
     /// this process and the context remembers the password.
     func authenticate(_ context: LAContext, label: String?, prompt: String) throws {
         let keychain = try lock.withLock { () throws -> Keychain in try opened(try resolve(label)) }
-        if let password = context.password(for: keychain.path) {
-            let master = try Self.unlock(keychain, password: password)
+        if let master = try checkContextPassword(keychain, context) {
             lock.withLock { open[keychain.path] = (keychain, master) }
-            context.recordAuthentication(password: password, keychainPath: keychain.path)
             return
         }
         guard let program = Configuration.current().promptProgram else {
@@ -131,7 +143,6 @@ final class KeychainAccess: @unchecked Sendable {
     /// (`touchIDAuthenticationAllowableReuseDuration`); without a password, the prompt when the
     /// query allows interaction (the context then carries the answer).
     func confirmPresence(keychainPath path: String, context: LAContext?, interaction: Interaction, what: String) throws {
-        if let context, context.authenticationIsFresh(for: path) { return }
         let keychain = try lock.withLock { () throws -> Keychain in try opened(path) }
         try confirmPresence(keychain: keychain, context: context, interaction: interaction, what: what)
     }
@@ -139,12 +150,9 @@ final class KeychainAccess: @unchecked Sendable {
     /// The same, for a keychain in hand.
     func confirmPresence(keychain: Keychain, context: LAContext?, interaction: Interaction, what: String) throws {
         if let context, context.authenticationIsFresh(for: keychain.path) { return }
-        if let context, let password = context.password(for: keychain.path) {
-            _ = try Self.unlock(keychain, password: password)
-            context.recordAuthentication(password: password, keychainPath: keychain.path)
-            return
-        }
-        guard interaction.allowed, !(context?.interactionNotAllowed ?? false), let program = Configuration.current().promptProgram else {
+        // Checked again for this use; the process's unlock state is not changed by it.
+        if try checkContextPassword(keychain, context) != nil { return }
+        guard let program = promptProgram(context, interaction) else {
             throw ItemError(errSecInteractionNotAllowed, "this \(what) asks for the keychain password at each use: allow a prompt (prompt_program) or pass kSecUseAuthenticationContext")
         }
         _ = try unlockByPrompt(keychain, program: program, text: LAContext.promptText(interaction.prompt, context, fallback: "Authenticate to use this \(what)"), context: context,
@@ -154,7 +162,7 @@ final class KeychainAccess: @unchecked Sendable {
     /// An item's application password when none is set on the context: the prompt program's
     /// answer when the query allows interaction (kept on the context, if there is one).
     func askApplicationPassword(context: LAContext?, interaction: Interaction) throws -> [UInt8] {
-        guard interaction.allowed, !(context?.interactionNotAllowed ?? false), let program = Configuration.current().promptProgram else {
+        guard let program = promptProgram(context, interaction) else {
             throw ItemError(errSecInteractionNotAllowed, "this item asks for its application password: set it on the kSecUseAuthenticationContext (setCredential(_:type: .applicationPassword)) or allow a prompt")
         }
         let answer: SecureBytes

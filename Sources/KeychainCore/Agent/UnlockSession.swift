@@ -91,11 +91,17 @@ public enum UnlockSession {
     /// The master key of `keychain` from the session, checked against the keychain; nil when
     /// there is no session, the keychain is not unlocked there, or the key is not its own.
     public static func masterKey(for keychain: Keychain) -> MasterKey? {
-        guard var reply = request(.key, [Array(keychain.path.utf8)]) else { return nil }
+        guard let key = secret(.key, for: keychain) else { return nil }
+        return try? keychain.masterKey(fromSession: key)
+    }
+
+    /// The key a `key` or `firstUnlock` request answers for `keychain`, in secure memory (the
+    /// reply's own copies wiped); nil when the daemon is absent or does not hold it.
+    private static func secret(_ operation: Operation, for keychain: Keychain) -> SecureBytes? {
+        guard var reply = request(operation, [Array(keychain.path.utf8)]) else { return nil }
         defer { for index in reply.fields.indices { wipe(&reply.fields[index]) } }
         guard reply.status == .ok, let first = reply.fields.first else { return nil }
-        let key = first.withUnsafeBytes { SecureBytes($0) }
-        return try? keychain.masterKey(fromSession: key)
+        return first.withUnsafeBytes { SecureBytes($0) }
     }
 
     /// Makes AfterFirstUnlock items of `keychain` readable in this process when the session has
@@ -103,10 +109,7 @@ public enum UnlockSession {
     @discardableResult
     public static func applyFirstUnlock(to keychain: Keychain) -> Bool {
         if keychain.isFirstUnlocked { return true }
-        guard var reply = request(.firstUnlock, [Array(keychain.path.utf8)]) else { return false }
-        defer { for index in reply.fields.indices { wipe(&reply.fields[index]) } }
-        guard reply.status == .ok, let first = reply.fields.first else { return false }
-        let key = first.withUnsafeBytes { SecureBytes($0) }
+        guard let key = secret(.firstUnlock, for: keychain) else { return false }
         return (try? keychain.acceptFirstUnlock(fromSession: key)) != nil
     }
 
@@ -151,13 +154,18 @@ public enum UnlockSession {
         [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
     }
 
+    /// The big-endian 4-byte length at `index` (`bigEndian`'s inverse); the caller checked there are 4 bytes.
+    private static func length<C: RandomAccessCollection>(in bytes: C, at index: C.Index) -> Int where C.Element == UInt8 {
+        bytes[index...].prefix(4).reduce(0) { $0 << 8 | Int($1) }
+    }
+
     /// Fields from `bytes`; nil when they do not add up exactly.
     public static func parseFields(_ bytes: ArraySlice<UInt8>) -> [[UInt8]]? {
         var fields: [[UInt8]] = []
         var index = bytes.startIndex
         while index < bytes.endIndex {
             guard bytes.endIndex - index >= 4 else { return nil }
-            let length = Int(bytes[index]) << 24 | Int(bytes[index + 1]) << 16 | Int(bytes[index + 2]) << 8 | Int(bytes[index + 3])
+            let length = Self.length(in: bytes, at: index)
             index += 4
             guard length <= bytes.endIndex - index else { return nil }
             fields.append(Array(bytes[index..<index + length]))
@@ -184,7 +192,7 @@ public enum UnlockSession {
     /// One frame's payload; nil on a short read, a timeout or an oversized frame.
     public static func readFrame(_ fd: Int32) -> [UInt8]? {
         guard let header = readExactly(fd, 4) else { return nil }
-        let length = Int(header[0]) << 24 | Int(header[1]) << 16 | Int(header[2]) << 8 | Int(header[3])
+        let length = Self.length(in: header, at: 0)
         guard length > 0, length <= maximumFrame else { return nil }
         return readExactly(fd, length)
     }

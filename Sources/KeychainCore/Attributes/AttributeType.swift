@@ -214,8 +214,8 @@ public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, C
     public static let credentialObject = AttributeType(vendorBase + 0x26)
 
     /// Internal, never given to callers: for an item whose access control is user presence `.or`
-    /// an application password, a copy of its secret attributes sealed under that password (the
-    /// record keeps them too, for the presence alternative): opening it proves the password.
+    /// an application password, a fixed token sealed under that password (the record keeps the
+    /// secret itself, for the presence alternative): opening it proves the password.
     public static let alternativeSeal = AttributeType(vendorBase + 0x27)
     /// Internal: salt and scrypt cost of that seal.
     public static let alternativeSealKDF = AttributeType(vendorBase + 0x28)

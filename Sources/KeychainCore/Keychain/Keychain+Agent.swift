@@ -34,6 +34,13 @@ extension Keychain {
         return derived.keys.recordBase.withUnsafeBytes { SecureBytes($0) }
     }
 
+    /// Whether `bytes` is the key whose check value is stored under `meta` (recorded at a PIN
+    /// unlock); nil when none is stored yet. Called with the lock held.
+    private func matchesCheck(_ bytes: SecureBytes, meta: String) throws(KeychainError) -> Bool? {
+        guard let stored = try translatingErrors({ try store.read { try store.metaBlob(meta) } }) else { return nil }
+        return ConstantTime.equals(try translatingErrors { try Self.masterCheck(bytes) }, stored)
+    }
+
     /// Whether AfterFirstUnlock items can be opened in this process.
     public var isFirstUnlocked: Bool { lock.held { firstUnlock != nil } }
 
@@ -42,8 +49,7 @@ extension Keychain {
     public func acceptFirstUnlock(fromSession bytes: SecureBytes) throws(KeychainError) {
         try lock.held { () throws(KeychainError) in
             guard firstUnlock == nil else { return }
-            let stored = try translatingErrors { try store.read { try store.metaBlob(Self.firstUnlockCheckMeta) } }
-            guard let stored, ConstantTime.equals(try translatingErrors { try Self.masterCheck(bytes) }, stored) else {
+            guard try matchesCheck(bytes, meta: Self.firstUnlockCheckMeta) == true else {
                 throw KeychainError(.pinIncorrect, "the session's AfterFirstUnlock key is not this keychain's")
             }
             firstUnlock = AfterFirstUnlockKey(keys: try translatingErrors { try RecordKeys(base: bytes) })
@@ -61,10 +67,10 @@ extension Keychain {
     public func masterKey(fromSession bytes: SecureBytes) throws(KeychainError) -> MasterKey {
         try lock.held { () throws(KeychainError) -> MasterKey in
             guard bytes.count == AESGCM.keySize else { throw KeychainError(.pinIncorrect, "the session's key has the wrong size") }
-            let stored = try translatingErrors { try store.read { try store.metaBlob(Self.masterCheckMeta) } }
-            guard let stored else { throw KeychainError(.pinIncorrect, "the keychain has no key check yet: unlock it once with its PIN") }
-            let check = try translatingErrors { try Self.masterCheck(bytes) }
-            guard ConstantTime.equals(check, stored) else { throw KeychainError(.pinIncorrect, "the session's key is not this keychain's") }
+            guard let matches = try matchesCheck(bytes, meta: Self.masterCheckMeta) else {
+                throw KeychainError(.pinIncorrect, "the keychain has no key check yet: unlock it once with its PIN")
+            }
+            guard matches else { throw KeychainError(.pinIncorrect, "the session's key is not this keychain's") }
             let master = try translatingErrors { try MasterKey(bytes) }
             if firstUnlock == nil { firstUnlock = try translatingErrors { try master.afterFirstUnlock() } }
             return master
