@@ -74,13 +74,16 @@ struct ItemSelector: ParsableArguments {
         return open
     }
 
-    /// The search template and a kind to check after reading.
-    func template() throws -> (Template, ItemKind?) {
+    /// The search template, a kind to check after reading, and the `id=` / `--id` bytes, which
+    /// match an item's CKA_ID or its unique ID (the form keychainctl prints when a label, class
+    /// and CKA_ID do not tell an item apart), so they are compared after reading.
+    func template() throws -> (template: Template, kind: ItemKind?, id: [UInt8]?) {
         var template: Template = []
         var kind = type
+        var wantedID: [UInt8]?
         if let uri = try parsedURI() {
             if let object = uri["object"] { template.append((.label, object)) }
-            if let id = uri["id"] { template.append((.id, id)) }
+            if let id = uri["id"] { wantedID = id }
             if let typeName = uri.string("type") {
                 guard let objectClass = PKCS11URI.objectClass(typeName: typeName) else {
                     throw fail("unknown object type '\(typeName)' in the URI (cert, data, private, public, secret-key).", status: ExitStatus.usage)
@@ -88,8 +91,7 @@ struct ItemSelector: ParsableArguments {
                 if let type, type.objectClass != objectClass {
                     throw fail("--type \(type.rawValue) and the URI's type=\(typeName) disagree.", status: ExitStatus.usage)
                 }
-                if kind == nil, let match = ItemKind.allCases.first(where: { $0.objectClass == objectClass && $0 != .genericPassword && $0 != .internetPassword }) {
-                    kind = objectClass == .data ? nil : match
+                if kind == nil {
                     template.append((.objectClass, AttributeValue.ulong(objectClass.rawValue)))
                 }
             }
@@ -97,47 +99,66 @@ struct ItemSelector: ParsableArguments {
         if let label { template.append((.label, Array(label.utf8))) }
         if let id {
             guard let bytes = Hex.bytes(option: id) else { throw fail("--id takes hex digits, e.g. --id 01ab.", status: ExitStatus.usage) }
-            template.append((.id, bytes))
+            if let wantedID, wantedID != bytes { throw fail("--id and the URI's id= disagree.", status: ExitStatus.usage) }
+            wantedID = bytes
         }
         if let type { template.append((.objectClass, AttributeValue.ulong(type.objectClass.rawValue))) }
-        return (template, kind)
+        if kind == .data { kind = nil }
+        return (template, kind, wantedID)
     }
 
     /// The matching items of `open` (private ones only when it is unlocked).
     func items(in open: OpenKeychain) throws -> [ItemDescription] {
-        let (template, kind) = try template()
+        let (template, kind, wantedID) = try template()
         let rows = try open.run { () throws(KeychainError) in try open.keychain.find(template, master: open.master) }
         var found: [ItemDescription] = []
         for row in rows {
             guard let object = try? open.keychain.object(id: row.id, master: open.master), object.objectClass != .credential else { continue }
+            if let wantedID, object[.id] ?? [] != wantedID, object[.uniqueID].flatMap({ Hex.bytes($0) }) != wantedID { continue }
             let item = try open.describe(object, rowID: row.id)
-            if let kind, kind.rawValue != item.kind, !(kind == .data && object.objectClass == .data) { continue }
+            if let kind, kind.rawValue != item.kind { continue }
             found.append(item)
         }
         return found
     }
 
+    /// What the selection asks for, for messages: "label 'x', type private-key".
+    func criteria() -> String {
+        var parts: [String] = []
+        if let uri { parts.append(uri) }
+        if let label { parts.append("label '\(label)'") }
+        if let id { parts.append("id \(id)") }
+        if let type { parts.append("type \(type.rawValue)") }
+        return parts.joined(separator: ", ")
+    }
+
     /// Refuses a selection that names no item attribute (a bare token URI would select everything).
     func requireCriteria() throws {
-        let (template, _) = try template()
-        guard !template.isEmpty else {
+        let (template, _, id) = try template()
+        guard !template.isEmpty || id != nil else {
             throw fail("name the item: the selection gives no object, id or type (it would match every item).", status: ExitStatus.usage)
         }
     }
 
-    /// Exactly one item, or a message saying how many matched.
+    /// Exactly one item, or a message saying how many matched and naming each by a URI that
+    /// selects it alone.
     func single(in open: OpenKeychain) throws -> ItemDescription {
         try requireCriteria()
         let found = try items(in: open)
         guard let first = found.first else {
-            throw fail("no item matches in keychain '\(open.label)'" + (open.master == nil ? " (private items need the PIN)" : "") + ".", status: ExitStatus.notFound)
+            throw fail("no item matches \(criteria()) in keychain '\(open.label)'" + (open.master == nil ? " (private items need the PIN)" : "") + ".",
+                       status: ExitStatus.notFound)
         }
-        guard found.count == 1 else {
-            let names = found.prefix(5).map { "  " + $0.uri.text }.joined(separator: "\n")
-            throw fail("\(found.count) items match; name one by its URI or add --type/--id:\n\(names)", status: ExitStatus.usage)
-        }
+        guard found.count == 1 else { throw ambiguous(found) }
         return first
     }
+}
+
+/// "N items match": each candidate with the URI that names it alone, to copy.
+func ambiguous(_ found: [ItemDescription], hint: String = "") -> ExitCode {
+    let shown = found.prefix(10).map { "  \($0.kind): \($0.shortURI.text)" }.joined(separator: "\n")
+    let more = found.count > 10 ? "\n  … and \(found.count - 10) more (see 'keychainctl items')" : ""
+    return fail("\(found.count) items match\(hint); name one by giving its URI, as printed here:\n\(shown)\(more)", status: ExitStatus.usage)
 }
 
 struct Items: ParsableCommand {
@@ -148,6 +169,7 @@ struct Items: ParsableCommand {
 
         Examples:
           keychainctl items
+          keychainctl items --wide                  # full URIs (model, manufacturer, serial)
           keychainctl items --type private-key --json
           keychainctl items 'pkcs11:token=login;type=cert' --public-only
         """
@@ -162,6 +184,9 @@ struct Items: ParsableCommand {
     @Flag(help: "Do not ask for the PIN: list only what is visible without login.")
     var publicOnly = false
 
+    @Flag(help: "Print each item's full URI (with model, manufacturer and serial) instead of the short form.")
+    var wide = false
+
     func run() throws {
         let open = try selector.keychain(selection)
         if !publicOnly { try open.unlock() }
@@ -171,10 +196,13 @@ struct Items: ParsableCommand {
             return
         }
         guard !found.isEmpty else {
-            print("No items in '\(open.label)'" + (publicOnly ? " visible without login." : "."))
+            let filter = selector.criteria()
+            let visibility = publicOnly ? " visible without login" : ""
+            print(filter.isEmpty ? "No items in '\(printable(open.label))'\(visibility)."
+                : "No items in '\(printable(open.label))'\(visibility) match \(printable(filter)).")
             return
         }
-        let rows = [["KIND", "LABEL", "DETAILS", "PROTECTION", "URI"]] + found.map { [$0.kind, $0.label, $0.summary, $0.protection, $0.uri.text] }
+        let rows = [["KIND", "LABEL", "DETAILS", "PROTECTION", "URI"]] + found.map { [$0.kind, $0.label, $0.summary, $0.protection, (wide ? $0.uri : $0.shortURI).text] }
         printTable(rows)
     }
 }

@@ -6,21 +6,30 @@ import KeychainCrypto
 struct ItemDescription {
     let rowID: Int64
     let object: ObjectAttributes
+    /// The full URI (model, manufacturer, serial, token, id, object, type); `id=` carries the
+    /// item's unique ID when no other item could otherwise be told apart from it.
     let uri: PKCS11URI
+    /// The same without model, manufacturer and serial: enough within this folder's keychains.
+    let shortURI: PKCS11URI
 
-    init(rowID: Int64, object: ObjectAttributes, token: String, serial: String) {
+    init(rowID: Int64, object: ObjectAttributes, token: String, serial: String, byUniqueID: Bool = false) {
         self.rowID = rowID
         self.object = object
-        self.uri = PKCS11URI.object(object, token: token, serial: serial)
+        self.uri = PKCS11URI.object(object, token: token, serial: serial, byUniqueID: byUniqueID)
+        self.shortURI = PKCS11URI(attributes: uri.attributes.filter { !["model", "manufacturer", "serial"].contains($0.name) })
     }
 
-    /// generic-password, internet-password, data, certificate, public-key, private-key, secret-key.
+    /// The item's unique ID (CKA_UNIQUE_ID's 16 bytes), which `id=` names when nothing else does.
+    var uniqueID: [UInt8]? { object[.uniqueID].flatMap { Hex.bytes($0) } }
+
+    /// generic-password, internet-password, certificate, public-key, private-key, secret-key.
+    /// A data object a PKCS#11 program wrote (no item class) is a generic password whose
+    /// service is CKA_APPLICATION, as the user guide says.
     var kind: String {
         if object.objectClass == .data {
             switch object.itemClass {
-            case .genericPassword?: return "generic-password"
             case .internetPassword?: return "internet-password"
-            default: return "data"
+            default: return "generic-password"
             }
         }
         switch object.objectClass {
@@ -108,54 +117,87 @@ struct ItemDescription {
         return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// Name/value lines for `show` (secrets never shown).
-    var details: [(String, String)] {
-        var rows: [(String, String)] = [("Kind", kind), ("Label", label)]
-        func add(_ name: String, _ value: String?) { if let value, !value.isEmpty { rows.append((name, value)) } }
-        add("Algorithm", algorithm)
-        if let id = object[.id], !id.isEmpty { rows.append(("ID", Hex.string(id))) }
+    /// One field of an item as `show` prints it (name) and as JSON has it (key).
+    struct Field {
+        enum Value { case text(String), flag(Bool), list([String]), number(UInt) }
+        let key: String
+        let name: String
+        let value: Value
+    }
+
+    /// Every field of the item, in the order printed: one list behind `show`, `find-…` and every
+    /// `--json` item (secrets never shown). Absent fields are left out.
+    var fields: [Field] {
+        var fields: [Field] = [Field(key: "kind", name: "Kind", value: .text(kind)), Field(key: "label", name: "Label", value: .text(label))]
+        func add(_ key: String, _ name: String, _ value: String?) { if let value, !value.isEmpty { fields.append(Field(key: key, name: name, value: .text(value))) } }
+        add("algorithm", "Algorithm", algorithm)
+        if let id = object[.id], !id.isEmpty { add("id", "ID", Hex.string(id)) }
         switch kind {
         case "generic-password":
-            add("Service", text(.application)); add("Account", text(.account))
+            add("service", "Service", text(.application)); add("account", "Account", text(.account))
         case "internet-password":
-            add("Server", text(.application)); add("Account", text(.account)); add("Protocol", fourCharacterCode(.itemProtocol))
-            add("Port", object[.port].flatMap(AttributeValue.decodeULong).flatMap { $0 == 0 ? nil : String($0) })
-            add("Path", text(.path)); add("Security domain", text(.securityDomain)); add("Authentication", fourCharacterCode(.authenticationType))
-        case "data":
-            add("Application", text(.application))
+            add("server", "Server", text(.application)); add("account", "Account", text(.account)); add("protocol", "Protocol", fourCharacterCode(.itemProtocol))
+            if let port = object[.port].flatMap(AttributeValue.decodeULong), port != 0 { fields.append(Field(key: "port", name: "Port", value: .number(port))) }
+            add("path", "Path", text(.path)); add("securityDomain", "Security domain", text(.securityDomain))
+            add("authenticationType", "Authentication", fourCharacterCode(.authenticationType))
         case "certificate":
             if let der = object[.value], let certificate = try? Certificate(der: der) {
-                add("Subject", certificate.subjectSummary)
-                rows.append(("Serial", Hex.string(certificate.serialNumber)))
+                add("subject", "Subject", certificate.subjectSummary)
+                add("serial", "Serial", Self.serialHex(certificate.serialNumber))
+                if let validity = certificate.validity {
+                    add("notBefore", "Not before", Self.date(seconds: validity.notBefore))
+                    add("notAfter", "Not after", Self.date(seconds: validity.notAfter))
+                }
             }
         default:
             break
         }
-        add("Comment", text(.comment))
-        add("Description", text(.itemDescription))
-        rows.append(("Protection", protection))
-        add("Access control", accessControl.joined(separator: ","))
+        add("comment", "Comment", text(.comment))
+        add("description", "Description", text(.itemDescription))
+        fields.append(Field(key: "protection", name: "Protection", value: .text(protection)))
+        fields.append(Field(key: "accessControl", name: "Access control", value: .list(accessControl)))
+        fields.append(Field(key: "private", name: "Private", value: .flag(object.isPrivate)))
         if object.objectClass == .privateKey || object.objectClass == .secretKey {
-            rows.append(("Sensitive", object.bool(.sensitive) ? "yes" : "no"))
-            rows.append(("Extractable", object.bool(.extractable) ? "yes" : "no"))
-            if object.bool(.alwaysAuthenticate) { rows.append(("Per-use PIN", "yes (CKA_ALWAYS_AUTHENTICATE)")) }
+            fields.append(Field(key: "sensitive", name: "Sensitive", value: .flag(object.bool(.sensitive))))
+            fields.append(Field(key: "extractable", name: "Extractable", value: .flag(object.bool(.extractable))))
+            fields.append(Field(key: "perUsePIN", name: "Per-use PIN", value: .flag(object.bool(.alwaysAuthenticate))))
             let usages: [(AttributeType, String)] = [(.sign, "sign"), (.verify, "verify"), (.encrypt, "encrypt"), (.decrypt, "decrypt"),
                                                      (.wrap, "wrap"), (.unwrap, "unwrap"), (.derive, "derive")]
-            add("Usage", usages.filter { object.bool($0.0) }.map(\.1).joined(separator: ","))
+            fields.append(Field(key: "usage", name: "Usage", value: .list(usages.filter { object.bool($0.0) }.map(\.1))))
         }
-        add("Created", Self.date(object[.creationTime]))
-        add("Modified", Self.date(object[.modificationTime]))
-        rows.append(("URI", uri.text))
-        return rows
+        add("created", "Created", Self.date(object[.creationTime]))
+        add("modified", "Modified", Self.date(object[.modificationTime]))
+        if let unique = object[.uniqueID], !unique.isEmpty { add("uniqueID", "Unique ID", String(decoding: unique, as: UTF8.self)) }
+        add("uri", "URI", uri.text)
+        return fields
     }
 
-    /// Prints the item as aligned name/value lines, or as JSON.
+    /// A certificate serial as `openssl x509 -serial` prints it: upper-case hex, no leading zero bytes.
+    static func serialHex(_ bytes: [UInt8]) -> String {
+        var digits = Array(bytes.drop { $0 == 0 })
+        if digits.isEmpty { digits = [0] }
+        return Hex.string(digits).uppercased()
+    }
+
+    static func date(seconds: Int64) -> String? {
+        guard seconds > 0 else { return nil }
+        return date(AttributeValue.ulong(UInt(seconds)))
+    }
+
+    /// Prints the item as aligned name/value lines (control characters shown escaped), or as JSON.
     func print(json: Bool) {
         if json {
             Swift.print(self.json)
             return
         }
-        let rows = details
+        let rows = fields.compactMap { field -> (String, String)? in
+            switch field.value {
+            case .text(let text): return (field.name, printable(text))
+            case .flag(let flag): return (field.name, flag ? "yes" : "no")
+            case .number(let number): return (field.name, String(number))
+            case .list(let list): return list.isEmpty ? nil : (field.name, list.joined(separator: ","))
+            }
+        }
         let width = rows.map(\.0.count).max() ?? 0
         for (name, value) in rows { Swift.print(name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + value) }
     }
@@ -166,20 +208,18 @@ struct ItemDescription {
         return bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) ? String(decoding: bytes, as: UTF8.self) : String(raw)
     }
 
-    /// One JSON object (keys sorted as written).
+    /// One JSON object: the fields of `fields`, keys as Docs/cli-reference.md "JSON output" lists them.
     var json: String {
-        var fields: [(String, String)] = [("kind", JSON.string(kind)), ("label", JSON.string(label))]
-        if let id = object[.id], !id.isEmpty { fields.append(("id", JSON.string(Hex.string(id)))) }
-        if let algorithm { fields.append(("algorithm", JSON.string(algorithm))) }
-        for (name, type) in [("account", AttributeType.account), (kind == "internet-password" ? "server" : "service", .application), ("comment", .comment)] {
-            if let value = text(type), object.objectClass == .data || type == .comment { fields.append((name, JSON.string(value))) }
-        }
-        if kind == "certificate" { fields.append(("subject", JSON.string(summary))) }
-        fields.append(("protection", JSON.string(protection)))
-        fields.append(("accessControl", "[" + accessControl.map(JSON.string).joined(separator: ",") + "]"))
-        fields.append(("private", object.isPrivate ? "true" : "false"))
-        fields.append(("uri", JSON.string(uri.text)))
-        return "{" + fields.map { JSON.string($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
+        "{" + fields.map { field in
+            let value: String
+            switch field.value {
+            case .text(let text): value = JSON.string(text)
+            case .flag(let flag): value = flag ? "true" : "false"
+            case .number(let number): value = String(number)
+            case .list(let list): value = "[" + list.map(JSON.string).joined(separator: ",") + "]"
+            }
+            return JSON.string(field.key) + ":" + value
+        }.joined(separator: ",") + "}"
     }
 }
 
@@ -206,8 +246,25 @@ enum JSON {
     }
 }
 
-/// Prints rows as aligned columns.
+/// A label or other stored text as a terminal may show it: control characters (C0, DEL, C1)
+/// and the bidirectional overrides become \u{…} escapes, so a label cannot move the cursor,
+/// change colours or hide text.
+func printable(_ text: String) -> String {
+    var out = ""
+    for scalar in text.unicodeScalars {
+        let value = scalar.value
+        if value < 0x20 || (0x7F...0x9F).contains(value) || (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value) {
+            out += "\\u{" + String(value, radix: 16) + "}"
+        } else {
+            out.unicodeScalars.append(scalar)
+        }
+    }
+    return out
+}
+
+/// Prints rows as aligned columns (cells made printable first).
 func printTable(_ rows: [[String]]) {
+    let rows = rows.map { $0.map(printable) }
     guard let first = rows.first else { return }
     let widths = first.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
     for row in rows {

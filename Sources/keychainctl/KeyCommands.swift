@@ -140,6 +140,7 @@ struct GenerateKey: ParsableCommand {
                 _ = try open.keychain.add(objects.publicKey, uid: publicUID.bytes, master: master)
             }
         }
+        open.forgetNames()
         let privateKey = try open.describe(objects.privateKey)
         print("Generated \(privateKey.algorithm ?? "key") '\(label)'")
         print("Private key: \(privateKey.uri.text)")
@@ -263,7 +264,8 @@ struct Import: ParsableCommand {
                 for (object, uid) in objects { _ = try open.keychain.add(object, uid: uid, master: master) }
             }
         }
-        print("Imported from \(file) (\(contents.format.rawValue)):")
+        open.forgetNames()
+        print("Imported from \(file) (\(contents.format.displayName)):")
         if skipped > 0 { print("  (\(skipped) chain certificate(s) already in the keychain kept as they were)") }
         for (object, _) in objects {
             let item = try open.describe(object)
@@ -381,6 +383,25 @@ struct Export: ParsableCommand {
             throw error
         } catch {
             throw fail("cannot encode the key: \(error).", status: ExitStatus.failure)
+        }
+    }
+}
+
+extension KeyFileFormat {
+    /// How a person calls the format (the import summary's words, not the enum's).
+    var displayName: String {
+        switch self {
+        case .certificatePEM: return "PEM certificate"
+        case .certificateDER: return "DER certificate"
+        case .pkcs8: return "PKCS#8 private key"
+        case .encryptedPKCS8: return "encrypted PKCS#8 private key"
+        case .pkcs1: return "PKCS#1 RSA private key"
+        case .sec1: return "SEC 1 EC private key"
+        case .openSSH: return "OpenSSH private key"
+        case .pkcs12: return "PKCS#12 bundle"
+        case .publicKeyPEM: return "PEM public key"
+        case .publicKeyDER: return "DER public key"
+        case .openSSHPublicKey: return "OpenSSH public key"
         }
     }
 }

@@ -76,12 +76,14 @@ final class OpenKeychain {
         // Unlocked in the session (keychaind): no PIN asked.
         if let session = UnlockSession.masterKey(for: keychain) {
             master = session
+            nameCounts = nil
             return session
         }
         let pin = try readSecret(file: pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN of keychain '\(label)'", confirm: false)
         do {
             let unlocked = try pin.withBytes { bytes throws(KeychainError) in try keychain.unlock(.user, pin: bytes) }
             master = unlocked
+            nameCounts = nil
             return unlocked
         } catch {
             throw failure(for: error)
@@ -98,10 +100,33 @@ final class OpenKeychain {
         return (info.label, info.serial)
     }
 
-    /// `object` (stored as row `rowID`, or 0 before it is) as this keychain's item, with its URI.
+    /// `object` (stored as row `rowID`, or 0 before it is) as this keychain's item, with a URI
+    /// that names it alone among the items visible now: when another item has the same label,
+    /// class and CKA_ID, `id=` carries the item's unique ID instead.
     func describe(_ object: ObjectAttributes, rowID: Int64 = 0) throws -> ItemDescription {
         let token = try tokenIdentity()
-        return ItemDescription(rowID: rowID, object: object, token: token.label, serial: token.serial)
+        let plain = ItemDescription(rowID: rowID, object: object, token: token.label, serial: token.serial)
+        guard try (names()[plain.uri.text] ?? 0) > 1, plain.uniqueID != nil else { return plain }
+        return ItemDescription(rowID: rowID, object: object, token: token.label, serial: token.serial, byUniqueID: true)
+    }
+
+    /// How many visible items share each plain URI, counted once per command (after a write,
+    /// `forgetNames()` counts again).
+    private var nameCounts: [String: Int]?
+
+    func forgetNames() { nameCounts = nil }
+
+    private func names() throws -> [String: Int] {
+        if let nameCounts { return nameCounts }
+        let token = try tokenIdentity()
+        let rows = try run { () throws(KeychainError) in try keychain.find([], master: master) }
+        var counts: [String: Int] = [:]
+        for row in rows {
+            guard let object = try? keychain.object(id: row.id, master: master), object.objectClass != .credential else { continue }
+            counts[PKCS11URI.object(object, token: token.label, serial: token.serial).text, default: 0] += 1
+        }
+        nameCounts = counts
+        return counts
     }
 
     /// Runs a keychain operation, turning its error into a message and exit status.

@@ -22,9 +22,16 @@ struct PKCS11URI: Equatable {
     }
 
     /// The URI of an object: its token, CKA_ID, CKA_LABEL and class.
-    static func object(_ object: ObjectAttributes, token label: String, serial: String) -> PKCS11URI {
+    /// With `byUniqueID`, `id=` holds the object's unique ID (CKA_UNIQUE_ID as bytes) instead of
+    /// its CKA_ID: keychainctl's printed URIs then name one item even where two share a label,
+    /// class and CKA_ID (two generic passwords of one service, for example).
+    static func object(_ object: ObjectAttributes, token label: String, serial: String, byUniqueID: Bool = false) -> PKCS11URI {
         var uri = token(label: label, serial: serial)
-        if let id = object[.id], !id.isEmpty { uri.attributes.append(("id", id)) }
+        if byUniqueID, let unique = object[.uniqueID].flatMap({ Hex.bytes($0) }) {
+            uri.attributes.append(("id", unique))
+        } else if let id = object[.id], !id.isEmpty {
+            uri.attributes.append(("id", id))
+        }
         if let name = object[.label], !name.isEmpty { uri.attributes.append(("object", name)) }
         if let type = typeName(object.objectClass) { uri.attributes.append(("type", Array(type.utf8))) }
         return uri

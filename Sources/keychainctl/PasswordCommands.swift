@@ -19,9 +19,12 @@ struct PasswordAttributes: ParsableArguments {
     @Option(name: .customShort("D"), help: ArgumentHelp("Kind (kSecAttrDescription).", valueName: "kind"))
     var kind: String?
 
-    /// The identifying attributes (for searching) of an item of `itemClass`.
+    /// The identifying attributes (for searching) of an item of `itemClass`. Generic passwords
+    /// are searched among all data objects (`PasswordItems.find` then leaves internet passwords
+    /// out): the data objects PKCS#11 programs write, with no item class, are generic passwords.
     func identity(_ itemClass: ItemClass, extra: Template) -> Template {
-        var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.itemClass, AttributeValue.ulong(itemClass.rawValue))]
+        var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue))]
+        if itemClass != .genericPassword { template.append((.itemClass, AttributeValue.ulong(itemClass.rawValue))) }
         if let account { template.append((.account, Array(account.utf8))) }
         if let service { template.append((.application, Array(service.utf8))) }
         return template + extra
@@ -95,6 +98,7 @@ enum PasswordItems {
         defer { wipe(&secret) }
         let identity = attributes.identity(itemClass, extra: extra)
         var template: Template = identity + [(.token, AttributeValue.bool(true)), (.value, secret)]
+        if !template.contains(where: { $0.type == .itemClass }) { template.append((.itemClass, AttributeValue.ulong(itemClass.rawValue))) }
         template += try access.template(defaultClass: .whenUnlocked, isPrivateKey: false, isPassword: true)
         template += attributes.descriptive
         if attributes.label == nil, let service = attributes.service { template.append((.label, Array(service.utf8))) }
@@ -107,13 +111,18 @@ enum PasswordItems {
             return
         }
         _ = try open.run { () throws(KeychainError) in try open.keychain.add(object, uid: uid.bytes, master: master) }
+        open.forgetNames()
         print("Added \(try open.describe(object).uri.text)")
     }
 
     static func find(_ identity: Template, in open: OpenKeychain) throws -> [ItemDescription] {
         let rows = try open.run { () throws(KeychainError) in try open.keychain.find(identity, master: open.master) }
+        let internet = identity.contains { $0.type == .itemClass }
         return try rows.compactMap { row in
-            try (try? open.keychain.object(id: row.id, master: open.master)).map { try open.describe($0, rowID: row.id) }
+            guard let object = try? open.keychain.object(id: row.id, master: open.master) else { return nil }
+            // A generic-password search reads every data object: internet passwords are left out.
+            if !internet, object.itemClass == .internetPassword { return nil }
+            return try open.describe(object, rowID: row.id)
         }
     }
 
@@ -124,10 +133,7 @@ enum PasswordItems {
         guard let first = found.first else {
             throw fail("the specified item could not be found in keychain '\(open.label)'.", status: ExitStatus.notFound)
         }
-        guard found.count == 1 else {
-            throw fail("\(found.count) items match; add -a, -s or -l to name one:\n" + found.prefix(5).map { "  " + $0.uri.text }.joined(separator: "\n"),
-                       status: ExitStatus.usage)
-        }
+        guard found.count == 1 else { throw ambiguous(found, hint: " (add -a, -s or -l to narrow the search, or use 'keychainctl show URI')") }
         return first
     }
 

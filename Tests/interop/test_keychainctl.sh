@@ -92,14 +92,16 @@ p11 --login --pin user-pin-1 --token-label login --write-object obj.txt --type d
 out=$(sq items --pin-file user.pin)
 expect_contains "$out" "generic-password github.com alice @ github.com when-unlocked pkcs11:" "items lists the generic password"
 expect_contains "$out" "internet-password example.com alice @ example.com when-unlocked pkcs11:" "items lists the internet password"
-expect_contains "$out" "data p11-object" "items lists pkcs11-tool's object"
+expect_contains "$out" "generic-password p11-object" "items lists pkcs11-tool's data object as a generic password"
+out=$(kc find-generic-password -l p11-object -w --pin-file user.pin) || fail "find-generic-password finds pkcs11-tool's data object"
+expect_eq "$out" "from pkcs11-tool" "the data object's value through find-generic-password"
 out=$(kc items --public-only); expect_contains "$out" "No items in 'login' visible without login." "public-only hides private items"
 json=$(kc items --json --pin-file user.pin)
 count=$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])))' "$json") || fail "items --json is not JSON: $json"
 expect_eq "$count" "3" "items --json count"
 uri=$(python3 -c 'import json,sys; print([i["uri"] for i in json.loads(sys.argv[1]) if i["label"] == "p11-object"][0])' "$json")
 expect_contains "$uri" ";object=p11-object;type=data" "URI of the data object"
-out=$(sq show "$uri" --pin-file user.pin); expect_contains "$out" "Kind data" "show by URI"
+out=$(sq show "$uri" --pin-file user.pin); expect_contains "$out" "Kind generic-password" "show by URI"
 expect_not_contains "$out" "from pkcs11-tool" "show never prints the value"
 expect_status 64 "not a URI" kc show "http://example.com" --pin-file user.pin
 expect_status 64 "an unknown URI attribute" kc delete "pkcs11:token=login;objekt=p11-object" --all --pin-file user.pin
@@ -113,6 +115,40 @@ kc delete "$uri" --pin-file user.pin >/dev/null || fail "delete by URI"
 expect_status 6 "deleted item" kc show "$uri" --pin-file user.pin
 out=$(p11 --login --pin user-pin-1 --token-label login -O 2>/dev/null)
 expect_not_contains "$out" "p11-object" "pkcs11-tool no longer sees the deleted object"
+
+# Two generic passwords of one service: each printed URI names one item (id= from its unique ID),
+# the ambiguous answer lists those URIs, and each of them shows and deletes exactly its item.
+printf 'one' >one.txt; printf 'two' >two.txt
+kc add-generic-password -a first -s shared.example --pin-file user.pin --password-file one.txt >/dev/null || fail "add first shared"
+kc add-generic-password -a second -s shared.example --pin-file user.pin --password-file two.txt >/dev/null || fail "add second shared"
+json=$(kc items --label shared.example --json --pin-file user.pin)
+uris=$(python3 -c 'import json,sys; print("\n".join(sorted(i["uri"] for i in json.loads(sys.argv[1]))))' "$json")
+expect_eq "$(sort -u <<<"$uris" | wc -l)" "2" "two distinct URIs for two passwords of one service"
+expect_contains "$uris" ";id=%" "the URIs carry id="
+expect_status 64 "show of an ambiguous label" kc show --label shared.example --pin-file user.pin
+expect_contains "$(cat "$WORK/last.err")" "2 items match; name one by giving its URI" "the ambiguous answer offers the way out"
+listed=$(sed -n 's/^  generic-password: //p' "$WORK/last.err")
+expect_eq "$(wc -l <<<"$listed")" "2" "both candidates listed"
+second_uri=$(head -n 1 <<<"$listed")
+out=$(kc show "$second_uri" --json --pin-file user.pin) || fail "show by a listed URI"
+account=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["account"])' "$out")
+kc delete "$second_uri" --pin-file user.pin >/dev/null || fail "delete by a listed URI"
+left=$(kc items --label shared.example --json --pin-file user.pin)
+expect_eq "$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])))' "$left")" "1" "one shared password left"
+expect_not_contains "$left" "\"account\":\"$account\"" "the deleted one was the one named"
+out=$(sq items --label shared.example --pin-file user.pin)
+expect_not_contains "$out" ";id=%" "a URI that is unique again drops the unique ID"
+kc delete --label shared.example --pin-file user.pin >/dev/null || fail "delete the last shared password"
+out=$(kc items --label nothing-here --pin-file user.pin)
+expect_eq "$out" "No items in 'login' match label 'nothing-here'." "an empty filtered list says what was filtered"
+
+# Labels with control characters are shown escaped, never raw.
+printf 'evil\033[2Jlabel' >evil.label
+kc add-generic-password -a esc -s "$(cat evil.label)" --pin-file user.pin --password-file one.txt >/dev/null || fail "add escape label"
+out=$(kc items --pin-file user.pin)
+case "$out" in *$'\033'*) fail "items printed a raw escape character" ;; esac
+expect_contains "$out" 'evil\u{1b}[2Jlabel' "the escape shown as \\u{1b}"
+kc delete-generic-password -a esc --pin-file user.pin >/dev/null || fail "delete escape label"
 
 # Protection: an Always password is readable without a login; pkcs11-tool sees it as public.
 kc add-generic-password -a svc -s always.example --accessible always --pin-file user.pin --password-file other.txt >/dev/null || fail "add Always"

@@ -51,7 +51,7 @@ expect_status 8 "a generated key is not extractable" kc export --label gen-ec --
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out p8.pem 2>/dev/null || fail "genpkey"
 openssl pkey -in p8.pem -pubout -out p8.pub.pem || fail "p8 pub"
 kc import p8.pem --label imported-p8 --id 11 --pin-file user.pin >import.out || fail "import PKCS#8: $(cat import.out)"
-expect_contains "$(cat import.out)" "(pkcs8)" "format detected"
+expect_contains "$(cat import.out)" "(PKCS#8 private key)" "format detected"
 verify_with p8.pub.pem 11 ECDSA-SHA256
 # Encrypted PKCS#8: no passphrase file and no terminal, wrong passphrase, right one.
 openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out rsa.pem 2>/dev/null || fail "genpkey rsa"
@@ -68,12 +68,12 @@ expect_status 4 "the same key again" kc import rsa.enc.pem --label imported-rsa 
 openssl genrsa -traditional -out pkcs1.pem 2048 2>/dev/null || fail "genrsa"
 openssl rsa -in pkcs1.pem -pubout -out pkcs1.pub.pem 2>/dev/null || fail "pkcs1 pub"
 kc import pkcs1.pem --label imported-pkcs1 --id 13 --pin-file user.pin >import.out || fail "import PKCS#1"
-expect_contains "$(cat import.out)" "(pkcs1)" "PKCS#1 detected"
+expect_contains "$(cat import.out)" "(PKCS#1 RSA private key)" "PKCS#1 detected"
 verify_with pkcs1.pub.pem 13 SHA256-RSA-PKCS
 openssl ecparam -name secp384r1 -genkey -noout -out sec1.pem || fail "ecparam"
 openssl ec -in sec1.pem -pubout -out sec1.pub.pem 2>/dev/null || fail "sec1 pub"
 kc import sec1.pem --label imported-sec1 --id 14 --pin-file user.pin >import.out || fail "import SEC1"
-expect_contains "$(cat import.out)" "(sec1)" "SEC1 detected"
+expect_contains "$(cat import.out)" "(SEC 1 EC private key)" "SEC1 detected"
 user --sign --id 14 -m ECDSA-SHA384 --signature-format openssl -i data.txt -o sig.bin >/dev/null 2>&1 || fail "sign P-384"
 openssl dgst -sha384 -verify sec1.pub.pem -signature sig.bin data.txt >/dev/null || fail "verify P-384"
 # DER PKCS#8.
@@ -82,7 +82,7 @@ expect_status 4 "the PKCS#8 key again, as DER" kc import p8.der --label again --
 # OpenSSH: an unencrypted key is listed by ssh-keygen -D exactly as ssh-keygen prints the original.
 ssh-keygen -q -t ecdsa -b 256 -N "" -C laptop -f id_ecdsa || fail "ssh-keygen"
 kc import id_ecdsa --pin-file user.pin >import.out || fail "import OpenSSH: $(cat import.out)"
-expect_contains "$(cat import.out)" "(openSSH)" "OpenSSH detected"
+expect_contains "$(cat import.out)" "(OpenSSH private key)" "OpenSSH detected"
 expect_contains "$(cat import.out)" "object=laptop;type=private" "the OpenSSH comment is the label"
 listed=$(ssh-keygen -D "$MODULE" </dev/null 2>/dev/null)
 expect_contains "$listed" "$(awk '{print $1, $2}' id_ecdsa.pub)" "ssh-keygen -D lists the imported OpenSSH key"
@@ -118,7 +118,7 @@ openssl pkcs12 -export -inkey id.key -in id.crt -name "client identity" -passout
 printf '%s\n' p12-pass >p12.pass
 expect_status 7 "PKCS#12 with a wrong password" kc import id.p12 --passphrase-file wrong.pass --pin-file user.pin
 kc import id.p12 --passphrase-file p12.pass --extractable --pin-file user.pin >import.out || fail "import PKCS#12: $(cat import.out)"
-expect_contains "$(cat import.out)" "(pkcs12)" "PKCS#12 detected"
+expect_contains "$(cat import.out)" "(PKCS#12 bundle)" "PKCS#12 detected"
 json=$(kc items --json --pin-file user.pin)
 ids=$(python3 -c 'import json,sys; print(" ".join(sorted(i["kind"] + ":" + i.get("id", "") for i in json.loads(sys.argv[1]) if i["label"] == "client identity")))' "$json")
 key_id=$(python3 -c 'import json,sys; print([i["id"] for i in json.loads(sys.argv[1]) if i["label"] == "client identity" and i["kind"] == "private-key"][0])' "$json")
