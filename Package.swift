@@ -91,6 +91,7 @@ let package = Package(
         .executableTarget(
             name: "keychainctl",
             dependencies: [
+                "CPKCS11",
                 "KeychainCore",
                 "KeychainCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

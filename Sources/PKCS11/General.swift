@@ -5,7 +5,7 @@ import KeychainCore
 enum General {
     static let manufacturer = "Keychain PKCS#11"
     static let libraryDescription = "Keychain items over PKCS#11"
-    static let libraryVersion = CK_VERSION(0, 1)
+    static let libraryVersion = CK_VERSION(major: ProductVersion.major, minor: ProductVersion.minor)
 
     /// What a caller's CK_C_INITIALIZE_ARGS said (read in ABI/).
     struct InitializeArguments {

@@ -10,15 +10,24 @@ struct Info: ParsableCommand {
         Examples:
           keychainctl info
           keychainctl info --keychain work
+          keychainctl info --json
         """
     )
 
     @OptionGroup var selection: KeychainOptions
 
+    @Flag(help: "Print JSON (the object 'list --json' prints for each keychain).")
+    var json = false
+
     func run() throws {
         let open = try selection.open()
         let info = try open.run { () throws(KeychainError) in try open.keychain.info() }
         let configuration = Configuration.current()
+        if json {
+            let isDefault = (configuration.defaultKeychain ?? "login") == info.label
+            print(KeychainJSON.object(info, file: open.keychain.path, isDefault: isDefault))
+            return
+        }
         func pinLine(_ status: PINStatus) -> String {
             let state = status.locked ? "LOCKED" : status.finalTry ? "final try" : status.countLow ? "count low" : "ok"
             return "\(state), \(status.failures) of \(status.maximumFailures) failed tries"

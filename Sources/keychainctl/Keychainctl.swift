@@ -20,6 +20,7 @@ struct Keychainctl: ParsableCommand {
 
         Shell completions: keychainctl --generate-completion-script bash|zsh|fish
         """,
+        version: "keychainctl \(ProductVersion.text)",
         subcommands: [
             Create.self, List.self, Info.self, Verify.self, Unlock.self, Lock.self, Status.self, SessionPolicyCommand.self, SetDefault.self, DeleteKeychain.self, ChangePIN.self, ResetPIN.self, RaiseKDF.self,
             AddPassword<GenericPasswordClass>.self, FindPassword<GenericPasswordClass>.self,
@@ -28,7 +29,7 @@ struct Keychainctl: ParsableCommand {
             UpdatePassword<InternetPasswordClass>.self, DeletePassword<InternetPasswordClass>.self,
             GenerateKey.self, Import.self, Export.self,
             Items.self, Show.self, Delete.self,
-            Backup.self, Restore.self,
+            Backup.self, Restore.self, Migrate.self,
             P11Kit.self, ModulePath.self, PAMHelper.self,
         ]
     )
@@ -38,7 +39,34 @@ struct Keychainctl: ParsableCommand {
     static func main() {
         var none = rlimit(rlim_cur: 0, rlim_max: 0)
         _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
+        if CommandLine.arguments.dropFirst() == ["--version"] {
+            printVersion()
+            return
+        }
         main(nil)
+    }
+
+    /// keychainctl's version, the version the module beside it reports (C_GetInfo), and the
+    /// keychain file format this build writes.
+    static func printVersion() {
+        print("keychainctl \(ProductVersion.text)")
+        if let path = ModulePath.locate() {
+            do {
+                let module = try ForeignModule(path: path)
+                try module.initialize()
+                let info = try module.info()
+                print("module \(info.library.major).\(info.library.minor) (\(info.manufacturer), Cryptoki \(info.cryptoki.major).\(info.cryptoki.minor)): \(path)")
+            } catch let error as ForeignModule.ModuleLoadError {
+                print("module: cannot load \(path): \(error.reason)")
+            } catch let error as ForeignModule.Failure {
+                print("module: \(path): \(error.text)")
+            } catch {
+                print("module: \(path): \(error)")
+            }
+        } else {
+            print("module: not found next to keychainctl or in ../lib")
+        }
+        print("keychain schema \(ProductVersion.schemaVersion), record format \(ProductVersion.recordFormat)")
     }
 }
 

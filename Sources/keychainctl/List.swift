@@ -8,13 +8,32 @@ struct List: ParsableCommand {
         Examples:
           keychainctl list
           KEYCHAIN_PKCS11_DIR=/srv/keys keychainctl list
+          keychainctl list --json
         """
     )
+
+    @Flag(help: "Print JSON: {\"directory\", \"keychains\": [the object of 'info --json' for each], \"unreadable\": [{\"file\", \"reason\"}]}.")
+    var json = false
 
     func run() throws {
         let configuration = Configuration.current()
         let directory = KeychainDirectory(path: configuration.directory)
         let files = directory.keychainFiles()
+        if json {
+            var keychains: [(slot: UInt, text: String)] = []
+            var unreadable: [String] = []
+            for path in files {
+                do {
+                    let info = try Keychain.open(at: path).info()
+                    keychains.append((info.slotID ?? UInt.max, KeychainJSON.object(info, file: path, isDefault: (configuration.defaultKeychain ?? "login") == info.label)))
+                } catch {
+                    unreadable.append("{\"file\":\(JSON.string(path)),\"reason\":\(JSON.string(error.reason))}")
+                }
+            }
+            print("{\"directory\":\(JSON.string(directory.path)),\"keychains\":[" + keychains.sorted { $0.slot < $1.slot }.map(\.text).joined(separator: ",")
+                  + "],\"unreadable\":[" + unreadable.joined(separator: ",") + "]}")
+            return
+        }
         print("Keychain directory: \(directory.path)")
         guard !files.isEmpty else {
             print("No keychains yet. Create one with: keychainctl create --label login")
@@ -39,7 +58,7 @@ struct List: ParsableCommand {
         }
         let rows = [header] + keychains.sorted { $0.slot < $1.slot }.map(\.row)
         let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
-        for row in rows {
+        for row in rows.map({ $0.map(printable) }) {
             print(row.enumerated().map { $0.element.padding(toLength: widths[$0.offset] + 2, withPad: " ", startingAt: 0) }.joined())
         }
         for problem in problems { print("unreadable: \(problem)") }

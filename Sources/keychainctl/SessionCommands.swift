@@ -126,7 +126,7 @@ struct Status: ParsableCommand {
         """
     )
 
-    @Flag(help: "Print JSON: one object per keychain with label, path, unlocked, since, idle_timeout, seconds_left.")
+    @Flag(help: "Print JSON: keychaind (running or not) and keychains: label, file, unlocked, since (Unix time), idleTimeout, lockOnSleep, secondsLeft.")
     var json = false
 
     func run() throws {
@@ -136,13 +136,13 @@ struct Status: ParsableCommand {
         var rows: [[String: Any]] = []
         for path in directory.keychainFiles() {
             let label = (try? Keychain.open(at: path).info(countingObjects: false).label) ?? "?"
-            var row: [String: Any] = ["label": label, "path": path, "unlocked": false]
+            var row: [String: Any] = ["label": label, "file": path, "unlocked": false]
             if let entry = held?.first(where: { $0.path == path }) {
                 row["unlocked"] = true
                 row["since"] = entry.since
-                row["idle_timeout"] = entry.idleTimeout
-                row["lock_on_sleep"] = entry.lockOnSleep
-                if entry.idleTimeout > 0 { row["seconds_left"] = max(0, entry.lastUse + entry.idleTimeout - now) }
+                row["idleTimeout"] = entry.idleTimeout
+                row["lockOnSleep"] = entry.lockOnSleep
+                if entry.idleTimeout > 0 { row["secondsLeft"] = max(0, entry.lastUse + entry.idleTimeout - now) }
             }
             rows.append(row)
         }
@@ -159,7 +159,7 @@ struct Status: ParsableCommand {
                 continue
             }
             let since = (row["since"] as? Int64).map { "since \(Self.clock($0))" } ?? ""
-            let left = (row["seconds_left"] as? Int64).map { ", locks in \($0) s without use" } ?? ""
+            let left = (row["secondsLeft"] as? Int64).map { ", locks in \($0) s without use" } ?? ""
             print("  \(label): unlocked \(since)\(left)")
         }
     }

@@ -65,13 +65,6 @@ module = $modulesdir/pkcs11.so
 pkcs11-module-path = $MODULE
 $1
 activate = 1
-
-[req]
-distinguished_name = req_dn
-prompt = no
-
-[req_dn]
-CN = unused
 EOF
 }
 provider_cnf "pkcs11-module-token-pin = file:$WORK/pin.txt" >provider.cnf || fail "write provider.cnf"
@@ -85,7 +78,7 @@ key_uri() {
         *) echo "pkcs11:token=$TOKEN;object=prov-$1;type=private" ;;
     esac
 }
-# pubkey_of KIND FILE: the DER SubjectPublicKeyInfo of a certificate (x509) or key (pkey).
+# pubkey_of KIND FILE: the DER SubjectPublicKeyInfo in a certificate (KIND x509).
 pubkey_of() { plain "$1" -in "$2" -noout -pubkey | plain pkey -pubin -outform DER; }
 
 out=$(prov list -providers 2>&1) || fail "openssl list -providers with provider.cnf: $out"
@@ -227,5 +220,6 @@ done
 # A server that trusts only another client certificate refuses the Ed25519 client.
 tls_client ed25519 p256.pem
 expect_not_contains "$slog" "CONNECTION ESTABLISHED" "s_server trusting p256.pem accepted the Ed25519 client"
+expect_contains "$slog" "verify error:num=18:self-signed certificate" "s_server trusting another client certificate"
 expect_not_contains "$out" "yek nekot" "echo to a refused client"
 expect_contains "$slog" "0 server accepts that finished" "handshake with a client the server does not trust"

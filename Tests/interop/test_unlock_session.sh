@@ -123,7 +123,7 @@ out=$(p11 --slot "$slot" --login -O </dev/null 2>&1) && fail "NULL-PIN login aft
 
 # The idle timeout locks by itself.
 kc unlock --pin-file user.pin --timeout 2s >/dev/null || fail "unlock with a timeout"
-out=$(kc status --json); expect_contains "$out" '"idle_timeout":2' "status shows the timeout"
+out=$(kc status --json); expect_contains "$out" '"idleTimeout":2' "status shows the timeout"
 sleep 4
 out=$(kc status); expect_contains "$out" "login: locked" "locked by the idle timeout"
 
