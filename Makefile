@@ -1,7 +1,8 @@
 # Keychain PKCS#11: build, install, uninstall, test.
 #
 #   make                          release build (scripts/build-release.sh: static Swift stdlib)
-#   make install [PREFIX=/usr]    install the module, keychainctl, header, p11-kit file, docs, completions
+#   make install [PREFIX=/usr]    install the module, keychainctl, keychaind, PAM module, header, p11-kit file,
+#                                 docs, shell completions and manual pages
 #   make uninstall [PREFIX=…]     remove exactly what install put
 #   make check                    every test (scripts/test.sh)
 #
@@ -26,6 +27,7 @@ P11KITDIR   ?= $(DATADIR)/p11-kit/modules
 BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
 ZSHCOMPDIR  ?= $(DATADIR)/zsh/site-functions
 FISHCOMPDIR ?= $(DATADIR)/fish/vendor_completions.d
+MAN1DIR     ?= $(DATADIR)/man/man1
 SYSTEMDUSERDIR ?= $(LIBDIR)/systemd/user
 # PAM modules live in the multiarch security folder (/usr/lib/x86_64-linux-gnu/security with PREFIX=/usr).
 PAMDIR      ?= $(LIBDIR)/$(shell gcc -print-multiarch)/security
@@ -37,7 +39,9 @@ DOCS   := README.md $(wildcard Docs/*.md Docs/*.png)
 FILES  := $(MODULE) $(BINDIR)/keychainctl $(BINDIR)/keychaind $(INCLUDEDIR)/keychain-pkcs11.h \
           $(SYSTEMDUSERDIR)/keychaind.socket $(SYSTEMDUSERDIR)/keychaind.service $(PAMDIR)/pam_keychain.so \
           $(P11KITDIR)/keychain-pkcs11.module $(addprefix $(DOCDIR)/,$(DOCS)) \
-          $(BASHCOMPDIR)/keychainctl $(ZSHCOMPDIR)/_keychainctl $(FISHCOMPDIR)/keychainctl.fish
+          $(BASHCOMPDIR)/keychainctl $(ZSHCOMPDIR)/_keychainctl $(FISHCOMPDIR)/keychainctl.fish $(MAN1DIR)/keychainctl.1
+# Besides keychainctl.1, one manual page per command: keychainctl.COMMAND.1 (made by build).
+MANPAGES = $(notdir $(wildcard .build/man/keychainctl.*.1))
 # Directories that install created (installed paths), so that uninstall removes them again when
 # empty; kept only for real installs, not DESTDIR staging (package managers track their own).
 CREATED := $(DOCDIR)/installed-directories
@@ -80,6 +84,9 @@ install: build
 	install -D -m 0644 .build/completions/bash "$(DESTDIR)$(BASHCOMPDIR)/keychainctl"
 	install -D -m 0644 .build/completions/zsh "$(DESTDIR)$(ZSHCOMPDIR)/_keychainctl"
 	install -D -m 0644 .build/completions/fish "$(DESTDIR)$(FISHCOMPDIR)/keychainctl.fish"
+	@# Manual pages, generated from the command definitions by scripts/build-release.sh.
+	install -D -m 0644 .build/man/keychainctl.1 "$(DESTDIR)$(MAN1DIR)/keychainctl.1"
+	for page in $(MANPAGES); do install -m 0644 ".build/man/$$page" "$(DESTDIR)$(MAN1DIR)/$$page" || exit 1; done
 	@if [ -z "$(DESTDIR)" ]; then install -m 0644 .build/created-dirs "$(CREATED)"; fi
 
 # Files by name (never a recursive rm), then the directories install created, deepest first,
@@ -88,6 +95,9 @@ uninstall:
 	@dirs=""; [ -z "$(DESTDIR)" ] && [ -f "$(CREATED)" ] && dirs=$$(cat "$(CREATED)"); \
 	for f in $(FILES) $(if $(DESTDIR),,$(CREATED)); do \
 	    if [ -e "$(DESTDIR)$$f" ] || [ -L "$(DESTDIR)$$f" ]; then echo "rm $(DESTDIR)$$f"; rm -f "$(DESTDIR)$$f"; fi; \
+	done; \
+	for f in "$(DESTDIR)$(MAN1DIR)"/keychainctl.*.1; do \
+	    if [ -f "$$f" ]; then echo "rm $$f"; rm -f "$$f"; fi; \
 	done; \
 	for d in $$dirs; do \
 	    case "$$d" in "$(PREFIX)"|"$(PREFIX)/") continue ;; esac; \

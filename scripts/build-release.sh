@@ -10,5 +10,11 @@ bin=$(swift build "${flags[@]}" --show-bin-path)
 # module would be loaded before the system's. The shipped artifacts need no RUNPATH at all.
 command -v patchelf >/dev/null || { echo "build-release: patchelf is missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
 patchelf --remove-rpath "$bin/libkeychain-pkcs11.so" "$bin/keychainctl" "$bin/keychaind"
+# Manual pages from keychainctl's own command definitions (swift-argument-parser's generator,
+# which reads `keychainctl --experimental-dump-help`): keychainctl.1 and one page per command.
+swift build "${flags[@]}" --product generate-manual
+date=$(git log -1 --format=%cs 2>/dev/null || date -u +%F)
+rm -rf .build/man
+"$bin/generate-manual" "$bin/keychainctl" --multi-page --date "$date" --authors "Keychain PKCS#11 developers" -o .build/man
 echo "$bin" > .build/release-path
 echo "release module: $bin/libkeychain-pkcs11.so"

@@ -28,7 +28,7 @@ struct Backup: ParsableCommand {
         let open = try selection.open()
         let master = try open.unlock()
         let passphrase = try readSecret(file: passphraseFile, environment: "KEYCHAIN_PKCS11_BACKUP_PASSPHRASE", prompt: "Backup passphrase", confirm: true,
-                                        status: ExitStatus.badInput, nonEmpty: true)
+                                        status: ExitStatus.badInput, nonEmpty: true, option: "--passphrase-file")
         let kdf = Configuration.current().kdf
         let result = try open.run { () throws(KeychainError) in
             try passphrase.withBytes { bytes throws(KeychainError) in try open.keychain.backup(master: master, passphrase: bytes, kdf: kdf) }
@@ -79,9 +79,17 @@ struct Restore: ParsableCommand {
             throw fail("\(file) is not a keychain backup (\(error.reason)).", status: ExitStatus.badInput)
         }
         let passphrase = try readSecret(file: passphraseFile, environment: "KEYCHAIN_PKCS11_BACKUP_PASSPHRASE", prompt: "Backup passphrase", confirm: false,
-                                        status: ExitStatus.badInput)
+                                        status: ExitStatus.badInput, option: "--passphrase-file")
         let open: OpenKeychain
         if create {
+            // The passphrase first: a wrong one must not leave a new, empty keychain behind or
+            // have asked for PINs in vain.
+            do { try passphrase.withBytes { bytes throws(KeychainError) in try Keychain.checkBackup(data, passphrase: bytes) } } catch {
+                if error.code == .pinIncorrect || error.code == .recordCorrupted {
+                    throw fail("wrong passphrase, or the backup file is damaged; nothing was created or restored.", status: ExitStatus.badInput)
+                }
+                throw failure(for: error)
+            }
             var options = selection
             let label = selection.keychain ?? sourceLabel
             try Create.make(label: label, soPinFile: soPinFile, pinFile: selection.pinFile)

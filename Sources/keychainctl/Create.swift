@@ -50,17 +50,17 @@ struct Create: ParsableCommand {
         if taken {
             throw fail("a keychain labelled '\(label)' already exists; choose another label (see 'keychainctl list').", status: ExitStatus.exists)
         }
-        let soPIN = try readSecret(file: soPinFile, environment: "KEYCHAIN_PKCS11_SO_PIN", prompt: "SO PIN for '\(label)'", confirm: true)
-        let userPIN = try readSecret(file: pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN for '\(label)'", confirm: true)
+        let soPIN = try readSecret(file: soPinFile, environment: "KEYCHAIN_PKCS11_SO_PIN", prompt: "SO PIN for '\(label)'", confirm: true, option: "--so-pin-file")
+        let userPIN = try readSecret(file: pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN for '\(label)'", confirm: true, option: "--pin-file")
         do {
-            let keychain = try soPIN.withBytes { so in
+            let keychain = try withKDFNotice(configuration.kdf) { try soPIN.withBytes { so in
                 try userPIN.withBytes { user in
                     try configuration.pinPolicy.checkLength(so, name: "the SO PIN")
                     try configuration.pinPolicy.checkLength(user, name: "the user PIN")
                     return try directory.createKeychain(slotID: nil, label: label, soPIN: so, userPIN: user, kdf: configuration.kdf,
                                                         policy: configuration.pinPolicy)
                 }
-            }
+            } }
             let info = try keychain.info()
             print("Created keychain '\(info.label)' in slot \(info.slotID.map(String.init) ?? "?"), serial \(info.serial)")
             print("File: \(keychain.path)")

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Glibc
 import KeychainCore
 import KeychainCrypto
 
@@ -122,6 +123,13 @@ struct ItemSelector: ParsableArguments {
         return found
     }
 
+    /// Whether the selection names no particular item (no label, object or ID): only a type.
+    var namesNoItem: Bool {
+        guard label == nil, id == nil else { return false }
+        guard let uri, let parsed = try? PKCS11URI(parsing: uri) else { return true }
+        return parsed["object"] == nil && parsed["id"] == nil
+    }
+
     /// What the selection asks for, for messages: "label 'x', type private-key".
     func criteria() -> String {
         var parts: [String] = []
@@ -241,11 +249,14 @@ struct Delete: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Delete items named by a PKCS#11 URI or by attributes.",
         discussion: """
-        Deletes one item; when several match, --all deletes every one of them.
+        Deletes one item; when several match, --all deletes every one of them. A selection that \
+        names no label, object or ID (only a type) asks for confirmation on a terminal and needs \
+        --yes otherwise.
 
         Examples:
           keychainctl delete 'pkcs11:token=login;id=%01;type=private'
           keychainctl delete --label old-key --all
+          keychainctl delete --type certificate --all --yes
         """
     )
 
@@ -254,6 +265,9 @@ struct Delete: ParsableCommand {
 
     @Flag(help: "Delete every matching item.")
     var all = false
+
+    @Flag(help: "Do not ask for confirmation (needed without a terminal when only a type selects).")
+    var yes = false
 
     func validate() throws {
         guard !selector.isEmpty else { throw ValidationError("name the item by URI, --label, --id or --type") }
@@ -264,7 +278,21 @@ struct Delete: ParsableCommand {
         let master = try open.unlock()
         try selector.requireCriteria()
         let found = all ? try selector.items(in: open) : [try selector.single(in: open)]
-        guard !found.isEmpty else { throw fail("no item matches in keychain '\(open.label)'.", status: ExitStatus.notFound) }
+        guard !found.isEmpty else { throw fail("no item matches \(selector.criteria()) in keychain '\(open.label)'.", status: ExitStatus.notFound) }
+        if selector.namesNoItem, !yes {
+            let what = found.count == 1 ? "the \(found[0].kind) '\(printable(found[0].label))'" : "\(found.count) items"
+            guard isatty(STDIN_FILENO) == 1 else {
+                throw fail("\(selector.criteria()) names no item but selects \(what); add --yes to delete without a question.", status: ExitStatus.usage)
+            }
+            for item in found.prefix(20) { print("  \(item.kind): \(item.shortURI.text)") }
+            print("Delete \(what) from '\(printable(open.label))'? [y/N] ", terminator: "")
+            fflush(nil)
+            let answer = readLine() ?? ""
+            guard answer == "y" || answer == "Y" || answer.lowercased() == "yes" else {
+                print("Nothing deleted.")
+                return
+            }
+        }
         try open.run { () throws(KeychainError) in
             try open.keychain.transaction { () throws(KeychainError) in
                 for item in found { try open.keychain.remove(id: item.rowID, master: master) }

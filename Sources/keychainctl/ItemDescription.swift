@@ -172,8 +172,15 @@ struct ItemDescription {
         return fields
     }
 
-    /// A certificate serial as `openssl x509 -serial` prints it: upper-case hex, no leading zero bytes.
-    static func serialHex(_ bytes: [UInt8]) -> String {
+    /// A certificate serial (CKA_SERIAL_NUMBER: the DER INTEGER, tag and length included) as
+    /// `openssl x509 -serial` prints it: upper-case hex of the value, no leading zero bytes.
+    static func serialHex(_ der: [UInt8]) -> String {
+        var bytes = der[...]
+        if bytes.first == 0x02, bytes.count >= 2 {
+            let first = Int(bytes[bytes.startIndex + 1])
+            let headerLength = first < 0x80 ? 2 : 2 + (first & 0x7F)
+            if bytes.count >= headerLength { bytes = bytes.dropFirst(headerLength) }
+        }
         var digits = Array(bytes.drop { $0 == 0 })
         if digits.isEmpty { digits = [0] }
         return Hex.string(digits).uppercased()

@@ -368,7 +368,8 @@ struct Export: ParsableCommand {
         }
         let key = try open.run { () throws(KeychainError) in try KeyFactory.key(of: object) }
         let passphrase = try readSecret(file: passphraseFile, environment: "KEYCHAIN_PKCS11_EXPORT_PASSPHRASE",
-                                        prompt: "Passphrase for the exported key", confirm: true, status: ExitStatus.badInput, nonEmpty: true)
+                                        prompt: "Passphrase for the exported key", confirm: true, status: ExitStatus.badInput, nonEmpty: true,
+                                        option: "--passphrase-file")
         do {
             if format == .pkcs12 {
                 var certificates: [[UInt8]] = []

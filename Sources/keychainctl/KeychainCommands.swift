@@ -115,7 +115,8 @@ struct DeleteKeychain: ParsableCommand {
         guard selection.keychain != nil else { throw fail("name the keychain to delete with --keychain.", status: ExitStatus.usage) }
         let open = try selection.open()
         if !force {
-            let pin = try readSecret(file: soPinFile, environment: "KEYCHAIN_PKCS11_SO_PIN", prompt: "SO PIN of keychain '\(open.label)'", confirm: false)
+            let pin = try readSecret(file: soPinFile, environment: "KEYCHAIN_PKCS11_SO_PIN", prompt: "SO PIN of keychain '\(open.label)'", confirm: false,
+                                     option: "--so-pin-file")
             _ = try open.run { () throws(KeychainError) in try pin.withBytes { bytes throws(KeychainError) in try open.keychain.unlock(.securityOfficer, pin: bytes) } }
         }
         let path = open.keychain.path
@@ -158,17 +159,17 @@ struct ChangePIN: ParsableCommand {
         let owner: PINOwner = so ? .securityOfficer : .user
         let name = so ? "SO PIN" : "user PIN"
         let old = try readSecret(file: oldPinFile ?? (so ? nil : selection.pinFile), environment: so ? "KEYCHAIN_PKCS11_SO_PIN" : "KEYCHAIN_PKCS11_PIN",
-                                 prompt: "Current \(name) of '\(open.label)'", confirm: false)
+                                 prompt: "Current \(name) of '\(open.label)'", confirm: false, option: oldPinFile == nil && !so ? "--pin-file or --old-pin-file" : "--old-pin-file")
         let new = try readSecret(file: newPinFile, environment: so ? "KEYCHAIN_PKCS11_NEW_SO_PIN" : "KEYCHAIN_PKCS11_NEW_PIN",
-                                 prompt: "New \(name)", confirm: true)
+                                 prompt: "New \(name)", confirm: true, option: "--new-pin-file")
         let kdf = Configuration.current().kdf
-        try open.run { () throws(KeychainError) in
+        try open.run { () throws(KeychainError) in try withKDFNotice(kdf) { () throws(KeychainError) in
             try old.withBytes { oldBytes throws(KeychainError) in
                 try new.withBytes { newBytes throws(KeychainError) in
                     try open.keychain.changePIN(owner, old: oldBytes, new: newBytes, kdf: kdf)
                 }
             }
-        }
+        } }
         print("Changed the \(name) of '\(open.label)'.")
     }
 }
@@ -194,11 +195,11 @@ struct ResetPIN: ParsableCommand {
 
     func run() throws {
         let open = try selection.open()
-        let soPIN = try readSecret(file: soPinFile, environment: "KEYCHAIN_PKCS11_SO_PIN", prompt: "SO PIN of '\(open.label)'", confirm: false)
+        let soPIN = try readSecret(file: soPinFile, environment: "KEYCHAIN_PKCS11_SO_PIN", prompt: "SO PIN of '\(open.label)'", confirm: false, option: "--so-pin-file")
         let master = try open.run { () throws(KeychainError) in
             try soPIN.withBytes { bytes throws(KeychainError) in try open.keychain.unlock(.securityOfficer, pin: bytes) }
         }
-        let new = try readSecret(file: newPinFile, environment: "KEYCHAIN_PKCS11_NEW_PIN", prompt: "New user PIN", confirm: true)
+        let new = try readSecret(file: newPinFile, environment: "KEYCHAIN_PKCS11_NEW_PIN", prompt: "New user PIN", confirm: true, option: "--new-pin-file")
         let kdf = Configuration.current().kdf
         try open.run { () throws(KeychainError) in
             try new.withBytes { bytes throws(KeychainError) in try open.keychain.setUserPIN(bytes, master: master, kdf: kdf) }

@@ -79,9 +79,13 @@ final class OpenKeychain {
             nameCounts = nil
             return session
         }
-        let pin = try readSecret(file: pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN of keychain '\(label)'", confirm: false)
+        let pin = try readSecret(file: pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN of keychain '\(label)'", confirm: false,
+                                 option: "--pin-file")
         do {
-            let unlocked = try pin.withBytes { bytes throws(KeychainError) in try keychain.unlock(.user, pin: bytes) }
+            let kdf = (try? keychain.info(countingObjects: false))?.userKDF
+            let unlocked = try withKDFNotice(kdf) { () throws(KeychainError) in
+                try pin.withBytes { bytes throws(KeychainError) in try keychain.unlock(.user, pin: bytes) }
+            }
             master = unlocked
             nameCounts = nil
             return unlocked
@@ -139,12 +143,13 @@ final class OpenKeychain {
 /// variable, or a no-echo prompt; a failure exits with `status` (a PIN's by default; a file
 /// passphrase's is the bad-input status). With `nonEmpty`, an empty secret is refused.
 func readSecret(file: String?, environment: String?, prompt: String, confirm: Bool, status: Int32 = ExitStatus.pin,
-                nonEmpty: Bool = false) throws -> SecretInput {
+                nonEmpty: Bool = false, option: String? = nil) throws -> SecretInput {
     let secret: SecretInput
     do {
-        secret = try SecretInput.read(file: file, environment: environment, prompt: prompt, confirm: confirm)
+        secret = try SecretInput.read(file: file, environment: environment, prompt: prompt, confirm: confirm, option: option)
     } catch let error as SecretInput.Failure {
-        throw fail(error.message, status: status)
+        // A file named on the command line that cannot be read is bad input (7), as documented.
+        throw fail(error.message + ".", status: error.isFile ? ExitStatus.badInput : status)
     }
     if nonEmpty, secret.isEmpty { throw fail("an empty \(prompt.lowercased()) is refused.", status: ExitStatus.usage) }
     return secret
@@ -207,7 +212,7 @@ struct AccessOptions: ParsableArguments {
         }
         if flags.contains(.applicationPassword) {
             let password = try readSecret(file: applicationPasswordFile, environment: "KEYCHAIN_PKCS11_APPLICATION_PASSWORD",
-                                          prompt: "Application password for this item", confirm: true)
+                                          prompt: "Application password for this item", confirm: true, option: "--application-password-file")
             template.append((.applicationPassword, try password.withBytes { Array($0) }))
         }
         return template

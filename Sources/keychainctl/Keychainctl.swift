@@ -43,6 +43,18 @@ struct Keychainctl: ParsableCommand {
             printVersion()
             return
         }
+        if let command = CommandLine.arguments.dropFirst().first, command.hasSuffix("-password"),
+           command.hasPrefix("add-") || command.hasPrefix("update-"), CommandLine.arguments.contains("-w") {
+            // security(1) habit: `add-generic-password … -w PASSWORD`.
+            var standardError = StandardError()
+            print("""
+                keychainctl: -w takes no password here: a password on the command line is seen by every user's ps and kept \
+                in shell history. Leave -w out and type it at the prompt, or give it with --password-file FILE \
+                ('-' reads standard input, e.g. printf %s "$TOKEN" | keychainctl \(command) … --password-file -).
+                (find-generic-password -w prints only the password, as in security.)
+                """, to: &standardError)
+            Glibc.exit(ExitStatus.usage)
+        }
         main(nil)
     }
 

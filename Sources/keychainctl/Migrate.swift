@@ -63,7 +63,7 @@ struct Migrate: ParsableCommand {
         }
         defer { module.closeSession(source.session) }
         let pin = try readSecret(file: fromPinFile, environment: "KEYCHAIN_PKCS11_SOURCE_PIN", prompt: "User PIN of token '\(token)' in \(fromModule)",
-                                 confirm: false)
+                                 confirm: false, option: "--from-pin-file")
         do { try pin.withBytes { bytes throws(ForeignModule.Failure) in try module.login(source.session, pin: bytes) } } catch {
             let status = error.rv == CK_RV(CKR_PIN_INCORRECT) || error.rv == CK_RV(CKR_PIN_LOCKED) ? ExitStatus.pin : ExitStatus.failure
             throw fail("cannot log in to '\(token)': \(error.text).", status: status)

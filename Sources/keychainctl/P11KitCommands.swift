@@ -17,9 +17,13 @@ struct P11Kit: ParsableCommand {
         @Option(help: ArgumentHelp("Another module-configuration folder (for tests or a private p11-kit setup).", valueName: "dir"))
         var directory: String?
 
+        /// Root gets the system folder without asking: p11-kit never reads root's own
+        /// ~/.config/pkcs11 (containers and servers run as root).
+        var isSystem: Bool { directory == nil && (system || getuid() == 0) }
+
         var folder: String {
             if let directory { return directory }
-            if system { return "/etc/pkcs11/modules" }
+            if isSystem { return "/etc/pkcs11/modules" }
             let home = getenv("HOME").map { String(cString: $0) } ?? "/"
             return home + "/.config/pkcs11/modules"
         }
@@ -32,8 +36,9 @@ struct P11Kit: ParsableCommand {
             abstract: "Write keychain-pkcs11.module into p11-kit's configuration.",
             discussion: """
             Afterwards 'p11-kit list-modules' shows the module, and programs that load p11-kit-proxy.so \
-            (GnuTLS tools, Firefox/NSS with p11-kit-proxy, GNOME) see the keychains. p11-kit ignores the \
-            user's configuration when run as root: use --system there.
+            (GnuTLS tools, Firefox/NSS with p11-kit-proxy, GNOME) see the keychains. p11-kit ignores \
+            root's own configuration, so as root the module is registered for the whole system \
+            (/etc/pkcs11/modules), as --system does for anyone with sudo.
 
             Examples:
               keychainctl p11-kit register
@@ -54,7 +59,7 @@ struct P11Kit: ParsableCommand {
                 throw fail("the module must be an absolute path to a readable file: \(path).", status: ExitStatus.usage)
             }
             if getuid() == 0, !location.system, location.directory == nil {
-                print("Note: p11-kit ignores per-user configuration for root; use --system to register for everyone.")
+                print("Running as root: p11-kit reads no per-user configuration for root, so the module is registered for the whole system.")
             }
             var prefix = ""
             for part in location.folder.split(separator: "/") {
@@ -79,7 +84,7 @@ struct P11Kit: ParsableCommand {
                 throw fail("cannot write \(location.file): \(String(cString: strerror(errno))).", status: ExitStatus.storage)
             }
             print("Registered \(path) in \(location.file)")
-            print("Check with: p11-kit list-modules")
+            print("Check with: p11-kit list-modules" + (location.isSystem ? " (every user's p11-kit programs now load it)" : ""))
         }
     }
 

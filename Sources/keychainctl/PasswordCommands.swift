@@ -84,7 +84,7 @@ enum PasswordItems {
     }
 
     static func readPassword(file: String?, confirm: Bool) throws -> [UInt8] {
-        let secret = try readSecret(file: file, environment: nil, prompt: "Password to store", confirm: confirm)
+        let secret = try readSecret(file: file, environment: nil, prompt: "Password to store", confirm: confirm, option: "--password-file")
         return try secret.withBytes { Array($0) }
     }
 
@@ -154,7 +154,8 @@ enum PasswordItems {
         var object = item.object
         if object.hasSealedSecrets {
             let password = try readSecret(file: applicationPasswordFile, environment: "KEYCHAIN_PKCS11_APPLICATION_PASSWORD",
-                                          prompt: "Application password of '\(item.label)'", confirm: false)
+                                          prompt: "Application password of '\(item.label)'", confirm: false,
+                                          option: "--application-password-file")
             object = try open.run { () throws(KeychainError) in
                 try password.withBytes { bytes throws(KeychainError) in try open.keychain.reveal(object, applicationPassword: bytes) }
             }

@@ -30,6 +30,12 @@ struct RaiseKDF: ParsableCommand {
         let keychain = open.keychain
         let label = open.label
         let parameters = ScryptParameters(logN: logN, blockSize: blockSize, parallelism: 1)
+        guard parameters.isWithinLimits else {
+            let mebibytes = (128 * UInt64(blockSize) * (UInt64(1) << UInt64(min(logN, 40)))) >> 20
+            throw fail("--log-n must be 1 to 22 and --block-size 1 to 32, with scrypt's memory (128 × r × 2^N bytes) at most 2048 MiB; "
+                       + "N = 2^\(logN), r = \(blockSize) would need \(mebibytes) MiB. The default is --log-n 15 --block-size 8 (32 MiB); "
+                       + "17 to 20 is a strong cost.", status: ExitStatus.usage)
+        }
         do {
             try keychain.raiseKDF(to: parameters)
         } catch {

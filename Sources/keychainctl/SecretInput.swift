@@ -1,10 +1,13 @@
 import Glibc
+import KeychainCore
 import KeychainCrypto
 
 /// A PIN read from a file, the environment or a no-echo prompt, kept in a wiping buffer.
 struct SecretInput {
     struct Failure: Error {
         let message: String
+        /// The named file could not be read (exit 7), rather than no secret being available (exit 3).
+        var isFile = false
     }
 
     private let secret: SecureBytes
@@ -19,10 +22,12 @@ struct SecretInput {
     }
 
     /// File first ('-' is standard input), then the environment variable, then the terminal
-    /// (asking twice when `confirm`).
-    static func read(file: String?, environment: String?, prompt: String, confirm: Bool) throws -> SecretInput {
+    /// (asking twice when `confirm`), then the configured prompt program (KEYCHAIN_PKCS11_PROMPT)
+    /// when there is no terminal. `option` names the file option for the message given when
+    /// none of them can answer.
+    static func read(file: String?, environment: String?, prompt: String, confirm: Bool, option: String? = nil) throws -> SecretInput {
         if file == "-" {
-            guard let input = fdopen(dup(STDIN_FILENO), "r") else { throw Failure(message: "cannot read standard input") }
+            guard let input = fdopen(dup(STDIN_FILENO), "r") else { throw Failure(message: "cannot read standard input", isFile: true) }
             defer { fclose(input) }
             setvbuf(input, nil, _IONBF, 0)
             var line = readLine(input)
@@ -31,7 +36,7 @@ struct SecretInput {
         }
         if let file {
             guard let handle = fopen(file, "r") else {
-                throw Failure(message: "cannot read \(file): \(String(cString: strerror(errno)))")
+                throw Failure(message: "cannot read \(file)\(option.map { " (\($0))" } ?? ""): \(String(cString: strerror(errno)))", isFile: true)
             }
             defer { fclose(handle) }
             var line = readLine(handle)
@@ -41,8 +46,17 @@ struct SecretInput {
         if let environment, let value = getenv(environment) {
             return SecretInput(secret: SecureBytes(Array(String(cString: value).utf8)))
         }
-        guard isatty(STDIN_FILENO) == 1 || access("/dev/tty", R_OK | W_OK) == 0 else {
-            throw Failure(message: "no terminal to ask for the \(prompt); give a file (or '-' for standard input)\(environment.map { " or set \($0)" } ?? "")")
+        let hasTerminal = controllingTerminal()
+        if !hasTerminal, let program = Configuration.current().promptProgram {
+            return try ask(program: program, prompt: prompt, confirm: confirm)
+        }
+        guard hasTerminal else {
+            var ways: [String] = []
+            if let option { ways.append("\(option) FILE ('-' reads standard input)") }
+            if let environment { ways.append("the variable \(environment)") }
+            ways.append("a prompt program (KEYCHAIN_PKCS11_PROMPT or prompt_program, an askpass-style program)")
+            let list = ways.count > 1 ? ways.dropLast().joined(separator: ", ") + " or " + (ways.last ?? "") : ways.joined()
+            throw Failure(message: "no terminal to ask for the \(prompt); give it with \(list)")
         }
         var first = try promptWithoutEcho(prompt + ": ")
         defer { wipe(&first) }
@@ -52,6 +66,32 @@ struct SecretInput {
             guard ConstantTime.equals(first, second) else { throw Failure(message: "the two entries differ") }
         }
         return SecretInput(secret: SecureBytes(first))
+    }
+
+    /// Whether this process has a terminal to ask on: /dev/tty opens (its permission bits say
+    /// nothing; without a controlling terminal the open fails with ENXIO).
+    static func controllingTerminal() -> Bool {
+        let fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        close(fd)
+        return true
+    }
+
+    /// The prompt program's answer (asked twice when `confirm`).
+    private static func ask(program: String, prompt: String, confirm: Bool) throws -> SecretInput {
+        do {
+            let first = try PromptProgram.run(program, text: prompt)
+            if confirm {
+                let second = try PromptProgram.run(program, text: prompt + " (again)")
+                guard first.constantTimeEquals(second) else { throw Failure(message: "the two answers of the prompt program differ") }
+            }
+            return SecretInput(secret: first)
+        } catch let error as PromptProgram.Failure {
+            switch error {
+            case .canceled(let why): throw Failure(message: "the prompt program \(program) gave no \(prompt) (\(why))")
+            case .tooLong: throw Failure(message: "the prompt program's answer is too long")
+            }
+        }
     }
 
     /// One line without its newline, at most `maximumLength` bytes (the rest of a longer line is
@@ -93,4 +133,22 @@ struct SecretInput {
         fputs("\n", tty)
         return line
     }
+}
+
+/// Runs `body` (a PIN check or a new PIN's key derivation) and, when the scrypt cost takes
+/// seconds (N ≥ 2^17) and standard error is a terminal, shows a progress line while it runs.
+func withKDFNotice<R, E: Error>(_ parameters: ScryptParameters?, _ body: () throws(E) -> R) throws(E) -> R {
+    guard let parameters, parameters.logN >= 17, isatty(STDERR_FILENO) == 1 else { return try body() }
+    let mebibytes = (128 * UInt64(parameters.blockSize) * (UInt64(1) << UInt64(parameters.logN))) >> 20
+    var standardError = StandardError()
+    print("keychainctl: deriving the key from the PIN (scrypt N = 2^\(parameters.logN), \(mebibytes) MiB)…", terminator: "", to: &standardError)
+    var start = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &start)
+    defer {
+        var end = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &end)
+        let tenths = (Int(end.tv_sec - start.tv_sec) * 1_000_000_000 + Int(end.tv_nsec - start.tv_nsec)) / 100_000_000
+        print(" \(tenths / 10).\(tenths % 10) s", to: &standardError)
+    }
+    return try body()
 }

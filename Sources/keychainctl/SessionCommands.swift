@@ -30,8 +30,10 @@ struct Unlock: ParsableCommand {
         let idle = try timeout.map(parseDuration) ?? 0
         let opened = try options.open()
         try startDaemonIfNeeded()
-        let pin = try readSecret(file: options.pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN of keychain '\(opened.label)'", confirm: false)
-        let outcome = pin.withBytes { UnlockSession.unlock(path: opened.keychain.path, pin: $0, idleTimeout: idle) }
+        let pin = try readSecret(file: options.pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN of keychain '\(opened.label)'", confirm: false,
+                                 option: "--pin-file")
+        let kdf = (try? opened.keychain.info(countingObjects: false))?.userKDF
+        let outcome = withKDFNotice(kdf) { pin.withBytes { UnlockSession.unlock(path: opened.keychain.path, pin: $0, idleTimeout: idle) } }
         switch outcome {
         case nil:
             throw fail("keychaind does not answer on \(UnlockSession.socketPath ?? "(no socket: set XDG_RUNTIME_DIR)").", status: ExitStatus.failure)

@@ -32,7 +32,10 @@ for entry in \
     "$docs/README.md 644" \
     "$prefix/share/bash-completion/completions/keychainctl 644" \
     "$prefix/share/zsh/site-functions/_keychainctl 644" \
-    "$prefix/share/fish/vendor_completions.d/keychainctl.fish 644"; do
+    "$prefix/share/fish/vendor_completions.d/keychainctl.fish 644" \
+    "$prefix/share/man/man1/keychainctl.1 644" \
+    "$prefix/share/man/man1/keychainctl.migrate.1 644" \
+    "$prefix/share/man/man1/keychainctl.find-generic-password.1 644"; do
     file=${entry% *}
     [ -f "$file" ] || fail "not installed: $file"
     expect_eq "$(stat -c %a "$file")" "${entry##* }" "mode of $file"
@@ -116,6 +119,16 @@ expect_contains "$(cat "$prefix/share/bash-completion/completions/keychainctl")"
 if command -v zsh >/dev/null; then zsh -n "$prefix/share/zsh/site-functions/_keychainctl" || fail "zsh -n rejects the zsh completion script"; fi
 if command -v fish >/dev/null; then fish -n "$prefix/share/fish/vendor_completions.d/keychainctl.fish" || fail "fish -n rejects the fish completion script"; fi
 echo "ok: completion scripts for bash (bash -n clean), zsh and fish"
+
+# Manual pages, generated from the command definitions: one per command, each readable by man.
+pages=$(ls "$prefix/share/man/man1" | wc -l)
+commands=$("$ctl" --help | sed -n '/^SUBCOMMANDS:/,/^$/p' | grep -cE '^  [a-z]')
+[ "$pages" -gt "$commands" ] || fail "$pages manual pages for $commands commands"
+out=$(MANWIDTH=80 man -l "$prefix/share/man/man1/keychainctl.migrate.1" 2>&1) || fail "man cannot read keychainctl.migrate.1: $out"
+expect_contains "$out" "--from-module" "the migrate page documents its options"
+out=$(MANPATH="$prefix/share/man" MANWIDTH=80 man keychainctl 2>&1) || fail "man keychainctl through MANPATH: $out"
+expect_contains "$out" "Exit codes" "man keychainctl shows the tool's description"
+echo "ok: $pages manual pages"
 
 # Uninstall: no file left under the prefix, and the directories install created are gone.
 make -C "$root" uninstall PREFIX="$prefix" >"$WORK/uninstall.log" 2>&1 || fail "make uninstall: $(cat "$WORK/uninstall.log")"

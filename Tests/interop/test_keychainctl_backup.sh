@@ -100,6 +100,16 @@ if unshare -m true 2>/dev/null; then
         P11_KIT_NO_USER_CONFIG=1 p11-kit list-modules 2>&1 | grep -q "^keychain-pkcs11: $3" || exit 12
         "$2" p11-kit unregister --directory /usr/share/p11-kit/modules >/dev/null || exit 13
         P11_KIT_NO_USER_CONFIG=1 p11-kit list-modules 2>&1 | grep -q "keychain-pkcs11" && exit 14
+        # As root, a plain register goes to the system folder: p11-kit ignores root'"'"'s own configuration.
+        mkdir -p /etc/pkcs11 "$1/etc-modules" || exit 15
+        mount --bind "$1/etc-modules" /etc/pkcs11 || exit 16
+        HOME="$1/roothome" "$2" p11-kit register --module "$3" >"$1/root-register.out" || exit 17
+        grep -q "registered for the whole system" "$1/root-register.out" || exit 18
+        [ -f /etc/pkcs11/modules/keychain-pkcs11.module ] || exit 19
+        [ -e "$1/roothome/.config/pkcs11" ] && exit 20
+        HOME="$1/roothome" p11-kit list-modules 2>&1 | grep -q "^keychain-pkcs11: $3" || exit 21
+        HOME="$1/roothome" "$2" p11-kit unregister >/dev/null || exit 22
+        [ -f /etc/pkcs11/modules/keychain-pkcs11.module ] && exit 23
         exit 0' _ "$WORK" "$KEYCHAINCTL" "$MODULE" || fail "system registration in a namespace (step $?)"
 else
     echo "note: no mount namespace here; system registration not checked"

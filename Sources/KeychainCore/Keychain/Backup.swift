@@ -100,6 +100,14 @@ extension Keychain {
     public static func backupLabel(_ file: [UInt8]) throws(KeychainError) -> String {
         try BackupFile.Header(parsing: file).label
     }
+
+    /// Checks `passphrase` against a backup file, and the file's integrity, without a keychain:
+    /// `restore --create` asks this before it makes anything. A wrong passphrase or a damaged
+    /// file is `.pinIncorrect` / `.recordCorrupted`, as `restore` reports them.
+    public static func checkBackup(_ file: [UInt8], passphrase: UnsafeRawBufferPointer) throws(KeychainError) {
+        let header = try BackupFile.Header(parsing: file)
+        _ = try BackupFile.objects(in: try BackupFile.open(file, header: header, passphrase: passphrase), count: header.objectCount)
+    }
 }
 
 /// A whole-keychain backup file (`keychainctl backup`, `Keychain.backup`).
