@@ -25,19 +25,49 @@ packages=(
     # keychaind follows logind's sleep and session-lock signals through sd-bus; dbus-daemon and
     # dbus-send stand in for the system bus in test_unlock_session.sh
     libsystemd-dev dbus-daemon dbus-bin
+    # man reads the generated manual pages in test_install.sh
+    man-db
 )
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 missing=()
 for package in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+    installed "$package" || missing+=("$package")
 done
-if [ ${#missing[@]} -eq 0 ]; then
+
+# OpenSSL 3's pkcs11 provider (test_openssl_provider.sh). Debian 12 ships it only in
+# bookworm-backports: that suite is added (Debian's own archive and keyring) and only this package
+# is taken from it; backports have pin priority 100, so nothing else is upgraded. Debian 13 and
+# later have it in main.
+provider=pkcs11-provider
+provider_target=
+if ! installed "$provider"; then
+    if [ "$(. /etc/os-release && echo "${VERSION_CODENAME:-}")" = bookworm ]; then
+        provider_target=$provider/bookworm-backports
+    else
+        missing+=("$provider")
+    fi
+fi
+
+if [ ${#missing[@]} -eq 0 ] && [ -z "$provider_target" ]; then
     echo "install-deps: all packages present"
     exit 0
 fi
 
 run() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps: installing ${missing[*]}${missing[*]:+${provider_target:+ }}$provider_target"
 export DEBIAN_FRONTEND=noninteractive
+if [ -n "$provider_target" ] &&
+    ! grep -qsE '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; then
+    printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: bookworm-backports" "Components: main" \
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" |
+        run tee /etc/apt/sources.list.d/keychain-pkcs11-backports.sources >/dev/null
+fi
 run apt-get update -qq
-run apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+    run apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ -n "$provider_target" ]; then
+    run apt-get install -y -qq --no-install-recommends "$provider_target" >/dev/null
+fi
