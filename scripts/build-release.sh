@@ -14,7 +14,7 @@ patchelf --remove-rpath "$bin/libkeychain-pkcs11.so" "$bin/keychainctl" "$bin/ke
 # which reads `keychainctl --experimental-dump-help`): keychainctl.1 and one page per command.
 swift build "${flags[@]}" --product generate-manual
 date=$(git log -1 --format=%cs 2>/dev/null || date -u +%F)
-rm -rf .build/man
+rm -rf .build/man && mkdir -p .build/man
 "$bin/generate-manual" "$bin/keychainctl" --multi-page --date "$date" --authors "Keychain PKCS#11 developers" -o .build/man
 echo "$bin" > .build/release-path
 echo "release module: $bin/libkeychain-pkcs11.so"

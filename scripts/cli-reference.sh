@@ -31,5 +31,7 @@ out=Docs/cli-reference.md
             echo '```'
         done
     done
+    # The JSON schema, kept by hand beside the generated part.
+    cat Docs/parts/json-output.md
 } >"$out"
 echo "wrote $out"
