@@ -27,6 +27,8 @@ packages=(
     libsystemd-dev dbus-daemon dbus-bin
     # man reads the generated manual pages in test_install.sh
     man-db
+    # the user guide's recipes (Tests/interop/recipes): curl with a TLS client key, git signing
+    curl git
 )
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }

@@ -56,6 +56,16 @@ if scripts/build-release.sh >/tmp/keychain-pkcs11-release.log 2>&1; then
     Tests/interop/run.sh "$release/libkeychain-pkcs11.so" "$release/keychainctl" | tee /tmp/keychain-pkcs11-interop-release.log
     line=$(tail -n 1 /tmp/keychain-pkcs11-interop-release.log)
     count "$(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$line")" "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")"
+    # The documentation's command blocks (README.md, Docs/user-guide.md, Docs/remote-use.md), once,
+    # as a new user runs them: fresh account and home, stand-in ssh and TLS servers on 127.0.0.1.
+    echo "== documentation recipes against the release module"
+    Tests/interop/recipes/run.sh "$release/libkeychain-pkcs11.so" "$release/keychainctl" | tee /tmp/keychain-pkcs11-recipes.log
+    line=$(grep -E '^recipes: [0-9]+ passed, [0-9]+ failed' /tmp/keychain-pkcs11-recipes.log | tail -n 1)
+    if [ -n "$line" ]; then
+        count "$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")" "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")"
+    else
+        count 0 1
+    fi
     # Third-party judges, once, against the module as shipped: python-pkcs11's own unit tests
     # (fetched from PyPI at test time). Java's SunPKCS11 runs with the interop tests above.
     echo "== python-pkcs11 0.10.1's own test suite against the release module"

@@ -6,8 +6,8 @@
 # Usage: Tests/interop/recipes/run.sh MODULE_PATH KEYCHAINCTL_PATH [DOC...]
 # keychaind is taken from beside keychainctl. RECIPES_VERBOSE=1 prints every block's output;
 # RECIPES_KEEP=1 keeps the scratch folder after a failure; RECIPES_PIN_ENV=0 leaves
-# KEYCHAIN_PKCS11_PIN/_SO_PIN unset (keychainctl then asks, and the typist answers);
-# RECIPES_PIP_CACHE=DIR is pip's cache for the python-pkcs11 recipe (kept between runs).
+# KEYCHAIN_PKCS11_PIN/_SO_PIN unset (keychainctl then asks, and the typist answers).
+# Needs network access to PyPI for the python-pkcs11 recipe (pip install python-pkcs11).
 set -u
 [ $# -ge 2 ] || { echo "usage: $0 MODULE_PATH KEYCHAINCTL_PATH [DOC...]" >&2; exit 64; }
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,5 +22,4 @@ done
 # Debian's interpreter: the runner needs nothing beyond the standard library.
 python=/usr/bin/python3
 [ -x "$python" ] || python=python3
-export RECIPES_PIP_CACHE=${RECIPES_PIP_CACHE:-/tmp/keychain-pkcs11-recipes-pip-cache}
-exec timeout --kill-after=10 600 "$python" "$here/runner.py" "$repo" "$module" "$keychainctl" "$keychaind" "$@"
+exec timeout --kill-after=10 400 "$python" "$here/runner.py" "$repo" "$module" "$keychainctl" "$keychaind" "$@"

@@ -16,6 +16,8 @@ between them), invisible in the rendered document:
   <!-- recipe: file PATH -->       the block's text is written to PATH (~ is the home; relative
                                    paths are relative to the session's current folder)
   <!-- recipe: expect TEXT -->     the block's output must contain TEXT (may repeat)
+  <!-- recipe: reject TEXT -->     the block's output must not contain TEXT (may repeat), for
+                                   example a prompt the prose says does not come
   <!-- recipe: given COMMAND -->   a hidden step run before the block, standing for a state the
                                    prose describes or the outside world (world.sh has helpers
                                    such as world_authorize LABEL); may repeat
@@ -33,6 +35,12 @@ store, passphrases, "continue connecting (yes/no)"). Stand-ins for the outside w
 the keys that world_authorize named and ends each session with a line saying which key logged
 in), and `mtls.example.org` is an openssl s_server on 127.0.0.1 that requires a client
 certificate; the textual substitutions this needs are printed with each block that had them.
+The typist answers "Password to store" with "correct horse battery staple", which the documents'
+expect markers look for after reading the password back.
+
+Environment: RECIPES_VERBOSE=1 prints every block's output, RECIPES_KEEP=1 keeps the scratch
+folder after a failure, RECIPES_PIN_ENV=0 leaves KEYCHAIN_PKCS11_PIN/_SO_PIN unset (keychainctl
+then asks too, and the typist answers).
 """
 import os
 import pwd
@@ -57,7 +65,8 @@ DEFAULT_TIMEOUT = 60
 DOCS = ["README.md", "Docs/user-guide.md", "Docs/remote-use.md"]
 
 MARKER = re.compile(r"^<!--\s*recipe:\s*(\w+)\s*(.*?)\s*-->\s*$")
-FENCE = re.compile(r"^```\s*([\w+-]*)\s*$")
+# Any fence (indented, ~~~, with more words after the language) counts, so that none escapes.
+FENCE = re.compile(r"^ {0,3}(```+|~~~+)\s*([^\s`]*)")
 
 
 # --- documents ----------------------------------------------------------------------------------
@@ -68,6 +77,7 @@ class Block:
         self.skip = None      # reason
         self.file = None      # path
         self.expect = []
+        self.reject = []
         self.given = []
         self.timeout = DEFAULT_TIMEOUT
         self.error = None     # a problem with the block's markers
@@ -81,6 +91,8 @@ class Block:
                 self.file = arg
             elif kind == "expect":
                 self.expect.append(arg)
+            elif kind == "reject":
+                self.reject.append(arg)
             elif kind == "given":
                 self.given.append(arg)
             elif kind == "timeout":
@@ -105,11 +117,13 @@ def parse(doc, path):
             i += 1
             continue
         start = i
-        info = m.group(1)
+        fence, info = m.group(1), m.group(2)
+        indent = len(lines[i]) - len(lines[i].lstrip(" "))
         j = i + 1
-        while j < len(lines) and lines[j].rstrip() != "```":
+        while j < len(lines) and not (lines[j].strip().startswith(fence[0] * len(fence))
+                                      and lines[j].strip().strip(fence[0]) == ""):
             j += 1
-        text = "\n".join(lines[start + 1:j]) + "\n"
+        text = "\n".join(l[indent:] if l[:indent].strip() == "" else l for l in lines[start + 1:j]) + "\n"
         markers, k = [], start - 1
         while k >= 0 and (lines[k].strip() == "" or MARKER.match(lines[k].strip())):
             mm = MARKER.match(lines[k].strip())
@@ -254,7 +268,10 @@ class Session:
 
     def run(self, folder, timeout):
         """Runs one block folder; returns (status or None on timeout, transcript)."""
-        os.write(self.ctlfd, (folder + "\n").encode())
+        try:
+            os.write(self.ctlfd, (folder + "\n").encode())
+        except OSError:
+            return None, "«the terminal session has ended»"
         out = bytearray()
         answered = 0
         last_answer = None
@@ -265,6 +282,8 @@ class Session:
         while True:
             ready, _, _ = select.select([self.master, self.resfd], [], [], 0.05)
             now = time.time()
+            if not ready and self.proc.poll() is not None and status is None:
+                return None, out.decode(errors="replace").replace("\r", "") + "«the terminal session has ended»"
             if self.master in ready:
                 try:
                     data = os.read(self.master, 65536)
@@ -295,11 +314,21 @@ class Session:
                             break
                         out += data
                 return status, out.decode(errors="replace").replace("\r", "")
-            # A prompt: the unfinished last line, after a moment of quiet.
+            # A prompt: the unfinished last line, after a moment of quiet. A secret is typed once
+            # the program has turned echo off (it may flush what was typed before that), or after
+            # 2 s of quiet if it never does.
             tail = out[answered:].decode(errors="replace").replace("\r", "").rsplit("\n", 1)[-1]
-            if tail and PROMPT_END.search(tail) and now - last_output >= 0.3:
+            quiet = now - last_output
+            if tail and PROMPT_END.search(tail) and quiet >= 0.1:
+                try:
+                    echo_off = not termios.tcgetattr(self.master)[3] & termios.ECHO
+                except termios.error:
+                    echo_off = True
                 for pattern, answer, name in ANSWERS:
                     if pattern.search(tail):
+                        secret = name != "yes"
+                        if not ((secret and (echo_off or quiet >= 2.0)) or (not secret and quiet >= 0.3)):
+                            break
                         if answer is None:
                             answer, name = last_answer or ("", "nothing")
                         os.write(self.master, (answer + "\r").encode())
@@ -308,20 +337,26 @@ class Session:
                         answered = len(out)
                         break
                 else:
-                    answered = len(out)  # not a prompt we know: leave it (the block will time out)
-                    out += "«unknown prompt: not answered»".encode()
-                    answered = len(out)
+                    if quiet >= 2.0:  # not a prompt we know: leave it (the block will time out)
+                        out += "«unknown prompt: not answered»".encode()
+                        answered = len(out)
             if now > deadline:
                 pids = ([step_pid] + descendants(step_pid)) if step_pid else []
                 end_processes(pids)
-                # The controller reports the end of the killed step.
+                # The controller reports the end of the killed step (and bash says "Terminated").
                 end = time.time() + 3
-                while time.time() < end and status is None:
-                    if select.select([self.resfd], [], [], 0.1)[0]:
+                while time.time() < end:
+                    ready = select.select([self.resfd, self.master], [], [], 0.1)[0]
+                    if self.master in ready:
+                        try:
+                            out += os.read(self.master, 65536)
+                        except OSError:
+                            pass
+                    if self.resfd in ready:
                         self.resbuf += os.read(self.resfd, 4096)
                         if b"end " in self.resbuf:
                             self.resbuf = b""
-                            break
+                            end = min(end, time.time() + 0.2)
                 return None, out.decode(errors="replace").replace("\r", "")
 
     def close(self):
@@ -374,7 +409,12 @@ class Context:
         self.user = None
         self.uid = self.gid = None
         if os.getuid() == 0:
-            # An ordinary account for the recipes: p11-kit ignores per-user files for root.
+            # An ordinary account for the recipes: p11-kit ignores per-user files for root. Accounts
+            # an earlier run left behind (killed before its cleanup) go first.
+            for entry in pwd.getpwall():
+                m = re.fullmatch(r"kcrcp(\d+)", entry.pw_name)
+                if m and not os.path.exists(f"/proc/{m.group(1)}"):
+                    subprocess.run(["userdel", entry.pw_name], check=False, capture_output=True)
             self.user = f"kcrcp{os.getpid()}"
             self.home = os.path.join(scratch, "home")
             subprocess.run(["useradd", "-M", "-d", self.home, "-s", "/bin/bash", self.user], check=True)
@@ -541,16 +581,20 @@ def session_env(ctx):
         "PATH": f"{ctx.home}/.local/bin:/usr/local/bin:/usr/bin:/bin",
         "TERM": "dumb", "LANG": "C.UTF-8",
         "XDG_RUNTIME_DIR": ctx.runtime,
+        "TMPDIR": ctx.tmp,  # what the recipes make with mktemp goes with the scratch folder
         "KEYCHAIN_PKCS11_PIN": USER_PIN, "KEYCHAIN_PKCS11_SO_PIN": SO_PIN,
         "KEYCHAIN_PKCS11_KDF_LOG_N": "10",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "RECIPE_WORLD": ctx.world, "RECIPE_STATE": os.path.join(ctx.world, "state.sh"),
         "RECIPE_PASSPHRASE": PASSPHRASE,
     }
+    # The machine's network settings, as a user's login has them (pip reaches PyPI through them).
+    for name in ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+                 "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_CERT", "PIP_DEFAULT_TIMEOUT"):
+        if name in os.environ:
+            env[name] = os.environ[name]
     if os.environ.get("RECIPES_PIN_ENV") == "0":
         del env["KEYCHAIN_PKCS11_PIN"], env["KEYCHAIN_PKCS11_SO_PIN"]
-    if os.environ.get("RECIPES_PIP_CACHE"):
-        env["PIP_CACHE_DIR"] = os.environ["RECIPES_PIP_CACHE"]
     return env
 
 
@@ -560,18 +604,13 @@ def doc_lines(block, text):
 
 def run_document(ctx, doc, blocks, results):
     # A fresh home, runtime folder and world for each document.
-    for d in (ctx.home, ctx.runtime, ctx.world):
+    for d in (ctx.home, ctx.runtime, ctx.world, ctx.tmp):
         if os.path.exists(d):
             shutil.rmtree(d)
         os.makedirs(d, mode=0o700)
         ctx.chown(d)
     install(ctx)
     env = session_env(ctx)
-    pip_cache = env.get("PIP_CACHE_DIR")
-    if pip_cache:
-        os.makedirs(pip_cache, exist_ok=True)
-        if ctx.uid is not None:
-            subprocess.run(["chown", "-R", f"{ctx.uid}:{ctx.gid}", pip_cache], check=False)
     out = subprocess.run(["keychainctl", "module-path"], env=env, capture_output=True, text=True,
                          **ctx.popen_user())
     expected = os.path.join(ctx.home, ".local/lib/pkcs11/libkeychain-pkcs11.so")
@@ -627,6 +666,9 @@ def run_document(ctx, doc, blocks, results):
             for want in block.expect:
                 if want not in transcript:
                     problems.append(f"output lacks [{want}]")
+            for unwanted in block.reject:
+                if unwanted in transcript:
+                    problems.append(f"output has [{unwanted}]")
             kind = "file" if block.file is not None else block.info
             if problems:
                 results["failed"] += 1
@@ -662,6 +704,8 @@ def main():
     repo, module, keychainctl, keychaind = sys.argv[1:5]
     docs = sys.argv[5:] or DOCS
     become_subreaper()
+    # An outer timeout's SIGTERM still removes the account and ends what the recipes started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     started = time.time()
     scratch = tempfile.mkdtemp(prefix="kc-recipes.")
     results = {"passed": 0, "failed": 0, "skipped": 0, "skips": []}
@@ -670,6 +714,7 @@ def main():
         ctx = Context(repo, module, keychainctl, keychaind, scratch)
         ctx.runtime = os.path.join(scratch, "run")
         ctx.world = os.path.join(scratch, "world")
+        ctx.tmp = os.path.join(scratch, "tmp")
         for doc in docs:
             blocks = parse(doc, os.path.join(repo, doc))
             run_document(ctx, doc, blocks, results)

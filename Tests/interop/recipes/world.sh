@@ -27,9 +27,9 @@ world_p12() {
     return "$rc"
 }
 
-# world_git_repo DIR: a git repository with the user's identity set, made the current folder
-# (the recipes say "in a repository of yours").
+# world_git_repo DIR: a git repository with the user's identity set and a change staged, made
+# the current folder (the recipes say "in a repository of yours").
 world_git_repo() {
     git init -q "$1" && cd "$1" && git config user.name Alice && git config user.email alice@example.org &&
-        echo "world: in the git repository $1"
+        echo "hello" >README && git add README && echo "world: in the git repository $1, README staged"
 }
