@@ -62,7 +62,7 @@ struct Create: ParsableCommand {
                 }
             } }
             let info = try keychain.info()
-            print("Created keychain '\(info.label)' in slot \(info.slotID.map(String.init) ?? "?"), serial \(info.serial)")
+            print("Created keychain '\(printable(info.label))' in slot \(info.slotID.map(String.init) ?? "?"), serial \(info.serial)")
             print("File: \(keychain.path)")
         } catch let error as KeychainError {
             throw failure(for: error)

@@ -51,7 +51,7 @@ struct Info: ParsableCommand {
         rows.append(("Device key", info.deviceKeyProblem ?? open.keychain.deviceKeyFile.path))
         rows.append(("PKCS#11 URI", PKCS11URI.token(label: info.label, serial: info.serial).text))
         let width = rows.map(\.0.count).max() ?? 0
-        for (name, value) in rows { print(name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + value) }
+        for (name, value) in rows { print(name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + printable(value)) }
     }
 }
 
@@ -125,7 +125,7 @@ struct DeleteKeychain: ParsableCommand {
         }
         let directory = KeychainDirectory(path: Configuration.current().directory)
         if directory.defaultKeychain() == open.label { try? directory.setDefaultKeychain(nil) }
-        print("Deleted keychain '\(open.label)' (\(path)).")
+        print("Deleted keychain '\(printable(open.label))' (\(path)).")
     }
 }
 

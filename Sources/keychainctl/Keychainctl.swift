@@ -97,7 +97,9 @@ enum ExitStatus {
 /// Prints a one-line error with what to do, and exits with its status.
 func fail(_ message: String, status: Int32) -> ExitCode {
     var standardError = StandardError()
-    print("keychainctl: \(message)", to: &standardError)
+    // Labels and file names inside a message are shown escaped (line breaks of the message kept).
+    let shown = message.split(separator: "\n", omittingEmptySubsequences: false).map { printable(String($0)) }.joined(separator: "\n")
+    print("keychainctl: \(shown)", to: &standardError)
     return ExitCode(status)
 }
 

@@ -155,7 +155,7 @@ struct Status: ParsableCommand {
         }
         print(held == nil ? "keychaind: not running (every keychain is locked for new processes)" : "keychaind: running on \(UnlockSession.socketPath ?? "?")")
         for row in rows {
-            let label = row["label"] as? String ?? "?"
+            let label = printable(row["label"] as? String ?? "?")
             guard row["unlocked"] as? Bool == true else {
                 print("  \(label): locked")
                 continue

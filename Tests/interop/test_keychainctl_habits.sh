@@ -46,6 +46,22 @@ json=$(kc show --label habits-cert --type certificate --json --pin-file user.pin
 expect_contains "$json" "\"serial\":\"$serial\"" "show --json has the serial"
 expect_contains "$json" "\"notAfter\":\"" "show --json has the validity"
 
+# items: short URIs by default, full ones with --wide; a keychain label with an escape is shown escaped.
+out=$(kc items --pin-file user.pin)
+expect_contains "$out" "pkcs11:token=login;" "items prints the short URI"
+expect_not_contains "$out" "manufacturer=" "no model/manufacturer/serial by default"
+out=$(kc items --wide --pin-file user.pin)
+expect_contains "$out" "pkcs11:model=Keychain;manufacturer=Keychain%20PKCS%2311;serial=" "items --wide prints the full URI"
+evil=$'evil\033[2J'
+kc create --label "$evil" --so-pin-file so.pin --pin-file user.pin >/dev/null || fail "create a keychain whose label has an escape"
+for command in "info -k $evil" "list" "status"; do
+    # shellcheck disable=SC2086
+    out=$(kc $command 2>&1) || fail "$command"
+    case "$out" in *$'\033'*) fail "$command printed a raw escape character" ;; esac
+done
+expect_contains "$(kc list)" 'evil\u{1b}[2J' "list shows the escape as \\u{1b}"
+kc delete-keychain -k "$evil" --so-pin-file so.pin >/dev/null || fail "delete the escape keychain"
+
 # Without a terminal (setsid: no controlling terminal), a missing PIN names every way to give one.
 expect_status 3 "no PIN, no terminal" setsid -w "$KEYCHAINCTL" items </dev/null
 err=$(cat "$WORK/last.err")
