@@ -92,6 +92,8 @@ let package = Package(
             name: "keychainctl",
             dependencies: [
                 "CPKCS11",
+                "CSystemd",
+                "BusSupport",
                 "KeychainCore",
                 "KeychainCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -99,7 +101,11 @@ let package = Package(
         ),
 
         // The unlock session's daemon (Docs/security.md).
-        .executableTarget(name: "keychaind", dependencies: ["KeychainCore", "KeychainCrypto", "CSystemd"]),
+        // The Secret Service's sd-bus object tables (C: Swift cannot build them).
+        .target(name: "CSecretService", dependencies: ["CSystemd"]),
+        // Reading and writing sd-bus messages from Swift (keychaind's server, keychainctl's client).
+        .target(name: "BusSupport", dependencies: ["CSystemd"]),
+        .executableTarget(name: "keychaind", dependencies: ["KeychainCore", "KeychainCrypto", "CSystemd", "CSecretService", "BusSupport"]),
 
         // Fuzz targets (scripts/fuzz.sh builds them with libFuzzer; a normal build makes
         // replayers of the committed corpora, run by the tests).

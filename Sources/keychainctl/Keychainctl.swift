@@ -29,7 +29,7 @@ struct Keychainctl: ParsableCommand {
             UpdatePassword<InternetPasswordClass>.self, DeletePassword<InternetPasswordClass>.self,
             GenerateKey.self, Import.self, Export.self,
             Items.self, Show.self, Delete.self,
-            Backup.self, Restore.self, Migrate.self,
+            Backup.self, Restore.self, Migrate.self, SecretServiceCommand.self, ImportSecretService.self,
             P11Kit.self, ModulePath.self, PAMHelper.self,
         ]
     )

@@ -11,6 +11,9 @@ import KeychainCrypto
 //
 //   keychaind --foreground [--socket PATH]   run here (tests, systemd's Type=simple)
 //   keychaind [--socket PATH]                start in the background (a new session) and return
+//   --secret-service                         also serve org.freedesktop.secrets on the session bus
+//                                            (SecretService.swift); refused when another provider
+//                                            owns the name
 
 /// What the daemon holds for one keychain.
 final class Held {
@@ -171,7 +174,7 @@ func activatedSocket() -> Int32? {
     return 3
 }
 
-func serve(socketPath: String) -> Int32 {
+func serve(socketPath: String, withSecretService: Bool) -> Int32 {
     var standardError = StandardError()
     let activated = activatedSocket()
     if activated == nil {
@@ -198,6 +201,7 @@ func serve(socketPath: String) -> Int32 {
         listener = activated
     } else {
         if UnlockSession.isRunning {
+            if withSecretService { return serveSecretServiceOnly() }
             print("keychaind: another keychaind already answers on \(socketPath)", to: &standardError)
             return 1
         }
@@ -216,6 +220,18 @@ func serve(socketPath: String) -> Int32 {
     signal(SIGINT) { _ in stopRequested = 1 }
     signal(SIGPIPE, SIG_IGN)
     let daemon = Daemon()
+    if withSecretService {
+        // The Secret Service over this daemon's own unlock session; when the name has another
+        // owner, say so and stop rather than take it.
+        let service = SecretService(keys: daemon)
+        if let problem = service.start() {
+            print("keychaind: \(problem)", to: &standardError)
+            if activated == nil { unlink(socketPath) }
+            close(listener)
+            return 1
+        }
+        print("keychaind: serving the Secret Service (\(SecretService.name)) on the session bus", to: &standardError)
+    }
     let watcher = SystemBusWatcher { [daemon] reason in daemon.lockForEvent(reason) }
     _ = watcher.start()
     let me = getuid()
@@ -258,6 +274,22 @@ func serve(socketPath: String) -> Int32 {
     return 0
 }
 
+/// Another keychaind already holds the unlock session (started by 'keychainctl unlock' before
+/// D-Bus activation asked for the Secret Service): serve the Secret Service alone, with that
+/// daemon's keys, until stopped.
+func serveSecretServiceOnly() -> Int32 {
+    signal(SIGTERM) { _ in stopRequested = 1 }
+    signal(SIGINT) { _ in stopRequested = 1 }
+    let service = SecretService(keys: SocketKeySource())
+    if let problem = service.start() {
+        complain("keychaind: \(problem)")
+        return 1
+    }
+    complain("keychaind: serving the Secret Service (\(SecretService.name)) with the running keychaind's unlock session")
+    while stopRequested == 0 { usleep(200_000) }
+    return 0
+}
+
 /// A detached thread running a closure (pthreads; Foundation is not linked here).
 final class Thread {
     private let body: () -> Void
@@ -293,17 +325,19 @@ func complain(_ message: String) {
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 var foreground = false
+var withSecretService = false
 var socketPath = UnlockSession.socketPath
 var index = 0
 while index < arguments.count {
     switch arguments[index] {
     case "--foreground": foreground = true
+    case "--secret-service": withSecretService = true
     case "--socket" where index + 1 < arguments.count:
         index += 1
         socketPath = arguments[index]
         setenv("KEYCHAIN_PKCS11_AGENT", arguments[index], 1)
     case "--help", "-h":
-        print("usage: keychaind [--foreground] [--socket PATH]")
+        print("usage: keychaind [--foreground] [--secret-service] [--socket PATH]")
         exit(0)
     default:
         complain("keychaind: unknown argument \(arguments[index]) (keychaind --help)")
@@ -319,7 +353,7 @@ guard let socketPath = socketPath ?? (getenv("LISTEN_FDS") != nil ? "(socket act
     complain("keychaind: no XDG_RUNTIME_DIR: give --socket PATH (a folder of yours, mode 0700)")
     exit(64)
 }
-if foreground { exit(serve(socketPath: socketPath)) }
+if foreground { exit(serve(socketPath: socketPath, withSecretService: withSecretService)) }
 // In the background: the same program in a new session, its standard streams on /dev/null.
 var attributes = posix_spawnattr_t()
 posix_spawnattr_init(&attributes)
@@ -332,7 +366,7 @@ var pid: pid_t = 0
 var pathBuffer = [CChar](repeating: 0, count: 4096)
 let pathLength = readlink("/proc/self/exe", &pathBuffer, pathBuffer.count - 1)
 let program = pathLength > 0 ? String(decoding: pathBuffer.prefix(pathLength).map { UInt8(bitPattern: $0) }, as: UTF8.self) : "/proc/self/exe"
-let spawned = ([program, "--foreground", "--socket", socketPath]).withCStrings { argv in
+let spawned = ([program, "--foreground", "--socket", socketPath] + (withSecretService ? ["--secret-service"] : [])).withCStrings { argv in
     posix_spawn(&pid, program, &actions, &attributes, argv, environ)
 }
 guard spawned == 0 else {

@@ -143,6 +143,10 @@ public enum AttributeTable {
         add(.accessible, .ulong, [], default: AttributeValue.ulong(0))
         add(.accessControl, .ulong, [], default: AttributeValue.ulong(0))
         add(.applicationPassword, .bytes, [.sensitive])
+        // Secret Service lookup attributes: one blind-index entry per name/value pair (see
+        // LookupAttributes), never the values in clear outside the sealed record.
+        add(.lookupAttributes, .bytes, [.settable, .copySettable, .indexed], default: [])
+        add(.contentType, .bytes, [.settable, .copySettable], default: [])
         add(.isInvisible, .bool, [.settable, .copySettable], default: AttributeValue.bool(false))
         add(.isNegative, .bool, [.settable, .copySettable], default: AttributeValue.bool(false))
         add(.applicationTag, .bytes, [.settable, .copySettable, .indexed], default: [])
@@ -199,7 +203,7 @@ public enum AttributeTable {
     /// The keychain-item attributes a data object carries (generic and internet passwords).
     static let itemAttributes: [AttributeType] = [.itemClass, .account, .generic, .comment, .itemDescription, .creator, .itemType, .accessGroup,
                                                   .synchronizable, .accessible, .accessControl, .applicationPassword, .securityDomain, .itemProtocol, .port, .path,
-                                                  .authenticationType, .isInvisible, .isNegative]
+                                                  .authenticationType, .isInvisible, .isNegative, .lookupAttributes, .contentType]
 
     /// What one object class (and key type) has: its attributes, those a creation template must
     /// give, and those fixed at creation even where the attribute is settable elsewhere.

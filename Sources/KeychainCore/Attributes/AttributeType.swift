@@ -220,6 +220,14 @@ public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, C
     /// Internal: salt and scrypt cost of that seal.
     public static let alternativeSealKDF = AttributeType(vendorBase + 0x28)
 
+    /// CKA_KC_LOOKUP_ATTRIBUTES: a password's lookup attributes as the freedesktop Secret Service
+    /// knows them (name/value strings, `LookupAttributes` encoding). Each pair has its own
+    /// blind-index entry; a search template's value matches every item holding all its pairs.
+    public static let lookupAttributes = AttributeType(vendorBase + 0x29)
+    /// CKA_KC_CONTENT_TYPE: the MIME type of a password's secret ("text/plain"), as the Secret
+    /// Service stores it beside the secret.
+    public static let contentType = AttributeType(vendorBase + 0x2A)
+
     /// Attributes the module keeps for itself: reading or searching them behaves as if absent.
     public var isInternal: Bool {
         self == .sealedSecrets || self == .applicationPasswordKDF || self == .alternativeSeal || self == .alternativeSealKDF

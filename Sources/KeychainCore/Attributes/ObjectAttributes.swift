@@ -60,8 +60,17 @@ public struct ObjectAttributes: Sendable, Equatable {
 
     /// Whether every attribute in `template` is present here with an equal value
     /// (PKCS#11 §5.7 C_FindObjectsInit: exact byte match; an unknown attribute never matches).
+    /// Whether every template attribute has the object's value; lookup attributes (the Secret
+    /// Service's) match when the object holds every pair the template names.
     public func matches(_ template: [(type: AttributeType, value: [UInt8])]) -> Bool {
-        template.allSatisfy { values[$0.type] == $0.value }
+        template.allSatisfy { entry in
+            if entry.type == .lookupAttributes {
+                guard let wanted = LookupAttributes(encoded: entry.value) else { return false }
+                let held = values[.lookupAttributes].flatMap { LookupAttributes(encoded: $0) } ?? LookupAttributes()
+                return wanted.isSubset(of: held)
+            }
+            return values[entry.type] == entry.value
+        }
     }
 
     /// Sum of the value sizes: what C_GetObjectSize reports.

@@ -14,10 +14,20 @@ struct SealedRow {
 /// Stored objects: sealing, index entries, adding, reading, replacing, removing and searching.
 extension Keychain {
     func indexEntries(_ object: ObjectAttributes, keys: RecordKeys) throws -> [IndexEntry] {
-        try AttributeTable.indexedTypes.compactMap { type in
-            guard let value = object[type] else { return nil }
-            return IndexEntry(attribute: UInt64(type.rawValue), digest: try keys.index.digest(attribute: UInt64(type.rawValue), value: value))
+        var entries: [IndexEntry] = []
+        for type in AttributeTable.indexedTypes {
+            guard let value = object[type] else { continue }
+            let raw = UInt64(type.rawValue)
+            if type == .lookupAttributes {
+                // One entry per name/value pair, so that a search for some of them finds the item.
+                for pair in LookupAttributes(encoded: value)?.pairs ?? [] {
+                    entries.append(IndexEntry(attribute: raw, digest: try keys.index.digest(attribute: raw, value: LookupAttributes.term(pair))))
+                }
+                continue
+            }
+            entries.append(IndexEntry(attribute: raw, digest: try keys.index.digest(attribute: raw, value: value)))
         }
+        return entries
     }
 
     /// The keyed digest of a keychain item's primary key (UNIQUE in the objects table), so that
@@ -251,7 +261,20 @@ extension Keychain {
                     objectClass = UInt64(raw)
                 default:
                     guard let rule = AttributeTable.rule(type) else { return [] }
-                    if rule.flags.contains(.indexed) {
+                    if type == .lookupAttributes {
+                        // Every pair asked for is one more index term (all must be present).
+                        guard let wanted = LookupAttributes(encoded: value) else { return [] }
+                        let raw = UInt64(type.rawValue)
+                        for pair in wanted.pairs {
+                            var digests: [[UInt8]] = []
+                            var seen: [ObjectIdentifier] = []
+                            for keys in available.map(\.keys) where !seen.contains(ObjectIdentifier(keys)) {
+                                seen.append(ObjectIdentifier(keys))
+                                digests.append(try translatingErrors { try keys.index.digest(attribute: raw, value: LookupAttributes.term(pair)) })
+                            }
+                            terms.append(IndexTerm(attribute: raw, digests: digests))
+                        }
+                    } else if rule.flags.contains(.indexed) {
                         let raw = UInt64(type.rawValue)
                         var digests: [[UInt8]] = []
                         var seen: [ObjectIdentifier] = []

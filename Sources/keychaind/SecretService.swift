@@ -1,0 +1,838 @@
+import BusSupport
+import CSecretService
+import CSystemd
+import Glibc
+import KeychainCore
+import KeychainCrypto
+
+/// Where the Secret Service gets master keys and unlocks keychains: this daemon's own unlock
+/// session, or (when another keychaind already serves the socket) that daemon through its socket.
+protocol KeySource: AnyObject, Sendable {
+    /// The session's key of the keychain at `path`; nil when it is locked.
+    func sessionKey(path: String) -> SecureBytes?
+    /// Unlocks with `pin` (checked and counted by the keychain).
+    func unlock(path: String, pin: [UInt8]) -> Result<Void, KeychainError>
+    func lock(path: String)
+}
+
+extension Daemon: KeySource {
+    func sessionKey(path: String) -> SecureBytes? {
+        let (status, fields) = key(path: path)
+        guard status == .ok, var first = fields.first else { return nil }
+        defer { wipe(&first) }
+        return SecureBytes(first)
+    }
+
+    func unlock(path: String, pin: [UInt8]) -> Result<Void, KeychainError> {
+        let (status, fields) = unlock(path: path, pin: pin, idleTimeout: 0)
+        if status == .ok { return .success(()) }
+        let reason = fields.first.map { String(decoding: $0, as: UTF8.self) } ?? "refused"
+        return .failure(KeychainError(reason.hasPrefix("pin") ? .pinIncorrect : .storageFailure, reason))
+    }
+
+    func lock(path: String) { lockKeychain(path: path) }
+}
+
+/// Another keychaind's unlock session, through its socket.
+final class SocketKeySource: KeySource, @unchecked Sendable {
+    func sessionKey(path: String) -> SecureBytes? {
+        guard let keychain = try? Keychain.open(at: path), let master = UnlockSession.masterKey(for: keychain) else { return nil }
+        return keychain.exportedMasterKey(master)
+    }
+
+    func unlock(path: String, pin: [UInt8]) -> Result<Void, KeychainError> {
+        pin.withUnsafeBytes { UnlockSession.unlock(path: path, pin: $0, idleTimeout: 0) } ?? .failure(KeychainError(.storageFailure, "keychaind does not answer"))
+    }
+
+    func lock(path: String) { UnlockSession.lock(path: path) }
+}
+
+/// The freedesktop Secret Service (org.freedesktop.secrets, API 0.2) over the user's keychains:
+/// one collection per keychain, one item per password (SecretServiceItems). Runs on its own
+/// thread; every D-Bus call is handled there, one at a time.
+final class SecretService: @unchecked Sendable {
+    nonisolated(unsafe) static var current: SecretService?
+
+    static let name = "org.freedesktop.secrets"
+    static let root = "/org/freedesktop/secrets"
+    static let collectionPrefix = root + "/collection/"
+    static let aliasPrefix = root + "/aliases/"
+    static let sessionPrefix = root + "/session/"
+    static let promptPrefix = root + "/prompt/"
+    static let serviceInterface = "org.freedesktop.Secret.Service"
+    static let collectionInterface = "org.freedesktop.Secret.Collection"
+    static let itemInterface = "org.freedesktop.Secret.Item"
+    static let sessionInterface = "org.freedesktop.Secret.Session"
+    static let promptInterface = "org.freedesktop.Secret.Prompt"
+
+    enum Failure: Error {
+        case error(String, String)
+        static let noSuchObject = Failure.error("org.freedesktop.Secret.Error.NoSuchObject", "No such object")
+        static func isLocked(_ what: String) -> Failure { .error("org.freedesktop.Secret.Error.IsLocked", "\(what) is locked: unlock it first (keychainctl unlock, or the Unlock method)") }
+        static let noSession = Failure.error("org.freedesktop.Secret.Error.NoSession", "The session does not exist")
+        static func invalid(_ why: String) -> Failure { .error("org.freedesktop.DBus.Error.InvalidArgs", why) }
+        static func notSupported(_ why: String) -> Failure { .error("org.freedesktop.DBus.Error.NotSupported", why) }
+        static func failed(_ why: String) -> Failure { .error("org.freedesktop.DBus.Error.Failed", why) }
+    }
+
+    /// An open transfer session of one client connection.
+    final class Session {
+        let sender: String
+        let key: SecureBytes?
+        init(sender: String, key: SecureBytes?) {
+            self.sender = sender
+            self.key = key
+        }
+    }
+
+    /// A pending unlock: the keychains to ask for and the object paths the caller named.
+    final class Prompt {
+        let sender: String
+        let keychains: [Collection]
+        let objects: [String]
+        init(sender: String, keychains: [Collection], objects: [String]) {
+            self.sender = sender
+            self.keychains = keychains
+            self.objects = objects
+        }
+    }
+
+    /// A keychain as a collection.
+    struct Collection: Equatable {
+        let file: String
+        let label: String
+        var path: String { SecretService.collectionPrefix + SecretService.pathElement(label) }
+    }
+
+    let keys: KeySource
+    private var bus: OpaquePointer?
+    private var sessions: [String: Session] = [:]
+    private var prompts: [String: Prompt] = [:]
+    private var counter = 0
+
+    init(keys: KeySource) {
+        self.keys = keys
+    }
+
+    // MARK: start
+
+    /// Connects to the session bus, registers the objects and asks for org.freedesktop.secrets
+    /// without taking it from another owner. Returns nil, or why it cannot serve.
+    func start() -> String? {
+        var connection: OpaquePointer?
+        let opened = sd_bus_open_user(&connection)
+        guard opened >= 0, let connection else { return "no session bus (\(String(cString: strerror(-opened)))): set DBUS_SESSION_BUS_ADDRESS" }
+        bus = connection
+        Self.current = self
+        let registered = kc_secret_service_register(connection, secretServiceMethod, secretServiceGet, secretServiceSet, secretServiceFind)
+        guard registered >= 0 else { return "cannot register the Secret Service objects (\(String(cString: strerror(-registered))))" }
+        // Sessions and prompts end with the connection that opened them.
+        _ = sd_bus_match_signal(connection, nil, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+                                { message, _, _ in
+                                    guard let message else { return 0 }
+                                    let reader = BusReader(message: message)
+                                    if let name = reader.string(), reader.string() != nil, let newOwner = reader.string(), newOwner.isEmpty {
+                                        SecretService.current?.forget(sender: name)
+                                    }
+                                    return 0
+                                }, nil)
+        // No queueing and no replacement: if gnome-keyring, KeePassXC or another keychaind owns
+        // the name, it keeps it.
+        let requested = sd_bus_request_name(connection, Self.name, 0)
+        if requested == -EEXIST {
+            return "another Secret Service owns \(Self.name)\(ownerDescription(connection)); keychaind does not take it over. "
+                + "Stop that provider first (see 'keychainctl secret-service status')"
+        }
+        guard requested >= 0 else { return "cannot own \(Self.name) (\(String(cString: strerror(-requested))))" }
+        let service = self
+        Thread { service.run() }.start()
+        return nil
+    }
+
+    private func ownerDescription(_ connection: OpaquePointer) -> String {
+        var credentials: OpaquePointer?
+        guard sd_bus_get_name_creds(connection, Self.name, UInt64(SD_BUS_CREDS_AUGMENT) | UInt64(SD_BUS_CREDS_PID | SD_BUS_CREDS_EXE), &credentials) >= 0, let credentials else { return "" }
+        defer { sd_bus_creds_unref(credentials) }
+        var pid: pid_t = 0
+        var exe: UnsafePointer<CChar>?
+        let hasPID = sd_bus_creds_get_pid(credentials, &pid) >= 0
+        let hasExe = sd_bus_creds_get_exe(credentials, &exe) >= 0
+        return " (" + (hasPID ? "PID \(pid)" : "") + (hasExe ? ", \(exe.map { String(cString: $0) } ?? "?")" : "") + ")"
+    }
+
+    private func run() {
+        guard let bus else { return }
+        while stopRequested == 0 {
+            let processed = sd_bus_process(bus, nil)
+            if processed > 0 { continue }
+            if processed < 0 {
+                // The login session's bus is gone: so is the session keychaind serves.
+                complain("keychaind: the session bus connection ended (\(String(cString: strerror(-processed)))); stopping")
+                stopRequested = 1
+                break
+            }
+            _ = sd_bus_wait(bus, 500_000)
+        }
+        _ = sd_bus_release_name(bus, Self.name)
+        sd_bus_flush_close_unref(bus)
+    }
+
+    func forget(sender: String) {
+        for (path, session) in sessions where session.sender == sender { sessions[path] = nil }
+        for (path, prompt) in prompts where prompt.sender == sender { prompts[path] = nil }
+    }
+
+    // MARK: names
+
+    /// A D-Bus path element for a label: letters and digits kept, any other byte as _XX.
+    static func pathElement(_ label: String) -> String {
+        var out = ""
+        for byte in label.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                out.unicodeScalars.append(UnicodeScalar(byte))
+            default:
+                out += "_" + String(byte, radix: 16).leftPadded(2)
+            }
+        }
+        return out.isEmpty ? "_" : out
+    }
+
+    func collections() -> [Collection] {
+        KeychainDirectory(path: Configuration.current().directory).keychainFiles().compactMap { file in
+            (try? Keychain.open(at: file).info(countingObjects: false).label).map { Collection(file: file, label: $0) }
+        }
+    }
+
+    /// The default keychain, as keychainctl chooses it: the configured default, else "login",
+    /// else the only one.
+    func defaultCollection(_ all: [Collection]) -> Collection? {
+        if let wanted = Configuration.current().defaultKeychain, let match = all.first(where: { $0.label == wanted }) { return match }
+        if let login = all.first(where: { $0.label == "login" }) { return login }
+        return all.count == 1 ? all.first : nil
+    }
+
+    enum Target {
+        case collection(Collection)
+        case item(Collection, uniqueID: String)
+    }
+
+    /// What a collection or item path (or its alias form) names; nil when nothing.
+    func resolve(_ path: String) -> Target? {
+        let all = collections()
+        var rest: Substring
+        var collection: Collection?
+        if path.hasPrefix(Self.collectionPrefix) {
+            rest = path.dropFirst(Self.collectionPrefix.count)
+            let element = rest.prefix { $0 != "/" }
+            collection = all.first { Self.pathElement($0.label) == element }
+            rest = rest.dropFirst(element.count)
+        } else if path.hasPrefix(Self.aliasPrefix) {
+            rest = path.dropFirst(Self.aliasPrefix.count)
+            let alias = rest.prefix { $0 != "/" }
+            guard alias == "default" else { return nil }
+            collection = defaultCollection(all)
+            rest = rest.dropFirst(alias.count)
+        } else {
+            return nil
+        }
+        guard let collection else { return nil }
+        if rest.isEmpty { return .collection(collection) }
+        guard rest.first == "/" else { return nil }
+        let uniqueID = String(rest.dropFirst())
+        guard uniqueID.count == 32, uniqueID.utf8.allSatisfy({ Hex.value($0) != nil }) else { return nil }
+        return .item(collection, uniqueID: uniqueID)
+    }
+
+    func itemPath(_ collection: Collection, _ object: ObjectAttributes) -> String? {
+        guard let unique = object[.uniqueID], !unique.isEmpty else { return nil }
+        return collection.path + "/" + String(decoding: unique, as: UTF8.self)
+    }
+
+    // MARK: keychains
+
+    /// The open keychain and its master key (nil while locked).
+    func open(_ collection: Collection) throws(Failure) -> (Keychain, MasterKey?) {
+        let keychain: Keychain
+        do { keychain = try Keychain.open(at: collection.file) } catch { throw .failed("cannot open keychain '\(collection.label)': \(error.reason)") }
+        guard let key = keys.sessionKey(path: collection.file) else { return (keychain, nil) }
+        return (keychain, try? keychain.masterKey(fromSession: key))
+    }
+
+    func unlocked(_ collection: Collection) throws(Failure) -> (Keychain, MasterKey) {
+        let (keychain, master) = try open(collection)
+        guard let master else { throw .isLocked("Keychain '\(collection.label)'") }
+        return (keychain, master)
+    }
+
+    func isLocked(_ collection: Collection) -> Bool { keys.sessionKey(path: collection.file) == nil }
+
+    /// The item's row and object; NoSuchObject when it is gone (or not a password).
+    func item(_ collection: Collection, uniqueID: String, keychain: Keychain, master: MasterKey?) throws(Failure) -> (row: Int64, object: ObjectAttributes) {
+        do {
+            let rows = try keychain.find([(.uniqueID, Array(uniqueID.utf8)), (.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue))], master: master)
+            guard let row = rows.first else { throw Failure.noSuchObject }
+            return (row.id, try keychain.object(id: row.id, master: master))
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw .noSuchObject
+        }
+    }
+
+    /// Items of `collection` showing every pair of `wanted`.
+    func search(_ collection: Collection, _ wanted: [String: String], keychain: Keychain, master: MasterKey?) -> [String] {
+        var seen: Set<Int64> = []
+        var paths: [String] = []
+        for template in SecretServiceItems.searchTemplates(wanted) {
+            guard let rows = try? keychain.find(template, master: master) else { continue }
+            for row in rows where !seen.contains(row.id) {
+                seen.insert(row.id)
+                guard let object = try? keychain.object(id: row.id, master: master), SecretServiceItems.matches(object, wanted),
+                      let path = itemPath(collection, object) else { continue }
+                paths.append(path)
+            }
+        }
+        return paths
+    }
+
+    // MARK: secrets in transfer
+
+    func session(_ path: String, sender: String) throws(Failure) -> Session {
+        guard let session = sessions[path], session.sender == sender else { throw .noSession }
+        return session
+    }
+
+    func encode(_ secret: [UInt8], contentType: String, sessionPath: String, session: Session, into writer: inout BusWriter) throws(Failure) {
+        if let key = session.key {
+            do {
+                let sealed = try SecretServiceTransport.encrypt(secret, key: key)
+                writer.secret(session: sessionPath, parameters: sealed.iv, value: sealed.value, contentType: contentType)
+            } catch {
+                throw .failed("cannot encrypt the secret")
+            }
+        } else {
+            writer.secret(session: sessionPath, parameters: [], value: secret, contentType: contentType)
+        }
+    }
+
+    func decode(_ secret: (session: String, parameters: [UInt8], value: [UInt8], contentType: String), sender: String) throws(Failure) -> [UInt8] {
+        let session = try session(secret.session, sender: sender)
+        guard let key = session.key else {
+            guard secret.parameters.isEmpty else { throw .invalid("a plain session's secret has no parameters") }
+            return secret.value
+        }
+        do { return try SecretServiceTransport.decrypt(secret.value, iv: secret.parameters, key: key).bytes } catch {
+            throw .invalid("The secret was transferred or encrypted in an invalid way.")
+        }
+    }
+
+    // MARK: signals
+
+    func emit(_ path: String, _ interface: String, _ member: String, objectPath: String) {
+        guard let bus else { return }
+        var signal: OpaquePointer?
+        guard sd_bus_message_new_signal(bus, &signal, path, interface, member) >= 0, let signal else { return }
+        defer { sd_bus_message_unref(signal) }
+        var writer = BusWriter(message: signal)
+        writer.string(objectPath, type: "o")
+        if !writer.failed { _ = sd_bus_send(bus, signal, nil) }
+    }
+
+    func propertiesChanged(_ path: String, _ interface: String, _ names: [String]) {
+        guard let bus else { return }
+        var pointers: [UnsafeMutablePointer<CChar>?] = names.map { strdup($0) }
+        defer { pointers.forEach { free($0) } }
+        pointers.append(nil)
+        _ = pointers.withUnsafeMutableBufferPointer { sd_bus_emit_properties_changed_strv(bus, path, interface, $0.baseAddress) }
+    }
+
+    func itemsChanged(_ collection: Collection, item: String, member: String) {
+        emit(collection.path, Self.collectionInterface, member, objectPath: item)
+        propertiesChanged(collection.path, Self.collectionInterface, ["Items", "Modified"])
+    }
+
+    // MARK: dispatch
+
+    func call(_ message: OpaquePointer, path: String, interface: String, member: String) throws(Failure) -> Int32 {
+        let sender = sd_bus_message_get_sender(message).map { String(cString: $0) } ?? ""
+        let reader = BusReader(message: message)
+        switch (interface, member) {
+        case (Self.serviceInterface, "OpenSession"): return try openSession(message, reader, sender: sender)
+        case (Self.serviceInterface, "CreateCollection"): return try createCollection(message, reader)
+        case (Self.serviceInterface, "SearchItems"):
+            guard let wanted = reader.stringDictionary() else { throw .invalid("attributes") }
+            var unlocked: [String] = [], locked: [String] = []
+            for collection in collections() {
+                let (keychain, master) = try open(collection)
+                let found = search(collection, wanted, keychain: keychain, master: master)
+                if master == nil { locked += found } else { unlocked += found }
+            }
+            return reply(message) { $0.objectPaths(unlocked); $0.objectPaths(locked) }
+        case (Self.serviceInterface, "Unlock"): return try unlock(message, reader, sender: sender)
+        case (Self.serviceInterface, "Lock"):
+            guard let objects = reader.objectPaths() else { throw .invalid("objects") }
+            var done: [String] = []
+            for object in objects {
+                guard let target = resolve(object) else { continue }
+                let collection: Collection
+                switch target {
+                case .collection(let c): collection = c
+                case .item(let c, _): collection = c
+                }
+                keys.lock(path: collection.file)
+                done.append(object)
+                propertiesChanged(collection.path, Self.collectionInterface, ["Locked"])
+            }
+            return reply(message) { $0.objectPaths(done); $0.string("/", type: "o") }
+        case (Self.serviceInterface, "GetSecrets"):
+            guard let items = reader.objectPaths(), let sessionPath = reader.string("o") else { throw .invalid("items, session") }
+            let session = try session(sessionPath, sender: sender)
+            var secrets: [(String, [UInt8], String)] = []
+            defer { for index in secrets.indices { wipe(&secrets[index].1) } }
+            for path in items {
+                guard case .item(let collection, let uniqueID)? = resolve(path) else { continue }
+                let (keychain, master) = try open(collection)
+                guard master != nil, let found = try? item(collection, uniqueID: uniqueID, keychain: keychain, master: master) else { continue }
+                secrets.append((path, found.object[.value] ?? [], contentType(found.object)))
+            }
+            var reply: OpaquePointer?
+            guard sd_bus_message_new_method_return(message, &reply) >= 0, let reply else { throw .failed("no reply") }
+            defer { sd_bus_message_unref(reply) }
+            var writer = BusWriter(message: reply)
+            writer.open("a", "{o(oayays)}")
+            for (path, secret, type) in secrets {
+                writer.open("e", "o(oayays)")
+                writer.string(path, type: "o")
+                try encode(secret, contentType: type, sessionPath: sessionPath, session: session, into: &writer)
+                writer.close()
+            }
+            writer.close()
+            return try send(reply, writer)
+        case (Self.serviceInterface, "ReadAlias"):
+            guard let name = reader.string() else { throw .invalid("name") }
+            let path = name == "default" ? defaultCollection(collections())?.path ?? "/" : "/"
+            return reply(message) { $0.string(path, type: "o") }
+        case (Self.serviceInterface, "SetAlias"):
+            guard let name = reader.string(), let path = reader.string("o") else { throw .invalid("name, collection") }
+            guard name == "default" else { throw .notSupported("only the 'default' alias exists here") }
+            let directory = KeychainDirectory(path: Configuration.current().directory)
+            if path == "/" {
+                try? directory.setDefaultKeychain(nil)
+            } else {
+                guard case .collection(let collection)? = resolve(path) else { throw .noSuchObject }
+                do { try directory.setDefaultKeychain(collection.label) } catch { throw .failed(error.reason) }
+            }
+            return reply(message) { _ in }
+        case (Self.collectionInterface, "Delete"):
+            throw .notSupported("a keychain is deleted with its SO PIN: keychainctl delete-keychain")
+        case (Self.collectionInterface, "SearchItems"):
+            guard case .collection(let collection)? = resolve(path), let wanted = reader.stringDictionary() else { throw .noSuchObject }
+            let (keychain, master) = try open(collection)
+            let found = search(collection, wanted, keychain: keychain, master: master)
+            return reply(message) { $0.objectPaths(found) }
+        case (Self.collectionInterface, "CreateItem"): return try createItem(message, reader, path: path, sender: sender)
+        case (Self.itemInterface, "Delete"):
+            guard case .item(let collection, let uniqueID)? = resolve(path) else { throw .noSuchObject }
+            let (keychain, master) = try unlocked(collection)
+            let found = try item(collection, uniqueID: uniqueID, keychain: keychain, master: master)
+            do { try keychain.remove(id: found.row, master: master) } catch { throw .failed(error.reason) }
+            itemsChanged(collection, item: collection.path + "/" + uniqueID, member: "ItemDeleted")
+            return reply(message) { $0.string("/", type: "o") }
+        case (Self.itemInterface, "GetSecret"):
+            guard case .item(let collection, let uniqueID)? = resolve(path), let sessionPath = reader.string("o") else { throw .noSuchObject }
+            let session = try session(sessionPath, sender: sender)
+            let (keychain, master) = try unlocked(collection)
+            let found = try item(collection, uniqueID: uniqueID, keychain: keychain, master: master)
+            var secret = found.object[.value] ?? []
+            defer { wipe(&secret) }
+            var reply: OpaquePointer?
+            guard sd_bus_message_new_method_return(message, &reply) >= 0, let reply else { throw .failed("no reply") }
+            defer { sd_bus_message_unref(reply) }
+            var writer = BusWriter(message: reply)
+            try encode(secret, contentType: contentType(found.object), sessionPath: sessionPath, session: session, into: &writer)
+            return try send(reply, writer)
+        case (Self.itemInterface, "SetSecret"):
+            guard case .item(let collection, let uniqueID)? = resolve(path), let secret = reader.secret() else { throw .noSuchObject }
+            var value = try decode(secret, sender: sender)
+            defer { wipe(&value) }
+            try change(collection, uniqueID: uniqueID, [(.value, value), (.contentType, Array(secret.contentType.utf8))])
+            return reply(message) { _ in }
+        case (Self.sessionInterface, "Close"):
+            guard let session = sessions[path], session.sender == sender else { throw .noSession }
+            sessions[path] = nil
+            return reply(message) { _ in }
+        case (Self.promptInterface, "Prompt"): return try runPrompt(message, path: path, sender: sender)
+        case (Self.promptInterface, "Dismiss"):
+            guard let prompt = prompts[path], prompt.sender == sender else { throw .noSuchObject }
+            prompts[path] = nil
+            let result = reply(message) { _ in }
+            completed(path, dismissed: true, unlocked: [])
+            return result
+        default:
+            throw .error("org.freedesktop.DBus.Error.UnknownMethod", "Unknown method \(interface).\(member)")
+        }
+    }
+
+    func contentType(_ object: ObjectAttributes) -> String {
+        guard let bytes = object[.contentType], !bytes.isEmpty else { return "text/plain" }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Replies with what `fill` appends.
+    func reply(_ message: OpaquePointer, _ fill: (inout BusWriter) -> Void) -> Int32 {
+        var reply: OpaquePointer?
+        guard sd_bus_message_new_method_return(message, &reply) >= 0, let reply else { return -ENOMEM }
+        defer { sd_bus_message_unref(reply) }
+        var writer = BusWriter(message: reply)
+        fill(&writer)
+        guard !writer.failed else { return -EINVAL }
+        let sent = sd_bus_send(nil, reply, nil)
+        return sent < 0 ? sent : 1
+    }
+
+    func send(_ reply: OpaquePointer, _ writer: BusWriter) throws(Failure) -> Int32 {
+        guard !writer.failed else { throw .failed("cannot build the reply") }
+        let sent = sd_bus_send(nil, reply, nil)
+        return sent < 0 ? sent : 1
+    }
+
+    // MARK: methods
+
+    private func openSession(_ message: OpaquePointer, _ reader: BusReader, sender: String) throws(Failure) -> Int32 {
+        guard let algorithm = reader.string(), let signature = reader.variantSignature() else { throw .invalid("algorithm, input") }
+        counter += 1
+        let path = Self.sessionPrefix + "s\(counter)"
+        switch algorithm {
+        case "plain":
+            guard signature == "s" else { throw .invalid("the plain algorithm takes an empty string") }
+            sessions[path] = Session(sender: sender, key: nil)
+            return reply(message) { writer in
+                writer.open("v", "s")
+                writer.string("")
+                writer.close()
+                writer.string(path, type: "o")
+            }
+        case SecretServiceTransport.algorithm:
+            guard signature == "ay", reader.enter("v", "ay") == true, let clientPublic = reader.bytes(), reader.exit() else {
+                throw .invalid("the DH algorithm takes the client's public value as bytes")
+            }
+            let agreed: (publicValue: [UInt8], key: SecureBytes)
+            do { agreed = try SecretServiceTransport.agree(clientPublic: clientPublic) } catch { throw .invalid("the client's public value is not usable") }
+            sessions[path] = Session(sender: sender, key: agreed.key)
+            return reply(message) { writer in
+                writer.open("v", "ay")
+                writer.bytes(agreed.publicValue)
+                writer.close()
+                writer.string(path, type: "o")
+            }
+        default:
+            throw .notSupported("Algorithm \(algorithm) is not supported (plain, \(SecretServiceTransport.algorithm))")
+        }
+    }
+
+    /// A keychain is made with its PINs by keychainctl create; asking for the default alias (or
+    /// the label of a keychain that exists) answers with that keychain.
+    private func createCollection(_ message: OpaquePointer, _ reader: BusReader) throws(Failure) -> Int32 {
+        guard let properties = reader.properties(), let alias = reader.string() else { throw .invalid("properties, alias") }
+        let all = collections()
+        var found: Collection?
+        if alias == "default" { found = defaultCollection(all) }
+        if found == nil, case .string(let label)? = properties["org.freedesktop.Secret.Collection.Label"] {
+            found = all.first { $0.label == label }
+        }
+        guard let found else {
+            throw .notSupported("keychains (collections) are created with their PINs by 'keychainctl create --label LABEL'")
+        }
+        return reply(message) { $0.string(found.path, type: "o"); $0.string("/", type: "o") }
+    }
+
+    private func createItem(_ message: OpaquePointer, _ reader: BusReader, path: String, sender: String) throws(Failure) -> Int32 {
+        guard case .collection(let collection)? = resolve(path) else { throw .noSuchObject }
+        guard let properties = reader.properties(), let secret = reader.secret(), let replace = reader.bool() else { throw .invalid("properties, secret, replace") }
+        var label = ""
+        var attributes: [String: String] = [:]
+        for (key, value) in properties {
+            switch (key, value) {
+            case ("org.freedesktop.Secret.Item.Label", .string(let text)): label = text
+            case ("org.freedesktop.Secret.Item.Attributes", .dictionary(let dictionary)): attributes = dictionary
+            default: break
+            }
+        }
+        var value = try decode(secret, sender: sender)
+        defer { wipe(&value) }
+        let (keychain, master) = try unlocked(collection)
+        if replace {
+            // The item with the same attributes is updated in place.
+            for itemPath in search(collection, attributes, keychain: keychain, master: master) {
+                guard case .item(_, let uniqueID)? = resolve(itemPath),
+                      let existing = try? item(collection, uniqueID: uniqueID, keychain: keychain, master: master),
+                      SecretServiceItems.attributes(of: existing.object) == attributes else { continue }
+                try change(collection, uniqueID: uniqueID, [(.value, value), (.label, Array(label.utf8)), (.contentType, Array(secret.contentType.utf8))])
+                emit(collection.path, Self.collectionInterface, "ItemCreated", objectPath: itemPath)
+                return reply(message) { $0.string(itemPath, type: "o"); $0.string("/", type: "o") }
+            }
+        }
+        let uid: UniqueID
+        do { uid = try UniqueID.random() } catch { throw .failed(error.reason) }
+        var object: ObjectAttributes?
+        for asInternet in SecretServiceItems.isNetwork(attributes) ? [true, false] : [false] {
+            let template = SecretServiceItems.creationTemplate(attributes, label: label, contentType: secret.contentType, secret: value, asInternet: asInternet)
+            switch Self.store(template, uid: uid, in: keychain, master: master) {
+            case .success(let made):
+                object = made
+            case .failure(let error):
+                // An internet password with these fields exists: keep this one as a generic password.
+                if error.code == .duplicateItem && asInternet { continue }
+                throw .failed("the keychain refuses the item: \(error.reason)")
+            }
+            break
+        }
+        guard let object, let itemPath = itemPath(collection, object) else { throw .failed("the item was not stored") }
+        itemsChanged(collection, item: itemPath, member: "ItemCreated")
+        return reply(message) { $0.string(itemPath, type: "o"); $0.string("/", type: "o") }
+    }
+
+    static func store(_ template: Template, uid: UniqueID, in keychain: Keychain, master: MasterKey) -> Result<ObjectAttributes, KeychainError> {
+        do {
+            let object = try ObjectTemplate.create(template, uniqueID: uid.text, policy: Configuration.current().keyPolicy)
+            _ = try keychain.add(object, uid: uid.bytes, master: master)
+            return .success(object)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Applies `changes` to an item (unlocked keychain), and says so on the bus.
+    func change(_ collection: Collection, uniqueID: String, _ changes: Template) throws(Failure) {
+        let (keychain, master) = try unlocked(collection)
+        let found = try item(collection, uniqueID: uniqueID, keychain: keychain, master: master)
+        do {
+            let changed = try ObjectTemplate.set(changes, on: found.object)
+            try keychain.replace(id: found.row, with: changed, master: master)
+        } catch {
+            throw .failed("the keychain refuses the change: \(error.reason)")
+        }
+        let path = collection.path + "/" + uniqueID
+        emit(collection.path, Self.collectionInterface, "ItemChanged", objectPath: path)
+        propertiesChanged(path, Self.itemInterface, ["Label", "Attributes", "Modified"])
+    }
+
+    /// Unlock: what is unlocked already is answered at once; for locked keychains a prompt asks
+    /// their PINs through the prompt program when the caller runs it.
+    private func unlock(_ message: OpaquePointer, _ reader: BusReader, sender: String) throws(Failure) -> Int32 {
+        guard let objects = reader.objectPaths() else { throw .invalid("objects") }
+        var done: [String] = []
+        var pending: [Collection] = []
+        var pendingObjects: [String] = []
+        for object in objects {
+            guard let target = resolve(object) else { continue }
+            let collection: Collection
+            switch target {
+            case .collection(let c): collection = c
+            case .item(let c, _): collection = c
+            }
+            if isLocked(collection) {
+                if !pending.contains(collection) { pending.append(collection) }
+                pendingObjects.append(object)
+            } else {
+                done.append(object)
+            }
+        }
+        var promptPath = "/"
+        if !pending.isEmpty {
+            counter += 1
+            promptPath = Self.promptPrefix + "p\(counter)"
+            prompts[promptPath] = Prompt(sender: sender, keychains: pending, objects: done + pendingObjects)
+        }
+        return reply(message) { $0.objectPaths(done); $0.string(promptPath, type: "o") }
+    }
+
+    /// Prompt(window-id): answers at once, then asks each keychain's PIN with the prompt program
+    /// and signals Completed with the objects unlocked (dismissed when the user cancels or no
+    /// prompt program is configured).
+    private func runPrompt(_ message: OpaquePointer, path: String, sender: String) throws(Failure) -> Int32 {
+        guard let prompt = prompts[path], prompt.sender == sender else { throw .noSuchObject }
+        prompts[path] = nil
+        let result = reply(message) { _ in }
+        if let bus { _ = sd_bus_flush(bus) }
+        guard let program = Configuration.current().promptProgram else {
+            complain("keychaind: an Unlock prompt was asked, but no prompt program is configured (KEYCHAIN_PKCS11_PROMPT / prompt_program)")
+            completed(path, dismissed: true, unlocked: [])
+            return result
+        }
+        var unlockedFiles: Set<String> = []
+        for collection in prompt.keychains {
+            let answer: SecureBytes
+            do { answer = try PromptProgram.run(program, text: "Unlock the keychain '\(collection.label)' for an application (Secret Service)") } catch {
+                completed(path, dismissed: true, unlocked: [])
+                return result
+            }
+            let outcome = answer.withUnsafeBytes { keys.unlock(path: collection.file, pin: Array($0)) }
+            if case .success = outcome {
+                unlockedFiles.insert(collection.file)
+                propertiesChanged(collection.path, Self.collectionInterface, ["Locked"])
+            } else {
+                complain("keychaind: the Secret Service prompt for '\(collection.label)' got a wrong PIN")
+            }
+        }
+        let unlocked = prompt.objects.filter { object in
+            switch resolve(object) {
+            case .collection(let c)?: return !isLocked(c)
+            case .item(let c, _)?: return !isLocked(c)
+            case nil: return false
+            }
+        }
+        completed(path, dismissed: unlockedFiles.isEmpty && !prompt.keychains.isEmpty, unlocked: unlocked)
+        return result
+    }
+
+    func completed(_ path: String, dismissed: Bool, unlocked: [String]) {
+        guard let bus else { return }
+        var signal: OpaquePointer?
+        guard sd_bus_message_new_signal(bus, &signal, path, Self.promptInterface, "Completed") >= 0, let signal else { return }
+        defer { sd_bus_message_unref(signal) }
+        var writer = BusWriter(message: signal)
+        writer.bool(dismissed)
+        writer.open("v", "ao")
+        writer.objectPaths(unlocked)
+        writer.close()
+        if !writer.failed { _ = sd_bus_send(bus, signal, nil) }
+    }
+
+    // MARK: properties
+
+    func get(path: String, interface: String, property: String, writer: inout BusWriter) throws(Failure) {
+        switch (interface, property) {
+        case (Self.serviceInterface, "Collections"):
+            writer.objectPaths(collections().map(\.path))
+        case (Self.collectionInterface, _):
+            guard case .collection(let collection)? = resolve(path) else { throw .noSuchObject }
+            switch property {
+            case "Items":
+                let (keychain, master) = try open(collection)
+                writer.objectPaths(search(collection, [:], keychain: keychain, master: master))
+            case "Label": writer.string(collection.label)
+            case "Locked": writer.bool(isLocked(collection))
+            case "Created", "Modified":
+                var info = stat()
+                let time = stat(collection.file, &info) == 0 ? UInt64(max(0, property == "Created" ? info.st_ctim.tv_sec : info.st_mtim.tv_sec)) : 0
+                writer.uint64(time)
+            default: throw .noSuchObject
+            }
+        case (Self.itemInterface, _):
+            guard case .item(let collection, let uniqueID)? = resolve(path) else { throw .noSuchObject }
+            let locked = isLocked(collection)
+            if property == "Locked" {
+                writer.bool(locked)
+                return
+            }
+            let (keychain, master) = try open(collection)
+            let found = try item(collection, uniqueID: uniqueID, keychain: keychain, master: master)
+            switch property {
+            case "Attributes": writer.stringDictionary(SecretServiceItems.attributes(of: found.object))
+            case "Label": writer.string(found.object[.label].map { String(decoding: $0, as: UTF8.self) } ?? "")
+            case "Type": writer.string(SecretServiceItems.attributes(of: found.object)["xdg:schema"] ?? "org.freedesktop.Secret.Generic")
+            case "Created": writer.uint64(found.object[.creationTime].flatMap(AttributeValue.decodeULong).map(UInt64.init) ?? 0)
+            case "Modified": writer.uint64(found.object[.modificationTime].flatMap(AttributeValue.decodeULong).map(UInt64.init) ?? 0)
+            default: throw .noSuchObject
+            }
+        default:
+            throw .noSuchObject
+        }
+    }
+
+    func set(path: String, interface: String, property: String, reader: BusReader) throws(Failure) {
+        switch (interface, property) {
+        case (Self.itemInterface, "Label"):
+            guard case .item(let collection, let uniqueID)? = resolve(path), let label = reader.string() else { throw .noSuchObject }
+            try change(collection, uniqueID: uniqueID, [(.label, Array(label.utf8))])
+        case (Self.itemInterface, "Attributes"):
+            guard case .item(let collection, let uniqueID)? = resolve(path), let attributes = reader.stringDictionary() else { throw .noSuchObject }
+            let (keychain, master) = try unlocked(collection)
+            let found = try item(collection, uniqueID: uniqueID, keychain: keychain, master: master)
+            let label = found.object[.label].map { String(decoding: $0, as: UTF8.self) } ?? ""
+            // The mapped fields follow the new attributes (the item keeps its class).
+            var changes = SecretServiceItems.fields(attributes, label: label, contentType: contentType(found.object),
+                                                    asInternet: found.object.itemClass == .internetPassword)
+            changes.removeAll { $0.type == .itemClass }
+            try change(collection, uniqueID: uniqueID, changes)
+        case (Self.collectionInterface, "Label"):
+            throw .notSupported("a keychain's label is its token label: it is set when the keychain is created")
+        default:
+            throw .error("org.freedesktop.DBus.Error.PropertyReadOnly", "\(property) cannot be set")
+        }
+    }
+
+    func exists(path: String, interface: String) -> Bool {
+        switch interface {
+        case Self.collectionInterface:
+            if case .collection? = resolve(path) { return true }
+            return false
+        case Self.itemInterface:
+            guard case .item(let collection, let uniqueID)? = resolve(path) else { return false }
+            guard let (keychain, master) = try? open(collection) else { return false }
+            // A locked keychain's items are not known until it is unlocked; say they exist only
+            // when they can be found.
+            return (try? item(collection, uniqueID: uniqueID, keychain: keychain, master: master)) != nil
+        case Self.sessionInterface:
+            return sessions[path] != nil
+        case Self.promptInterface:
+            return prompts[path] != nil
+        default:
+            return false
+        }
+    }
+}
+
+// MARK: C callbacks (sd-bus calls these on the service's thread)
+
+private func failureCode(_ failure: SecretService.Failure, _ busError: UnsafeMutablePointer<sd_bus_error>?) -> Int32 {
+    switch failure {
+    case .error(let name, let message):
+        let r = sd_bus_error_set(busError, name, message)
+        return r < 0 ? r : -EINVAL
+    }
+}
+
+private let secretServiceMethod: kc_ss_method_fn = { message, path, interface, member, busError in
+    guard let service = SecretService.current, let message, let path, let interface, let member else { return -EINVAL }
+    do {
+        return try service.call(message, path: String(cString: path), interface: String(cString: interface), member: String(cString: member))
+    } catch let failure as SecretService.Failure {
+        return failureCode(failure, busError)
+    } catch {
+        return -EIO
+    }
+}
+
+private let secretServiceGet: kc_ss_get_fn = { path, interface, property, reply, busError in
+    guard let service = SecretService.current, let path, let interface, let property, let reply else { return -EINVAL }
+    var writer = BusWriter(message: reply)
+    do {
+        try service.get(path: String(cString: path), interface: String(cString: interface), property: String(cString: property), writer: &writer)
+    } catch let failure as SecretService.Failure {
+        return failureCode(failure, busError)
+    } catch {
+        return -EIO
+    }
+    return writer.failed ? -EINVAL : 1
+}
+
+private let secretServiceSet: kc_ss_set_fn = { path, interface, property, value, busError in
+    guard let service = SecretService.current, let path, let interface, let property, let value else { return -EINVAL }
+    do {
+        try service.set(path: String(cString: path), interface: String(cString: interface), property: String(cString: property),
+                        reader: BusReader(message: value))
+    } catch let failure as SecretService.Failure {
+        return failureCode(failure, busError)
+    } catch {
+        return -EIO
+    }
+    return 1
+}
+
+private let secretServiceFind: kc_ss_find_fn = { path, interface in
+    guard let service = SecretService.current, let path, let interface else { return 0 }
+    return service.exists(path: String(cString: path), interface: String(cString: interface)) ? 1 : 0
+}

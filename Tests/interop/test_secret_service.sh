@@ -1,0 +1,230 @@
+# The freedesktop Secret Service from keychaind (--secret-service) on a private session bus
+# (dbus-run-session), driven by the real clients: secret-tool (libsecret) store/lookup/search/
+# clear with a 0-byte and a 64 KiB secret and UTF-8 attributes; Python's secretstorage (from PyPI)
+# over a DH-encrypted session creating, searching, changing and deleting items; git's
+# credential-libsecret helper, built from the source Debian ships, storing and returning a
+# credential. Cross-door: an item stored through D-Bus is found by keychainctl and a password
+# added by keychainctl is found through D-Bus. A locked keychain answers Unlock with a prompt
+# object and GetSecret with IsLocked, never a secret; the prompt program unlocks it. Neither the
+# secrets nor the attribute values appear in the keychain files. A second provider does not take
+# the name: it says so and exits 1. keychainctl secret-service status names the owner.
+. "$HERE/lib.sh"
+. "$HERE/servers.sh"
+
+for tool in dbus-run-session secret-tool gcc pkg-config python3; do
+    command -v "$tool" >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs it)"
+done
+pkg-config --exists libsecret-1 glib-2.0 || fail "libsecret-1-dev / libglib2.0-dev are missing (scripts/install-deps.sh installs them)"
+KEYCHAIND="$(dirname "$KEYCHAINCTL")/keychaind"
+[ -x "$KEYCHAIND" ] || fail "no keychaind beside $KEYCHAINCTL"
+cd "$WORK" || fail "cd $WORK"
+
+# secretstorage from PyPI, in a venv kept between runs.
+venv=${SECRETSTORAGE_VENV:-/tmp/keychain-pkcs11-secretstorage}
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import secretstorage' 2>/dev/null; then
+    rm -rf "$venv"
+    python3 -m venv "$venv" && "$venv/bin/pip" install -q secretstorage >"$WORK/pip.log" 2>&1 || fail "pip install secretstorage: $(tail -5 "$WORK/pip.log")"
+fi
+
+# git's libsecret credential helper, from the source Debian's git package ships.
+helper_src=/usr/share/doc/git/contrib/credential/libsecret/git-credential-libsecret.c
+[ -f "$helper_src" ] || fail "no $helper_src (Debian's git package ships it)"
+# shellcheck disable=SC2046
+gcc -O1 -o git-credential-libsecret "$helper_src" $(pkg-config --cflags --libs libsecret-1 glib-2.0) 2>gcc.log || fail "build git-credential-libsecret: $(cat gcc.log)"
+
+export KEYCHAIN_PKCS11_AGENT="$WORK/run/agent.sock"
+mkdir -p "$WORK/run" && chmod 700 "$WORK/run"
+printf 'user-pin-1\n' >user.pin
+kc create --label login --so-pin-file user.pin --pin-file user.pin >/dev/null || fail "create keychain"
+cat >askpass <<'EOF'
+#!/bin/sh
+echo "$1" >>"$(dirname "$0")/asked"
+echo user-pin-1
+EOF
+chmod 700 askpass
+
+cat >inner.sh <<'EOF'
+set -u
+. "$HERE/lib.sh"
+. "$HERE/servers.sh"
+cd "$WORK" || exit 1
+"$KEYCHAIND" --foreground --secret-service --socket "$KEYCHAIN_PKCS11_AGENT" 2>daemon.log &
+daemon=$!
+trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null' EXIT
+wait_for_log daemon.log "serving the Secret Service" "$daemon" 10
+kc unlock --pin-file user.pin >/dev/null || fail "keychainctl unlock"
+
+# secret-tool: store, lookup, search, clear.
+printf 'hunter2' | secret-tool store --label='Example login' service example.org account alice || fail "secret-tool store"
+expect_eq "$(secret-tool lookup service example.org account alice)" "hunter2" "secret-tool lookup"
+out=$(secret-tool search service example.org 2>&1) || fail "secret-tool search"
+expect_contains "$out" "label = Example login" "search shows the label"
+expect_contains "$out" "secret = hunter2" "search shows the secret"
+expect_contains "$out" "attribute.account = alice" "search shows the attributes"
+# Cross-door: the D-Bus item is a generic password for keychainctl.
+expect_eq "$(kc find-generic-password -s example.org -a alice -w)" "hunter2" "keychainctl finds the D-Bus item"
+# ... and a keychainctl password is a Secret Service item.
+printf 'from-keychainctl' >kc.txt
+kc add-generic-password -a bob -s cli.example --password-file kc.txt >/dev/null || fail "keychainctl add"
+expect_eq "$(secret-tool lookup service cli.example account bob)" "from-keychainctl" "secret-tool finds the keychainctl item"
+# A 0-byte secret, a 64 KiB secret and UTF-8 attributes.
+printf '' | secret-tool store --label=empty kind empty || fail "store a 0-byte secret"
+expect_eq "$(secret-tool lookup kind empty | wc -c)" "0" "the 0-byte secret"
+secret-tool lookup kind empty >/dev/null || fail "the 0-byte item is found"
+# secret-tool store reads less than 8,192 bytes ("password is too long"): the 64 KiB secret is
+# stored with secretstorage and read back with secret-tool, and 8,000 bytes go both ways.
+head -c 49152 /dev/urandom | base64 -w 0 | head -c 65536 >big.txt
+"$venv/bin/python" -c '
+import secretstorage, sys
+conn = secretstorage.dbus_init()
+secretstorage.get_default_collection(conn).create_item("big", {"kind": "big"}, open("big.txt", "rb").read(), content_type="text/plain")
+' || fail "store 64 KiB"
+secret-tool lookup kind big >big.out || fail "lookup 64 KiB"
+cmp -s big.txt big.out || fail "the 64 KiB secret came back different ($(wc -c <big.out) bytes)"
+head -c 8000 big.txt >eight.txt
+secret-tool store --label=eight kind eight <eight.txt 2>eight.err && [ ! -s eight.err ] || fail "store 8,000 bytes with secret-tool: $(cat eight.err)"
+secret-tool lookup kind eight >eight.out && cmp -s eight.txt eight.out || fail "the 8,000-byte secret came back different"
+printf 'ünïcødé ✓' | secret-tool store --label='Schlüssel ✓' 'größe' 'wert ✓ 値' || fail "store UTF-8"
+expect_eq "$(secret-tool lookup 'größe' 'wert ✓ 値')" "ünïcødé ✓" "UTF-8 attributes"
+secret-tool clear kind big || fail "secret-tool clear"
+secret-tool lookup kind big >/dev/null && fail "cleared item still found"
+
+# secretstorage: DH session, create/search/change/delete.
+"$venv/bin/python" - <<'PY' || fail "secretstorage"
+import secretstorage
+from secretstorage.util import open_session
+conn = secretstorage.dbus_init()
+session = open_session(conn)
+assert session.encrypted and len(session.aes_key) == 16, "no DH session"
+collection = secretstorage.get_default_collection(conn)
+assert collection.get_label() == "login", collection.get_label()
+assert not collection.is_locked()
+item = collection.create_item("py item", {"application": "pytest", "user": "carol"}, b"py-secret-1")
+assert item.get_secret() == b"py-secret-1"
+found = list(collection.search_items({"application": "pytest"}))
+assert [i.item_path for i in found] == [item.item_path], found
+item.set_secret(b"py-secret-2")
+item.set_label("py item renamed")
+item.set_attributes({"application": "pytest", "user": "dave"})
+again = list(secretstorage.search_items(conn, {"user": "dave"}))
+assert len(again) == 1 and again[0].get_secret() == b"py-secret-2" and again[0].get_label() == "py item renamed"
+assert again[0].get_attributes() == {"application": "pytest", "user": "dave"}
+assert again[0].get_created() > 0 and again[0].get_modified() >= again[0].get_created()
+replaced = collection.create_item("py item renamed", {"application": "pytest", "user": "dave"}, b"py-secret-3", replace=True)
+assert replaced.item_path == item.item_path, (replaced.item_path, item.item_path)
+assert item.get_secret() == b"py-secret-3"
+item.delete()
+assert list(collection.search_items({"application": "pytest"})) == []
+print("secretstorage: ok")
+PY
+
+# git credential-libsecret: store, get, erase.
+printf 'protocol=https\nhost=git.example.org\nusername=erin\npassword=git-s3cret\n\n' | ./git-credential-libsecret store || fail "git credential store"
+out=$(printf 'protocol=https\nhost=git.example.org\n\n' | ./git-credential-libsecret get) || fail "git credential get"
+expect_contains "$out" "password=git-s3cret" "git credential get returns the password"
+expect_contains "$out" "username=erin" "git credential get returns the user"
+expect_eq "$(kc find-internet-password -s git.example.org -a erin -w)" "git-s3cret" "the git credential is an internet password"
+printf 'protocol=https\nhost=git.example.org\nusername=erin\n\n' | ./git-credential-libsecret erase || fail "git credential erase"
+out=$(printf 'protocol=https\nhost=git.example.org\n\n' | ./git-credential-libsecret get)
+expect_not_contains "$out" "git-s3cret" "erased"
+
+# Nothing of the secrets or attribute values in the files.
+for needle in hunter2 ünïcødé 'wert ✓' example.org 'Example login' carol py-secret git-s3cret; do
+    for file in "$KEYCHAIN_PKCS11_DIR"/login.keychain-db*; do
+        grep -qaF -- "$needle" "$file" && fail "'$needle' is in $file in plain text"
+    done
+done
+
+# A locked keychain: Unlock answers with a prompt, GetSecret with IsLocked, never a secret.
+kc lock >/dev/null || fail "keychainctl lock"
+secret-tool lookup service example.org account alice >locked.out && fail "a locked keychain gave a secret: $(cat locked.out)"
+"$venv/bin/python" - <<'PY' || fail "locked keychain through secretstorage"
+import secretstorage
+from secretstorage.exceptions import LockedException
+from secretstorage.util import DBusAddressWrapper
+conn = secretstorage.dbus_init()
+collection = secretstorage.get_default_collection(conn)
+assert collection.is_locked()
+service = DBusAddressWrapper("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", conn)
+unlocked, prompt = service.call("Unlock", "ao", [collection.collection_path])
+assert unlocked == [] and prompt.startswith("/org/freedesktop/secrets/prompt/"), (unlocked, prompt)
+try:
+    collection.create_item("x", {"a": "b"}, b"c")
+    raise SystemExit("CreateItem on a locked keychain succeeded")
+except LockedException:
+    pass
+print("locked: ok")
+PY
+# With a prompt program, secretstorage's unlock runs the prompt and the keychain opens.
+"$venv/bin/python" - <<'PY' || fail "unlock through the prompt"
+import secretstorage
+conn = secretstorage.dbus_init()
+collection = secretstorage.get_default_collection(conn)
+dismissed = collection.unlock()
+assert not dismissed and not collection.is_locked(), "the prompt did not unlock"
+print("prompt unlock: ok")
+PY
+expect_contains "$(cat asked)" "Unlock the keychain 'login'" "the prompt program was asked"
+expect_eq "$(secret-tool lookup service example.org account alice)" "hunter2" "unlocked again"
+
+# keychainctl secret-service status names the owner; a second provider does not take the name.
+out=$(kc secret-service status) || fail "secret-service status"
+expect_contains "$out" "keychaind" "status names keychaind as the owner"
+expect_status 1 "second provider" "$KEYCHAIND" --foreground --secret-service --socket "$WORK/run2/agent.sock"
+expect_contains "$(cat "$WORK/last.err")" "another Secret Service owns org.freedesktop.secrets" "the second provider says so"
+echo "ok: Secret Service"
+EOF
+
+mkdir -p "$WORK/run2" && chmod 700 "$WORK/run2"
+KEYCHAIN_PKCS11_PROMPT="$WORK/askpass" WORK="$WORK" HERE="$HERE" venv="$venv" KEYCHAIND="$KEYCHAIND" \
+    timeout 240 dbus-run-session -- bash inner.sh || fail "the Secret Service session failed"
+
+# Switching from gnome-keyring: its items are imported through the API while it serves the name,
+# keychaind refuses to take the name from it, and after it stops the activation file that
+# 'keychainctl secret-service enable' writes starts keychaind for the next client (here beside a
+# keychaind started by 'keychainctl unlock', whose keys it uses).
+command -v gnome-keyring-daemon >/dev/null || fail "gnome-keyring is missing (scripts/install-deps.sh installs it)"
+cat >switch.sh <<'EOF'
+set -u
+. "$HERE/lib.sh"
+. "$HERE/servers.sh"
+cd "$WORK" || exit 1
+printf 'gnome-keyring-password' | gnome-keyring-daemon --unlock --components=secrets >gk.env 2>gk.log || fail "gnome-keyring-daemon: $(cat gk.log)"
+for _ in $(seq 50); do kc secret-service status 2>/dev/null | grep -q gnome-keyring && break; sleep 0.1; done
+gk=$(kc secret-service status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["owner"]["pid"])') || fail "gnome-keyring's PID"
+trap 'kill $gk 2>/dev/null; kc lock --all >/dev/null 2>&1; pkill -f "keychaind.*--socket $WORK/run3" 2>/dev/null' EXIT
+printf 'from-gnome-keyring' | secret-tool store --label='GK item' service gk.example account zed || fail "store in gnome-keyring"
+printf 'protocol=https\nhost=gk-git.example\nusername=yan\npassword=gk-git-pass\n\n' | ./git-credential-libsecret store || fail "git credential into gnome-keyring"
+out=$(kc secret-service status) || fail "status with gnome-keyring"
+expect_contains "$out" "served by another provider: /usr/bin/gnome-keyring-daemon" "status names gnome-keyring"
+expect_status 1 "keychaind while gnome-keyring owns the name" "$KEYCHAIND" --foreground --secret-service --socket "$WORK/run2/agent.sock"
+expect_contains "$(cat "$WORK/last.err")" "another Secret Service owns org.freedesktop.secrets (PID $gk, /usr/bin/gnome-keyring-daemon)" "keychaind names the owner"
+out=$(kc import-secret-service -k imported --pin-file user.pin) || fail "import-secret-service: $out"
+expect_contains "$out" "Imported 2 item(s) from 2 collection(s) of /usr/bin/gnome-keyring-daemon into keychain 'imported'; 0 already there." "import counts"
+out=$(kc import-secret-service -k imported --pin-file user.pin) || fail "second import"
+expect_contains "$out" "Imported 0 item(s)" "a second import copies nothing"
+expect_contains "$out" "2 already there" "a second import finds both"
+expect_eq "$(kc find-generic-password -k imported -s gk.example -a zed -w --pin-file user.pin)" "from-gnome-keyring" "imported item"
+expect_eq "$(kc find-internet-password -k imported -s gk-git.example -a yan -w --pin-file user.pin)" "gk-git-pass" "imported git credential"
+kill "$gk"
+for _ in $(seq 50); do kill -0 "$gk" 2>/dev/null || break; sleep 0.1; done
+# Switch: the activation file, a running unlock session, and the next client starts keychaind.
+kc secret-service enable >enable.out || fail "secret-service enable"
+activation="$XDG_DATA_HOME/dbus-1/services/org.freedesktop.secrets.service"
+[ -f "$activation" ] || fail "no activation file"
+grep -qx "Exec=$(realpath "$KEYCHAIND") --foreground --secret-service" "$activation" || fail "activation file Exec: $(cat "$activation")"
+dbus-send --session --type=method_call --dest=org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus.ReloadConfig || fail "ReloadConfig"
+kc unlock -k imported --pin-file user.pin >/dev/null || fail "unlock imported"
+expect_eq "$(secret-tool lookup service gk.example account zed)" "from-gnome-keyring" "keychaind, started by D-Bus activation, serves the imported item"
+out=$(kc secret-service status); expect_contains "$out" "served by keychaind" "status after the switch"
+kc secret-service disable >/dev/null || fail "secret-service disable"
+[ -f "$activation" ] && fail "disable left the activation file"
+echo "ok: switching from gnome-keyring"
+EOF
+mkdir -p "$WORK/run2" "$WORK/run3" && chmod 700 "$WORK/run2" "$WORK/run3"
+kc create --label imported --so-pin-file user.pin --pin-file user.pin >/dev/null || fail "create the import target"
+# The session bus reads the user's activation folder from its own environment (HOME, XDG_DATA_HOME).
+mkdir -p "$WORK/gkhome/data"
+WORK="$WORK" HERE="$HERE" KEYCHAIND="$KEYCHAIND" XDG_RUNTIME_DIR="$WORK/run3" HOME="$WORK/gkhome" XDG_DATA_HOME="$WORK/gkhome/data" \
+    KEYCHAIN_PKCS11_AGENT="$WORK/run3/agent.sock" KEYCHAIN_PKCS11_DEFAULT=imported \
+    timeout 240 dbus-run-session -- bash switch.sh || fail "switching from gnome-keyring failed"
