@@ -100,6 +100,9 @@ let package = Package(
             ]
         ),
 
+        // Apple's SecItem calls on the command line (the cross-door tests).
+        .executableTarget(name: "secitem", dependencies: ["Security"]),
+
         // The unlock session's daemon (Docs/security.md).
         // The Secret Service's sd-bus object tables (C: Swift cannot build them).
         .target(name: "CSecretService", dependencies: ["CSystemd"]),

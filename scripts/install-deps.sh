@@ -29,6 +29,9 @@ packages=(
     man-db
     # the user guide's recipes (Tests/interop/recipes): curl with a TLS client key, git signing
     curl git
+    # the Secret Service's clients and the provider it replaces (test_secret_service.sh): secret-tool,
+    # libsecret and GLib headers to build git's credential-libsecret helper, gnome-keyring
+    libsecret-tools libsecret-1-dev libglib2.0-dev gnome-keyring
 )
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }

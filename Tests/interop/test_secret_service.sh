@@ -3,8 +3,9 @@
 # clear with a 0-byte and a 64 KiB secret and UTF-8 attributes; Python's secretstorage (from PyPI)
 # over a DH-encrypted session creating, searching, changing and deleting items; git's
 # credential-libsecret helper, built from the source Debian ships, storing and returning a
-# credential. Cross-door: an item stored through D-Bus is found by keychainctl and a password
-# added by keychainctl is found through D-Bus. A locked keychain answers Unlock with a prompt
+# credential. Cross-door: an item stored through D-Bus is found by keychainctl and by
+# SecItemCopyMatching (the secitem executable), and passwords added by keychainctl and SecItemAdd
+# are found through D-Bus. A locked keychain answers Unlock with a prompt
 # object and GetSecret with IsLocked, never a secret; the prompt program unlocks it. Neither the
 # secrets nor the attribute values appear in the keychain files. A second provider does not take
 # the name: it says so and exits 1. keychainctl secret-service status names the owner.
@@ -16,7 +17,9 @@ for tool in dbus-run-session secret-tool gcc pkg-config python3; do
 done
 pkg-config --exists libsecret-1 glib-2.0 || fail "libsecret-1-dev / libglib2.0-dev are missing (scripts/install-deps.sh installs them)"
 KEYCHAIND="$(dirname "$KEYCHAINCTL")/keychaind"
+SECITEM="$(dirname "$KEYCHAINCTL")/secitem"
 [ -x "$KEYCHAIND" ] || fail "no keychaind beside $KEYCHAINCTL"
+[ -x "$SECITEM" ] || fail "no secitem (Apple's SecItem calls) beside $KEYCHAINCTL"
 cd "$WORK" || fail "cd $WORK"
 
 # secretstorage from PyPI, in a venv kept between runs.
@@ -67,6 +70,10 @@ expect_eq "$(kc find-generic-password -s example.org -a alice -w)" "hunter2" "ke
 printf 'from-keychainctl' >kc.txt
 kc add-generic-password -a bob -s cli.example --password-file kc.txt >/dev/null || fail "keychainctl add"
 expect_eq "$(secret-tool lookup service cli.example account bob)" "from-keychainctl" "secret-tool finds the keychainctl item"
+# ... and Apple's SecItem API sees the D-Bus item, and the other way round.
+expect_eq "$("$SECITEM" find example.org alice)" "hunter2" "SecItemCopyMatching finds the D-Bus item"
+printf 'from-secitem' | "$SECITEM" add apple.example frank || fail "SecItemAdd"
+expect_eq "$(secret-tool lookup service apple.example account frank)" "from-secitem" "secret-tool finds the SecItemAdd item"
 # A 0-byte secret, a 64 KiB secret and UTF-8 attributes.
 printf '' | secret-tool store --label=empty kind empty || fail "store a 0-byte secret"
 expect_eq "$(secret-tool lookup kind empty | wc -c)" "0" "the 0-byte secret"
@@ -176,7 +183,7 @@ echo "ok: Secret Service"
 EOF
 
 mkdir -p "$WORK/run2" && chmod 700 "$WORK/run2"
-KEYCHAIN_PKCS11_PROMPT="$WORK/askpass" WORK="$WORK" HERE="$HERE" venv="$venv" KEYCHAIND="$KEYCHAIND" \
+KEYCHAIN_PKCS11_PROMPT="$WORK/askpass" WORK="$WORK" HERE="$HERE" venv="$venv" KEYCHAIND="$KEYCHAIND" SECITEM="$SECITEM" \
     timeout 240 dbus-run-session -- bash inner.sh || fail "the Secret Service session failed"
 
 # Switching from gnome-keyring: its items are imported through the API while it serves the name,
