@@ -242,6 +242,12 @@ typedef CK_FUNCTION_LIST_3_0_PTR *CK_FUNCTION_LIST_3_0_PTR_PTR;
 #define CKA_KC_APPLICATION_PASSWORD   (CKA_KC_VENDOR_BASE + 0x25UL) /* bytes, write-only */
 #define CKA_KC_CREDENTIAL_OBJECT      (CKA_KC_VENDOR_BASE + 0x26UL) /* CK_OBJECT_HANDLE */
 #define CKO_KC_CREDENTIAL             (CKO_KC_VENDOR_BASE + 0x01UL)
+/* The freedesktop Secret Service's view of a password (data objects): its lookup attributes
+ * (name/value strings, sorted by name, each as a 4-byte big-endian length and its UTF-8 bytes;
+ * one blind-index entry per pair, and a search template's value matches every object holding all
+ * its pairs), and the MIME type of its secret. */
+#define CKA_KC_LOOKUP_ATTRIBUTES      (CKA_KC_VENDOR_BASE + 0x29UL) /* bytes */
+#define CKA_KC_CONTENT_TYPE           (CKA_KC_VENDOR_BASE + 0x2AUL) /* UTF-8 */
 
 /* ---- Cast macros re-exported as constants (Swift does not import casts) ---- */
 
