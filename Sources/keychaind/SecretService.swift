@@ -85,15 +85,22 @@ final class SecretService: @unchecked Sendable {
         }
     }
 
-    /// A pending unlock: the keychains to ask for and the object paths the caller named.
+    /// What a prompt does when its caller runs it.
+    enum PromptAction {
+        /// Unlock these keychains; the result lists the object paths the caller named that are then unlocked.
+        case unlock(keychains: [Collection], objects: [String])
+        /// Make a keychain (its SO PIN and user PIN are asked), optionally the default alias.
+        case create(label: String, alias: String)
+        /// Delete a keychain and everything in it (its SO PIN is asked).
+        case delete(Collection)
+    }
+
     final class Prompt {
         let sender: String
-        let keychains: [Collection]
-        let objects: [String]
-        init(sender: String, keychains: [Collection], objects: [String]) {
+        let action: PromptAction
+        init(sender: String, action: PromptAction) {
             self.sender = sender
-            self.keychains = keychains
-            self.objects = objects
+            self.action = action
         }
     }
 
@@ -359,7 +366,7 @@ final class SecretService: @unchecked Sendable {
         let reader = BusReader(message: message)
         switch (interface, member) {
         case (Self.serviceInterface, "OpenSession"): return try openSession(message, reader, sender: sender)
-        case (Self.serviceInterface, "CreateCollection"): return try createCollection(message, reader)
+        case (Self.serviceInterface, "CreateCollection"): return try createCollection(message, reader, sender: sender)
         case (Self.serviceInterface, "SearchItems"):
             guard let wanted = reader.stringDictionary() else { throw .invalid("attributes") }
             var unlocked: [String] = [], locked: [String] = []
@@ -425,7 +432,10 @@ final class SecretService: @unchecked Sendable {
             }
             return reply(message) { _ in }
         case (Self.collectionInterface, "Delete"):
-            throw .notSupported("a keychain is deleted with its SO PIN: keychainctl delete-keychain")
+            // Deleting a keychain needs its SO PIN, asked by the prompt.
+            guard case .collection(let collection)? = resolve(path) else { throw .noSuchObject }
+            let promptPath = newPrompt(sender: sender, .delete(collection))
+            return reply(message) { $0.string(promptPath, type: "o") }
         case (Self.collectionInterface, "SearchItems"):
             guard case .collection(let collection)? = resolve(path), let wanted = reader.stringDictionary() else { throw .noSuchObject }
             let (keychain, master) = try open(collection)
@@ -467,7 +477,11 @@ final class SecretService: @unchecked Sendable {
             guard let prompt = prompts[path], prompt.sender == sender else { throw .noSuchObject }
             prompts[path] = nil
             let result = reply(message) { _ in }
-            completed(path, dismissed: true, unlocked: [])
+            if case .create = prompt.action {
+                completed(path, dismissed: true, result: .object("/"))
+            } else {
+                completed(path, dismissed: true, result: .objects([]))
+            }
             return result
         default:
             throw .error("org.freedesktop.DBus.Error.UnknownMethod", "Unknown method \(interface).\(member)")
@@ -533,7 +547,7 @@ final class SecretService: @unchecked Sendable {
 
     /// A keychain is made with its PINs by keychainctl create; asking for the default alias (or
     /// the label of a keychain that exists) answers with that keychain.
-    private func createCollection(_ message: OpaquePointer, _ reader: BusReader) throws(Failure) -> Int32 {
+    private func createCollection(_ message: OpaquePointer, _ reader: BusReader, sender: String) throws(Failure) -> Int32 {
         guard let properties = reader.properties(), let alias = reader.string() else { throw .invalid("properties, alias") }
         let all = collections()
         var found: Collection?
@@ -541,10 +555,22 @@ final class SecretService: @unchecked Sendable {
         if found == nil, case .string(let label)? = properties["org.freedesktop.Secret.Collection.Label"] {
             found = all.first { $0.label == label }
         }
-        guard let found else {
-            throw .notSupported("keychains (collections) are created with their PINs by 'keychainctl create --label LABEL'")
+        if let found {
+            return reply(message) { $0.string(found.path, type: "o"); $0.string("/", type: "o") }
         }
-        return reply(message) { $0.string(found.path, type: "o"); $0.string("/", type: "o") }
+        // A new keychain: its PINs are asked by the prompt.
+        guard case .string(let label)? = properties["org.freedesktop.Secret.Collection.Label"], !label.isEmpty, label.utf8.count <= 32 else {
+            throw .invalid("a new collection needs a label of 1 to 32 bytes (org.freedesktop.Secret.Collection.Label)")
+        }
+        let promptPath = newPrompt(sender: sender, .create(label: label, alias: alias))
+        return reply(message) { $0.string("/", type: "o"); $0.string(promptPath, type: "o") }
+    }
+
+    func newPrompt(sender: String, _ action: PromptAction) -> String {
+        counter += 1
+        let path = Self.promptPrefix + "p\(counter)"
+        prompts[path] = Prompt(sender: sender, action: action)
+        return path
     }
 
     private func createItem(_ message: OpaquePointer, _ reader: BusReader, path: String, sender: String) throws(Failure) -> Int32 {
@@ -639,17 +665,12 @@ final class SecretService: @unchecked Sendable {
                 done.append(object)
             }
         }
-        var promptPath = "/"
-        if !pending.isEmpty {
-            counter += 1
-            promptPath = Self.promptPrefix + "p\(counter)"
-            prompts[promptPath] = Prompt(sender: sender, keychains: pending, objects: done + pendingObjects)
-        }
+        let promptPath = pending.isEmpty ? "/" : newPrompt(sender: sender, .unlock(keychains: pending, objects: done + pendingObjects))
         return reply(message) { $0.objectPaths(done); $0.string(promptPath, type: "o") }
     }
 
-    /// Prompt(window-id): answers at once, then asks each keychain's PIN with the prompt program
-    /// and signals Completed with the objects unlocked (dismissed when the user cancels or no
+    /// Prompt(window-id): answers at once, then asks what the action needs with the prompt
+    /// program and signals Completed (dismissed when the user cancels, a PIN is wrong, or no
     /// prompt program is configured).
     private func runPrompt(_ message: OpaquePointer, path: String, sender: String) throws(Failure) -> Int32 {
         guard let prompt = prompts[path], prompt.sender == sender else { throw .noSuchObject }
@@ -657,45 +678,109 @@ final class SecretService: @unchecked Sendable {
         let result = reply(message) { _ in }
         if let bus { _ = sd_bus_flush(bus) }
         guard let program = Configuration.current().promptProgram else {
-            complain("keychaind: an Unlock prompt was asked, but no prompt program is configured (KEYCHAIN_PKCS11_PROMPT / prompt_program)")
-            completed(path, dismissed: true, unlocked: [])
+            complain("keychaind: a Secret Service prompt was run, but no prompt program is configured (KEYCHAIN_PKCS11_PROMPT / prompt_program)")
+            completed(path, dismissed: true, result: .objects([]))
             return result
         }
-        var unlockedFiles: Set<String> = []
-        for collection in prompt.keychains {
-            let answer: SecureBytes
-            do { answer = try PromptProgram.run(program, text: "Unlock the keychain '\(collection.label)' for an application (Secret Service)") } catch {
-                completed(path, dismissed: true, unlocked: [])
+        func ask(_ text: String) -> SecureBytes? { try? PromptProgram.run(program, text: text) }
+        switch prompt.action {
+        case .unlock(let keychains, let objects):
+            var unlockedAny = false
+            for collection in keychains {
+                guard let answer = ask("Unlock the keychain '\(collection.label)' for an application (Secret Service)") else {
+                    completed(path, dismissed: true, result: .objects([]))
+                    return result
+                }
+                if case .success = answer.withUnsafeBytes({ keys.unlock(path: collection.file, pin: Array($0)) }) {
+                    unlockedAny = true
+                    propertiesChanged(collection.path, Self.collectionInterface, ["Locked"])
+                } else {
+                    complain("keychaind: the Secret Service prompt for '\(collection.label)' got a wrong PIN")
+                }
+            }
+            let unlocked = objects.filter { object in
+                switch resolve(object) {
+                case .collection(let c)?: return !isLocked(c)
+                case .item(let c, _)?: return !isLocked(c)
+                case nil: return false
+                }
+            }
+            completed(path, dismissed: !unlockedAny, result: .objects(unlocked))
+        case .create(let label, let alias):
+            guard let so = ask("New keychain '\(label)': its SO PIN (administers the keychain; keep it offline)"),
+                  let soAgain = ask("New keychain '\(label)': the SO PIN again"), so.constantTimeEquals(soAgain),
+                  let user = ask("New keychain '\(label)': its user PIN (the keychain password)"),
+                  let userAgain = ask("New keychain '\(label)': the user PIN again"), user.constantTimeEquals(userAgain) else {
+                completed(path, dismissed: true, result: .object("/"))
                 return result
             }
-            let outcome = answer.withUnsafeBytes { keys.unlock(path: collection.file, pin: Array($0)) }
-            if case .success = outcome {
-                unlockedFiles.insert(collection.file)
-                propertiesChanged(collection.path, Self.collectionInterface, ["Locked"])
-            } else {
-                complain("keychaind: the Secret Service prompt for '\(collection.label)' got a wrong PIN")
+            let configuration = Configuration.current()
+            let directory = KeychainDirectory(path: configuration.directory)
+            do {
+                let keychain = try so.withUnsafeBytes { soBytes throws(KeychainError) in
+                    try user.withUnsafeBytes { userBytes throws(KeychainError) in
+                        try configuration.pinPolicy.checkLength(soBytes, name: "the SO PIN")
+                        try configuration.pinPolicy.checkLength(userBytes, name: "the user PIN")
+                        return try directory.createKeychain(slotID: nil, label: label, soPIN: soBytes, userPIN: userBytes, kdf: configuration.kdf,
+                                                            policy: configuration.pinPolicy)
+                    }
+                }
+                // Unlocked in this session, as a collection just made is for gnome-keyring.
+                _ = user.withUnsafeBytes { keys.unlock(path: keychain.path, pin: Array($0)) }
+                let collection = Collection(file: keychain.path, label: label)
+                if alias == "default" { try? directory.setDefaultKeychain(label) }
+                emit(Self.root, Self.serviceInterface, "CollectionCreated", objectPath: collection.path)
+                propertiesChanged(Self.root, Self.serviceInterface, ["Collections"])
+                completed(path, dismissed: false, result: .object(collection.path))
+            } catch {
+                complain("keychaind: the keychain '\(label)' was not created: \(error.reason)")
+                completed(path, dismissed: true, result: .object("/"))
             }
-        }
-        let unlocked = prompt.objects.filter { object in
-            switch resolve(object) {
-            case .collection(let c)?: return !isLocked(c)
-            case .item(let c, _)?: return !isLocked(c)
-            case nil: return false
+        case .delete(let collection):
+            guard let so = ask("Delete the keychain '\(collection.label)' and every item in it: its SO PIN") else {
+                completed(path, dismissed: true, result: .objects([]))
+                return result
             }
+            do {
+                let keychain = try Keychain.open(at: collection.file)
+                _ = try so.withUnsafeBytes { bytes throws(KeychainError) in try keychain.unlock(.securityOfficer, pin: bytes) }
+            } catch {
+                complain("keychaind: the keychain '\(collection.label)' was not deleted: \(error.reason)")
+                completed(path, dismissed: true, result: .objects([]))
+                return result
+            }
+            keys.lock(path: collection.file)
+            for file in [collection.file, collection.file + "-wal", collection.file + "-shm"] { unlink(file) }
+            let directory = KeychainDirectory(path: Configuration.current().directory)
+            if directory.defaultKeychain() == collection.label { try? directory.setDefaultKeychain(nil) }
+            emit(Self.root, Self.serviceInterface, "CollectionDeleted", objectPath: collection.path)
+            propertiesChanged(Self.root, Self.serviceInterface, ["Collections"])
+            completed(path, dismissed: false, result: .objects([]))
         }
-        completed(path, dismissed: unlockedFiles.isEmpty && !prompt.keychains.isEmpty, unlocked: unlocked)
         return result
     }
 
-    func completed(_ path: String, dismissed: Bool, unlocked: [String]) {
+    /// A prompt's result: object paths (Unlock, Delete) or one object path (CreateCollection).
+    enum PromptResult {
+        case objects([String])
+        case object(String)
+    }
+
+    func completed(_ path: String, dismissed: Bool, result: PromptResult) {
         guard let bus else { return }
         var signal: OpaquePointer?
         guard sd_bus_message_new_signal(bus, &signal, path, Self.promptInterface, "Completed") >= 0, let signal else { return }
         defer { sd_bus_message_unref(signal) }
         var writer = BusWriter(message: signal)
         writer.bool(dismissed)
-        writer.open("v", "ao")
-        writer.objectPaths(unlocked)
+        switch result {
+        case .objects(let paths):
+            writer.open("v", "ao")
+            writer.objectPaths(paths)
+        case .object(let objectPath):
+            writer.open("v", "o")
+            writer.string(objectPath, type: "o")
+        }
         writer.close()
         if !writer.failed { _ = sd_bus_send(bus, signal, nil) }
     }

@@ -125,6 +125,31 @@ assert list(collection.search_items({"application": "pytest"})) == []
 print("secretstorage: ok")
 PY
 
+# A new collection is a new keychain: its PINs are asked by the prompt (the prompt program);
+# deleting it asks its SO PIN.
+"$venv/bin/python" - <<'PY' || fail "secretstorage collections"
+import secretstorage
+conn = secretstorage.dbus_init()
+work = secretstorage.create_collection(conn, "Work Keys")
+assert work.collection_path == "/org/freedesktop/secrets/collection/Work_20Keys", work.collection_path
+assert work.get_label() == "Work Keys" and not work.is_locked()
+item = work.create_item("vpn", {"service": "vpn.example", "account": "gina"}, b"vpn-secret")
+assert sorted(c.get_label() for c in secretstorage.get_all_collections(conn)) == ["Work Keys", "login"]
+print("collection: ok")
+PY
+expect_contains "$(kc list)" "Work Keys" "the new collection is a keychain"
+expect_eq "$(kc find-generic-password -k 'Work Keys' -s vpn.example -a gina -w)" "vpn-secret" "its item, through keychainctl"
+expect_contains "$(cat asked)" "New keychain 'Work Keys': its SO PIN" "the prompt asked the SO PIN"
+"$venv/bin/python" - <<'PY' || fail "delete a collection"
+import secretstorage
+conn = secretstorage.dbus_init()
+work = [c for c in secretstorage.get_all_collections(conn) if c.get_label() == "Work Keys"][0]
+work.delete()
+assert sorted(c.get_label() for c in secretstorage.get_all_collections(conn)) == ["login"]
+print("delete collection: ok")
+PY
+expect_not_contains "$(kc list)" "Work Keys" "the deleted collection's keychain is gone"
+
 # git credential-libsecret: store, get, erase.
 printf 'protocol=https\nhost=git.example.org\nusername=erin\npassword=git-s3cret\n\n' | ./git-credential-libsecret store || fail "git credential store"
 out=$(printf 'protocol=https\nhost=git.example.org\n\n' | ./git-credential-libsecret get) || fail "git credential get"
