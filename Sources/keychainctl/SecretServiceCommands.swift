@@ -314,7 +314,8 @@ struct ImportSecretService: ParsableCommand {
         let (serverPublic, sessionPath) = try client.call(service, "org.freedesktop.Secret.Service", "OpenSession", { writer in
             writer.string(SecretServiceTransport.algorithm)
             writer.open("v", "ay")
-            writer.bytes(pair.publicValue)
+            // 128 bytes, leading zeros kept: KWallet refuses shorter values.
+            writer.bytes([UInt8](repeating: 0, count: max(0, 128 - pair.publicValue.count)) + pair.publicValue)
             writer.close()
         }) { reader -> ([UInt8], String) in
             guard reader.enter("v", "ay") == true, let value = reader.bytes(), reader.exit(), let path = reader.string("o") else {
@@ -352,7 +353,10 @@ struct ImportSecretService: ParsableCommand {
                 }
                 let itemLabel = (try? client.property(item, "org.freedesktop.Secret.Item", "Label", "s") { $0.string() }) ?? ""
                 let attributes = (try? client.property(item, "org.freedesktop.Secret.Item", "Attributes", "a{ss}") { $0.stringDictionary() }) ?? [:]
-                var value = try SecretServiceTransport.decrypt(secret.value, iv: secret.parameters, key: key).bytes
+                guard var value = try? SecretServiceTransport.decrypt(secret.value, iv: secret.parameters, key: key).bytes else {
+                    failed.append("\(itemLabel): its secret did not decrypt (run the import again)")
+                    continue
+                }
                 defer { wipe(&value) }
                 if try isPresent(attributes, label: itemLabel, in: open, master: master) {
                     present += 1

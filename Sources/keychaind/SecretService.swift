@@ -8,23 +8,21 @@ import KeychainCrypto
 /// Where the Secret Service gets master keys and unlocks keychains: this daemon's own unlock
 /// session, or (when another keychaind already serves the socket) that daemon through its socket.
 protocol KeySource: AnyObject, Sendable {
-    /// The session's key of the keychain at `path`; nil when it is locked.
+    /// The session's key of the keychain at `path` (a use: it restarts the idle timer); nil when
+    /// it is locked.
     func sessionKey(path: String) -> SecureBytes?
+    /// Whether the keychain is unlocked, without using it (the idle timer keeps running).
+    func isHeld(path: String) -> Bool
     /// Unlocks with `pin` (checked and counted by the keychain).
-    func unlock(path: String, pin: [UInt8]) -> Result<Void, KeychainError>
+    func unlock(path: String, pin: UnsafeRawBufferPointer) -> Result<Void, KeychainError>
     func lock(path: String)
 }
 
 extension Daemon: KeySource {
-    func sessionKey(path: String) -> SecureBytes? {
-        let (status, fields) = key(path: path)
-        guard status == .ok, var first = fields.first else { return nil }
-        defer { wipe(&first) }
-        return SecureBytes(first)
-    }
-
-    func unlock(path: String, pin: [UInt8]) -> Result<Void, KeychainError> {
-        let (status, fields) = unlock(path: path, pin: pin, idleTimeout: 0)
+    func unlock(path: String, pin: UnsafeRawBufferPointer) -> Result<Void, KeychainError> {
+        var copy = Array(pin)
+        defer { wipe(&copy) }
+        let (status, fields) = unlock(path: path, pin: copy, idleTimeout: 0)
         if status == .ok { return .success(()) }
         let reason = fields.first.map { String(decoding: $0, as: UTF8.self) } ?? "refused"
         return .failure(KeychainError(reason.hasPrefix("pin") ? .pinIncorrect : .storageFailure, reason))
@@ -40,8 +38,10 @@ final class SocketKeySource: KeySource, @unchecked Sendable {
         return keychain.exportedMasterKey(master)
     }
 
-    func unlock(path: String, pin: [UInt8]) -> Result<Void, KeychainError> {
-        pin.withUnsafeBytes { UnlockSession.unlock(path: path, pin: $0, idleTimeout: 0) } ?? .failure(KeychainError(.storageFailure, "keychaind does not answer"))
+    func isHeld(path: String) -> Bool { UnlockSession.holds(path) }
+
+    func unlock(path: String, pin: UnsafeRawBufferPointer) -> Result<Void, KeychainError> {
+        UnlockSession.unlock(path: path, pin: pin, idleTimeout: 0) ?? .failure(KeychainError(.storageFailure, "keychaind does not answer"))
     }
 
     func lock(path: String) { UnlockSession.lock(path: path) }
@@ -272,33 +272,63 @@ final class SecretService: @unchecked Sendable {
         return (keychain, master)
     }
 
-    func isLocked(_ collection: Collection) -> Bool { keys.sessionKey(path: collection.file) == nil }
+    func isLocked(_ collection: Collection) -> Bool { !keys.isHeld(path: collection.file) }
 
-    /// The item's row and object; NoSuchObject when it is gone (or not a password).
+    /// The item's row and object; NoSuchObject when it is gone, not a password, or one whose
+    /// access control asks a credential at each use (user presence, an application password):
+    /// the Secret Service has no way to ask it, so such items are not served over D-Bus.
+    /// Damage found on the way is reported, not hidden as a missing item.
     func item(_ collection: Collection, uniqueID: String, keychain: Keychain, master: MasterKey?) throws(Failure) -> (row: Int64, object: ObjectAttributes) {
         do {
             let rows = try keychain.find([(.uniqueID, Array(uniqueID.utf8)), (.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue))], master: master)
             guard let row = rows.first else { throw Failure.noSuchObject }
-            return (row.id, try keychain.object(id: row.id, master: master))
+            var object = try keychain.object(id: row.id, master: master)
+            guard Self.isServed(object) else {
+                object.wipeValues()
+                throw Failure.noSuchObject
+            }
+            return (row.id, object)
         } catch let failure as Failure {
             throw failure
+        } catch let error as KeychainError where error.code == .recordCorrupted {
+            throw .failed("keychain '\(Self.printable(collection.label))' is damaged or was altered: \(error.reason) (keychainctl verify)")
         } catch {
             throw .noSuchObject
         }
     }
 
-    /// Items of `collection` showing every pair of `wanted`.
-    func search(_ collection: Collection, _ wanted: [String: String], keychain: Keychain, master: MasterKey?) -> [String] {
+    /// Items whose secret needs nothing beyond the unlocked keychain.
+    static func isServed(_ object: ObjectAttributes) -> Bool { object.requiredCredential == .none }
+
+    /// A label as logs and prompt questions may show it (control characters escaped).
+    static func printable(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value) {
+                out += "\\u{" + String(scalar.value, radix: 16) + "}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    /// Items of `collection` showing every pair of `wanted` (those served over D-Bus).
+    func search(_ collection: Collection, _ wanted: [String: String], keychain: Keychain, master: MasterKey?) throws(Failure) -> [String] {
         var seen: Set<Int64> = []
         var paths: [String] = []
-        for template in SecretServiceItems.searchTemplates(wanted) {
-            guard let rows = try? keychain.find(template, master: master) else { continue }
-            for row in rows where !seen.contains(row.id) {
-                seen.insert(row.id)
-                guard let object = try? keychain.object(id: row.id, master: master), SecretServiceItems.matches(object, wanted),
-                      let path = itemPath(collection, object) else { continue }
-                paths.append(path)
+        do {
+            for template in SecretServiceItems.searchTemplates(wanted) {
+                for row in try keychain.find(template, master: master) where !seen.contains(row.id) {
+                    seen.insert(row.id)
+                    guard var object = try? keychain.object(id: row.id, master: master) else { continue }
+                    defer { object.wipeValues() }
+                    guard Self.isServed(object), SecretServiceItems.matches(object, wanted), let path = itemPath(collection, object) else { continue }
+                    paths.append(path)
+                }
             }
+        } catch {
+            throw .failed("keychain '\(Self.printable(collection.label))' could not be searched: \(error.reason) (keychainctl verify)")
         }
         return paths
     }
@@ -372,7 +402,7 @@ final class SecretService: @unchecked Sendable {
             var unlocked: [String] = [], locked: [String] = []
             for collection in collections() {
                 let (keychain, master) = try open(collection)
-                let found = search(collection, wanted, keychain: keychain, master: master)
+                let found = try search(collection, wanted, keychain: keychain, master: master)
                 if master == nil { locked += found } else { unlocked += found }
             }
             return reply(message) { $0.objectPaths(unlocked); $0.objectPaths(locked) }
@@ -380,6 +410,7 @@ final class SecretService: @unchecked Sendable {
         case (Self.serviceInterface, "Lock"):
             guard let objects = reader.objectPaths() else { throw .invalid("objects") }
             var done: [String] = []
+            var lockedNow: Set<String> = []
             for object in objects {
                 guard let target = resolve(object) else { continue }
                 let collection: Collection
@@ -387,9 +418,12 @@ final class SecretService: @unchecked Sendable {
                 case .collection(let c): collection = c
                 case .item(let c, _): collection = c
                 }
-                keys.lock(path: collection.file)
                 done.append(object)
+                guard !lockedNow.contains(collection.file) else { continue }
+                lockedNow.insert(collection.file)
+                keys.lock(path: collection.file)
                 propertiesChanged(collection.path, Self.collectionInterface, ["Locked"])
+                emit(Self.root, Self.serviceInterface, "CollectionChanged", objectPath: collection.path)
             }
             return reply(message) { $0.objectPaths(done); $0.string("/", type: "o") }
         case (Self.serviceInterface, "GetSecrets"):
@@ -400,8 +434,9 @@ final class SecretService: @unchecked Sendable {
             for path in items {
                 guard case .item(let collection, let uniqueID)? = resolve(path) else { continue }
                 let (keychain, master) = try open(collection)
-                guard master != nil, let found = try? item(collection, uniqueID: uniqueID, keychain: keychain, master: master) else { continue }
+                guard master != nil, var found = try? item(collection, uniqueID: uniqueID, keychain: keychain, master: master) else { continue }
                 secrets.append((path, found.object[.value] ?? [], contentType(found.object)))
+                found.object.wipeValues()
             }
             var reply: OpaquePointer?
             guard sd_bus_message_new_method_return(message, &reply) >= 0, let reply else { throw .failed("no reply") }
@@ -423,11 +458,14 @@ final class SecretService: @unchecked Sendable {
         case (Self.serviceInterface, "SetAlias"):
             guard let name = reader.string(), let path = reader.string("o") else { throw .invalid("name, collection") }
             guard name == "default" else { throw .notSupported("only the 'default' alias exists here") }
+            if Configuration.current().defaultKeychainIsFixed {
+                throw .notSupported("the default keychain is set by KEYCHAIN_PKCS11_DEFAULT or the configuration file's default_keychain")
+            }
             let directory = KeychainDirectory(path: Configuration.current().directory)
             if path == "/" {
                 try? directory.setDefaultKeychain(nil)
             } else {
-                guard case .collection(let collection)? = resolve(path) else { throw .noSuchObject }
+                guard case .collection(let collection)? = resolve(path) else { throw .invalid("\(path) is not a collection") }
                 do { try directory.setDefaultKeychain(collection.label) } catch { throw .failed(error.reason) }
             }
             return reply(message) { _ in }
@@ -439,7 +477,7 @@ final class SecretService: @unchecked Sendable {
         case (Self.collectionInterface, "SearchItems"):
             guard case .collection(let collection)? = resolve(path), let wanted = reader.stringDictionary() else { throw .noSuchObject }
             let (keychain, master) = try open(collection)
-            let found = search(collection, wanted, keychain: keychain, master: master)
+            let found = try search(collection, wanted, keychain: keychain, master: master)
             return reply(message) { $0.objectPaths(found) }
         case (Self.collectionInterface, "CreateItem"): return try createItem(message, reader, path: path, sender: sender)
         case (Self.itemInterface, "Delete"):
@@ -453,14 +491,13 @@ final class SecretService: @unchecked Sendable {
             guard case .item(let collection, let uniqueID)? = resolve(path), let sessionPath = reader.string("o") else { throw .noSuchObject }
             let session = try session(sessionPath, sender: sender)
             let (keychain, master) = try unlocked(collection)
-            let found = try item(collection, uniqueID: uniqueID, keychain: keychain, master: master)
-            var secret = found.object[.value] ?? []
-            defer { wipe(&secret) }
+            var found = try item(collection, uniqueID: uniqueID, keychain: keychain, master: master)
+            defer { found.object.wipeValues() }
             var reply: OpaquePointer?
             guard sd_bus_message_new_method_return(message, &reply) >= 0, let reply else { throw .failed("no reply") }
             defer { sd_bus_message_unref(reply) }
             var writer = BusWriter(message: reply)
-            try encode(secret, contentType: contentType(found.object), sessionPath: sessionPath, session: session, into: &writer)
+            try encode(found.object[.value] ?? [], contentType: contentType(found.object), sessionPath: sessionPath, session: session, into: &writer)
             return try send(reply, writer)
         case (Self.itemInterface, "SetSecret"):
             guard case .item(let collection, let uniqueID)? = resolve(path), let secret = reader.secret() else { throw .noSuchObject }
@@ -477,11 +514,7 @@ final class SecretService: @unchecked Sendable {
             guard let prompt = prompts[path], prompt.sender == sender else { throw .noSuchObject }
             prompts[path] = nil
             let result = reply(message) { _ in }
-            if case .create = prompt.action {
-                completed(path, dismissed: true, result: .object("/"))
-            } else {
-                completed(path, dismissed: true, result: .objects([]))
-            }
+            dismiss(path, prompt.action)
             return result
         default:
             throw .error("org.freedesktop.DBus.Error.UnknownMethod", "Unknown method \(interface).\(member)")
@@ -549,6 +582,7 @@ final class SecretService: @unchecked Sendable {
     /// the label of a keychain that exists) answers with that keychain.
     private func createCollection(_ message: OpaquePointer, _ reader: BusReader, sender: String) throws(Failure) -> Int32 {
         guard let properties = reader.properties(), let alias = reader.string() else { throw .invalid("properties, alias") }
+        guard alias.isEmpty || alias == "default" else { throw .notSupported("only the 'default' alias exists here") }
         let all = collections()
         var found: Collection?
         if alias == "default" { found = defaultCollection(all) }
@@ -590,7 +624,7 @@ final class SecretService: @unchecked Sendable {
         let (keychain, master) = try unlocked(collection)
         if replace {
             // The item with the same attributes is updated in place.
-            for itemPath in search(collection, attributes, keychain: keychain, master: master) {
+            for itemPath in try search(collection, attributes, keychain: keychain, master: master) {
                 guard case .item(_, let uniqueID)? = resolve(itemPath),
                       let existing = try? item(collection, uniqueID: uniqueID, keychain: keychain, master: master),
                       SecretServiceItems.attributes(of: existing.object) == attributes else { continue }
@@ -632,9 +666,11 @@ final class SecretService: @unchecked Sendable {
     /// Applies `changes` to an item (unlocked keychain), and says so on the bus.
     func change(_ collection: Collection, uniqueID: String, _ changes: Template) throws(Failure) {
         let (keychain, master) = try unlocked(collection)
-        let found = try item(collection, uniqueID: uniqueID, keychain: keychain, master: master)
+        var found = try item(collection, uniqueID: uniqueID, keychain: keychain, master: master)
+        defer { found.object.wipeValues() }
         do {
-            let changed = try ObjectTemplate.set(changes, on: found.object)
+            var changed = try ObjectTemplate.set(changes, on: found.object)
+            defer { changed.wipeValues() }
             try keychain.replace(id: found.row, with: changed, master: master)
         } catch {
             throw .failed("the keychain refuses the change: \(error.reason)")
@@ -679,7 +715,7 @@ final class SecretService: @unchecked Sendable {
         if let bus { _ = sd_bus_flush(bus) }
         guard let program = Configuration.current().promptProgram else {
             complain("keychaind: a Secret Service prompt was run, but no prompt program is configured (KEYCHAIN_PKCS11_PROMPT / prompt_program)")
-            completed(path, dismissed: true, result: .objects([]))
+            dismiss(path, prompt.action)
             return result
         }
         func ask(_ text: String) -> SecureBytes? { try? PromptProgram.run(program, text: text) }
@@ -687,15 +723,13 @@ final class SecretService: @unchecked Sendable {
         case .unlock(let keychains, let objects):
             var unlockedAny = false
             for collection in keychains {
-                guard let answer = ask("Unlock the keychain '\(collection.label)' for an application (Secret Service)") else {
-                    completed(path, dismissed: true, result: .objects([]))
-                    return result
-                }
-                if case .success = answer.withUnsafeBytes({ keys.unlock(path: collection.file, pin: Array($0)) }) {
+                guard let answer = ask("Unlock the keychain '\(Self.printable(collection.label))' for an application (Secret Service)") else { break }
+                if case .success = answer.withUnsafeBytes({ keys.unlock(path: collection.file, pin: $0) }) {
                     unlockedAny = true
                     propertiesChanged(collection.path, Self.collectionInterface, ["Locked"])
+                    emit(Self.root, Self.serviceInterface, "CollectionChanged", objectPath: collection.path)
                 } else {
-                    complain("keychaind: the Secret Service prompt for '\(collection.label)' got a wrong PIN")
+                    complain("keychaind: the Secret Service prompt for '\(Self.printable(collection.label))' got a wrong PIN")
                 }
             }
             let unlocked = objects.filter { object in
@@ -707,10 +741,17 @@ final class SecretService: @unchecked Sendable {
             }
             completed(path, dismissed: !unlockedAny, result: .objects(unlocked))
         case .create(let label, let alias):
-            guard let so = ask("New keychain '\(label)': its SO PIN (administers the keychain; keep it offline)"),
-                  let soAgain = ask("New keychain '\(label)': the SO PIN again"), so.constantTimeEquals(soAgain),
-                  let user = ask("New keychain '\(label)': its user PIN (the keychain password)"),
-                  let userAgain = ask("New keychain '\(label)': the user PIN again"), user.constantTimeEquals(userAgain) else {
+            let shown = Self.printable(label)
+            guard let so = ask("New keychain '\(shown)': its SO PIN (administers the keychain; keep it offline)"),
+                  let soAgain = ask("New keychain '\(shown)': the SO PIN again"), so.constantTimeEquals(soAgain),
+                  let user = ask("New keychain '\(shown)': its user PIN (the keychain password)"),
+                  let userAgain = ask("New keychain '\(shown)': the user PIN again"), user.constantTimeEquals(userAgain) else {
+                completed(path, dismissed: true, result: .object("/"))
+                return result
+            }
+            // Checked again now: another prompt or keychainctl may have made the label meanwhile.
+            guard !collections().contains(where: { $0.label == label }) else {
+                complain("keychaind: a keychain labelled '\(shown)' exists already; nothing created")
                 completed(path, dismissed: true, result: .object("/"))
                 return result
             }
@@ -726,18 +767,18 @@ final class SecretService: @unchecked Sendable {
                     }
                 }
                 // Unlocked in this session, as a collection just made is for gnome-keyring.
-                _ = user.withUnsafeBytes { keys.unlock(path: keychain.path, pin: Array($0)) }
+                _ = user.withUnsafeBytes { keys.unlock(path: keychain.path, pin: $0) }
                 let collection = Collection(file: keychain.path, label: label)
                 if alias == "default" { try? directory.setDefaultKeychain(label) }
                 emit(Self.root, Self.serviceInterface, "CollectionCreated", objectPath: collection.path)
                 propertiesChanged(Self.root, Self.serviceInterface, ["Collections"])
                 completed(path, dismissed: false, result: .object(collection.path))
             } catch {
-                complain("keychaind: the keychain '\(label)' was not created: \(error.reason)")
+                complain("keychaind: the keychain '\(shown)' was not created: \(error.reason)")
                 completed(path, dismissed: true, result: .object("/"))
             }
         case .delete(let collection):
-            guard let so = ask("Delete the keychain '\(collection.label)' and every item in it: its SO PIN") else {
+            guard let so = ask("Delete the keychain '\(Self.printable(collection.label))' and every item in it: its SO PIN") else {
                 completed(path, dismissed: true, result: .objects([]))
                 return result
             }
@@ -745,7 +786,7 @@ final class SecretService: @unchecked Sendable {
                 let keychain = try Keychain.open(at: collection.file)
                 _ = try so.withUnsafeBytes { bytes throws(KeychainError) in try keychain.unlock(.securityOfficer, pin: bytes) }
             } catch {
-                complain("keychaind: the keychain '\(collection.label)' was not deleted: \(error.reason)")
+                complain("keychaind: the keychain '\(Self.printable(collection.label))' was not deleted: \(error.reason)")
                 completed(path, dismissed: true, result: .objects([]))
                 return result
             }
@@ -758,6 +799,15 @@ final class SecretService: @unchecked Sendable {
             completed(path, dismissed: false, result: .objects([]))
         }
         return result
+    }
+
+    /// Completed as dismissed, with the result type the action's callers expect.
+    func dismiss(_ path: String, _ action: PromptAction) {
+        if case .create = action {
+            completed(path, dismissed: true, result: .object("/"))
+        } else {
+            completed(path, dismissed: true, result: .objects([]))
+        }
     }
 
     /// A prompt's result: object paths (Unlock, Delete) or one object path (CreateCollection).
@@ -796,7 +846,7 @@ final class SecretService: @unchecked Sendable {
             switch property {
             case "Items":
                 let (keychain, master) = try open(collection)
-                writer.objectPaths(search(collection, [:], keychain: keychain, master: master))
+                writer.objectPaths(try search(collection, [:], keychain: keychain, master: master))
             case "Label": writer.string(collection.label)
             case "Locked": writer.bool(isLocked(collection))
             case "Created", "Modified":
@@ -812,8 +862,22 @@ final class SecretService: @unchecked Sendable {
                 writer.bool(locked)
                 return
             }
+            if locked {
+                // Its label and attributes are sealed until the keychain is unlocked: empty values
+                // (clients read every property when they make an item proxy: an error there would
+                // make the item look missing rather than locked).
+                switch property {
+                case "Attributes": writer.stringDictionary([:])
+                case "Label": writer.string("")
+                case "Type": writer.string("org.freedesktop.Secret.Generic")
+                case "Created", "Modified": writer.uint64(0)
+                default: throw .noSuchObject
+                }
+                return
+            }
             let (keychain, master) = try open(collection)
-            let found = try item(collection, uniqueID: uniqueID, keychain: keychain, master: master)
+            var found = try item(collection, uniqueID: uniqueID, keychain: keychain, master: master)
+            defer { found.object.wipeValues() }
             switch property {
             case "Attributes": writer.stringDictionary(SecretServiceItems.attributes(of: found.object))
             case "Label": writer.string(found.object[.label].map { String(decoding: $0, as: UTF8.self) } ?? "")
@@ -856,10 +920,13 @@ final class SecretService: @unchecked Sendable {
             return false
         case Self.itemInterface:
             guard case .item(let collection, let uniqueID)? = resolve(path) else { return false }
+            // A locked keychain's items cannot be looked up (their index needs the master key):
+            // a well-formed item path there exists, and its calls answer IsLocked.
+            if isLocked(collection) { return true }
             guard let (keychain, master) = try? open(collection) else { return false }
-            // A locked keychain's items are not known until it is unlocked; say they exist only
-            // when they can be found.
-            return (try? item(collection, uniqueID: uniqueID, keychain: keychain, master: master)) != nil
+            guard var found = try? item(collection, uniqueID: uniqueID, keychain: keychain, master: master) else { return false }
+            found.object.wipeValues()
+            return true
         case Self.sessionInterface:
             return sessions[path] != nil
         case Self.promptInterface:

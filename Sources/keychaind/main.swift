@@ -76,6 +76,18 @@ final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// The held key as secure bytes for the Secret Service (a use: restarts the idle timer).
+    func sessionKey(path: String) -> SecureBytes? {
+        lock.withLock {
+            guard let entry = held[path] else { return nil }
+            entry.lastUse = Int64(time(nil))
+            return entry.key.withUnsafeBytes { SecureBytes($0) }
+        }
+    }
+
+    /// Whether the keychain is held, without using it.
+    func isHeld(path: String) -> Bool { lock.withLock { held[path] != nil } }
+
     func firstUnlockKey(path: String) -> (UnlockSession.Status, [[UInt8]]) {
         lock.withLock {
             guard let key = firstUnlocks[path] else { return (.locked, []) }

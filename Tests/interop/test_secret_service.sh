@@ -160,6 +160,13 @@ printf 'protocol=https\nhost=git.example.org\nusername=erin\n\n' | ./git-credent
 out=$(printf 'protocol=https\nhost=git.example.org\n\n' | ./git-credential-libsecret get)
 expect_not_contains "$out" "git-s3cret" "erased"
 
+# A password whose access control asks the PIN at each use is not served over D-Bus (the
+# Secret Service cannot ask it): not found, not listed.
+printf 'guarded-secret' >guarded.txt
+kc add-generic-password -a hidden -s guarded.example --access-control user-presence --password-file guarded.txt >/dev/null || fail "add a user-presence item"
+secret-tool lookup service guarded.example account hidden >guarded.out && fail "a user-presence item was served: $(cat guarded.out)"
+expect_eq "$(secret-tool search --all service guarded.example 2>&1)" "" "a user-presence item is not listed"
+
 # Nothing of the secrets or attribute values in the files.
 for needle in hunter2 ünïcødé 'wert ✓' example.org 'Example login' carol py-secret git-s3cret; do
     for file in "$KEYCHAIN_PKCS11_DIR"/login.keychain-db*; do
@@ -168,6 +175,10 @@ for needle in hunter2 ünïcødé 'wert ✓' example.org 'Example login' carol p
 done
 
 # A locked keychain: Unlock answers with a prompt, GetSecret with IsLocked, never a secret.
+"$venv/bin/python" -c '
+import secretstorage
+conn = secretstorage.dbus_init()
+print([i.item_path for i in secretstorage.search_items(conn, {"service": "example.org", "account": "alice"})][0])' >alice.path || fail "alice's item path"
 kc lock >/dev/null || fail "keychainctl lock"
 secret-tool lookup service example.org account alice >locked.out && fail "a locked keychain gave a secret: $(cat locked.out)"
 "$venv/bin/python" - <<'PY' || fail "locked keychain through secretstorage"
@@ -185,6 +196,16 @@ try:
     raise SystemExit("CreateItem on a locked keychain succeeded")
 except LockedException:
     pass
+from jeepney.wrappers import DBusErrorResponse
+path = open("alice.path").read().strip()
+item = DBusAddressWrapper(path, "org.freedesktop.Secret.Item", conn)
+session = secretstorage.util.open_session(conn)
+try:
+    item.call("GetSecret", "o", session.object_path)
+    raise SystemExit("GetSecret on a locked keychain answered")
+except DBusErrorResponse as error:
+    assert error.name == "org.freedesktop.Secret.Error.IsLocked", error.name
+assert secretstorage.Item(conn, path).is_locked()
 print("locked: ok")
 PY
 # With a prompt program, secretstorage's unlock runs the prompt and the keychain opens.
@@ -198,6 +219,21 @@ print("prompt unlock: ok")
 PY
 expect_contains "$(cat asked)" "Unlock the keychain 'login'" "the prompt program was asked"
 expect_eq "$(secret-tool lookup service example.org account alice)" "hunter2" "unlocked again"
+
+# Reading lock states is not a use: a keychain unlocked for 2 s locks although a client polls.
+kc unlock --timeout 2s --pin-file user.pin >/dev/null || fail "unlock with a timeout"
+"$venv/bin/python" - <<'PY' || fail "the idle timeout while a client polls Locked"
+import secretstorage, time
+conn = secretstorage.dbus_init()
+collection = secretstorage.get_default_collection(conn)
+assert not collection.is_locked()
+deadline = time.time() + 6
+while time.time() < deadline and not collection.is_locked():
+    time.sleep(0.2)
+assert collection.is_locked(), "polling Locked kept the keychain unlocked"
+print("idle timeout: ok")
+PY
+kc unlock --pin-file user.pin >/dev/null || fail "unlock again"
 
 # keychainctl secret-service status names the owner; a second provider does not take the name.
 out=$(kc secret-service status) || fail "secret-service status"

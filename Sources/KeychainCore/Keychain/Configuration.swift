@@ -14,6 +14,9 @@ public struct Configuration: Sendable {
     /// (`KEYCHAIN_PKCS11_DEFAULT`, `default_keychain` in the configuration file, or the label
     /// `keychainctl set-default` wrote into the keychain folder).
     public var defaultKeychain: String?
+    /// Whether KEYCHAIN_PKCS11_DEFAULT or the file's `default_keychain` decides the default
+    /// (then the choice kept in the keychain folder does not count).
+    public var defaultKeychainIsFixed = false
     /// The keychains whose user PIN is the login password (`login_keychains`, comma-separated
     /// labels; default "login"): pam_keychain unlocks these at login and changes their PIN with
     /// the login password. Only these are tried: a wrong PIN counts toward a keychain's lock.
@@ -56,6 +59,7 @@ public struct Configuration: Sendable {
         let directory = environment("KEYCHAIN_PKCS11_DIR") ?? file["directory"].map(expandHome) ?? defaultDirectory()
         let defaultKeychain = environment("KEYCHAIN_PKCS11_DEFAULT") ?? file["default_keychain"] ?? KeychainDirectory(path: directory).defaultKeychain()
         var configuration = Configuration(directory: directory, kdf: kdf, defaultKeychain: defaultKeychain)
+        configuration.defaultKeychainIsFixed = environment("KEYCHAIN_PKCS11_DEFAULT") != nil || file["default_keychain"] != nil
         func number(_ variable: String, _ key: String) -> Int? { (environment(variable) ?? file[key]).flatMap { Int($0) } }
         configuration.pinPolicy = PINPolicy(minimumLength: number("KEYCHAIN_PKCS11_PIN_MIN_LENGTH", "pin_min_length") ?? PINPolicy.minimumLength,
                                             maximumLength: number("KEYCHAIN_PKCS11_PIN_MAX_LENGTH", "pin_max_length") ?? PINPolicy.maximumLength,
