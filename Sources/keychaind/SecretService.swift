@@ -205,10 +205,35 @@ final class SecretService: @unchecked Sendable {
         return out.isEmpty ? "_" : out
     }
 
+    /// Opened keychains by file, kept while the file is the same one (device and inode): a
+    /// Keychain reads SQLite at each call, so it sees every other process's writes, and opening
+    /// one per D-Bus call cost most of a call's time.
+    private var opened: [String: (device: UInt64, inode: UInt64, label: String, keychain: Keychain)] = [:]
+
     func collections() -> [Collection] {
-        KeychainDirectory(path: Configuration.current().directory).keychainFiles().compactMap { file in
-            (try? Keychain.open(at: file).info(countingObjects: false).label).map { Collection(file: file, label: $0) }
+        let files = KeychainDirectory(path: Configuration.current().directory).keychainFiles()
+        var kept: [String: (device: UInt64, inode: UInt64, label: String, keychain: Keychain)] = [:]
+        var result: [Collection] = []
+        for file in files {
+            var info = stat()
+            guard stat(file, &info) == 0 else { continue }
+            let device = UInt64(info.st_dev), inode = UInt64(info.st_ino)
+            if let cached = opened[file], cached.device == device, cached.inode == inode {
+                kept[file] = cached
+            } else if let keychain = try? Keychain.open(at: file), let label = try? keychain.info(countingObjects: false).label {
+                kept[file] = (device, inode, label, keychain)
+            } else {
+                continue
+            }
+            if let entry = kept[file] { result.append(Collection(file: file, label: entry.label)) }
         }
+        opened = kept
+        return result
+    }
+
+    private func keychain(_ collection: Collection) throws(Failure) -> Keychain {
+        if let cached = opened[collection.file] { return cached.keychain }
+        do { return try Keychain.open(at: collection.file) } catch { throw .failed("cannot open keychain '\(Self.printable(collection.label))': \(error.reason)") }
     }
 
     /// The default keychain, as keychainctl chooses it: the configured default, else "login",
@@ -260,8 +285,7 @@ final class SecretService: @unchecked Sendable {
 
     /// The open keychain and its master key (nil while locked).
     func open(_ collection: Collection) throws(Failure) -> (Keychain, MasterKey?) {
-        let keychain: Keychain
-        do { keychain = try Keychain.open(at: collection.file) } catch { throw .failed("cannot open keychain '\(collection.label)': \(error.reason)") }
+        let keychain = try keychain(collection)
         guard let key = keys.sessionKey(path: collection.file) else { return (keychain, nil) }
         return (keychain, try? keychain.masterKey(fromSession: key))
     }
