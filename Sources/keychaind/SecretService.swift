@@ -131,6 +131,11 @@ final class SecretService: @unchecked Sendable {
         guard opened >= 0, let connection else { return "no session bus (\(String(cString: strerror(-opened)))): set DBUS_SESSION_BUS_ADDRESS" }
         bus = connection
         Self.current = self
+        guard pipe(&wake) == 0 else { return "no pipe (\(String(cString: strerror(errno))))" }
+        for fd in wake {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
+        }
         let registered = kc_secret_service_register(connection, secretServiceMethod, secretServiceGet, secretServiceSet, secretServiceFind)
         guard registered >= 0 else { return "cannot register the Secret Service objects (\(String(cString: strerror(-registered))))" }
         // Sessions and prompts end with the connection that opened them.
@@ -178,7 +183,19 @@ final class SecretService: @unchecked Sendable {
                 stopRequested = 1
                 break
             }
-            _ = sd_bus_wait(bus, 500_000)
+            // Wait for the bus, a prompt's outcome, or at most 500 ms (to see stopRequested).
+            var fds = [pollfd(fd: sd_bus_get_fd(bus), events: Int16(truncatingIfNeeded: sd_bus_get_events(bus)), revents: 0),
+                       pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0)]
+            var deadline: UInt64 = 0
+            var wait: Int32 = 500
+            if sd_bus_get_timeout(bus, &deadline) >= 0, deadline != UInt64.max {
+                var now = timespec()
+                clock_gettime(CLOCK_MONOTONIC, &now)
+                let nowMicros = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+                wait = deadline <= nowMicros ? 0 : Int32(min(UInt64(wait), (deadline - nowMicros + 999) / 1000))
+            }
+            _ = poll(&fds, 2, wait)
+            if fds[1].revents != 0 { announceOutcomes() }
         }
         _ = sd_bus_release_name(bus, Self.name)
         sd_bus_flush_close_unref(bus)
@@ -729,58 +746,80 @@ final class SecretService: @unchecked Sendable {
         return reply(message) { $0.objectPaths(done); $0.string(promptPath, type: "o") }
     }
 
-    /// Prompt(window-id): answers at once, then asks what the action needs with the prompt
-    /// program and signals Completed (dismissed when the user cancels, a PIN is wrong, or no
-    /// prompt program is configured).
+    /// What a prompt's worker found, for the bus thread to announce.
+    enum PromptOutcome {
+        case dismissed
+        case unlocked(files: [String], objects: [String])
+        case created(file: String, label: String)
+        case deleted(Collection)
+    }
+
+    /// Prompts run on their own threads (a person may take minutes); their outcomes wait here
+    /// for the bus thread, which `wake` rouses.
+    private let outcomeLock = PThreadMutex()
+    private var outcomes: [(path: String, action: PromptAction, outcome: PromptOutcome)] = []
+    private var wake: [Int32] = [-1, -1]
+
+    /// Prompt(window-id): answers at once; a worker thread asks what the action needs with the
+    /// prompt program (no bus call waits for the person), and the bus thread then signals
+    /// Completed (dismissed when the user cancels, a PIN is wrong, or no prompt program is set).
     private func runPrompt(_ message: OpaquePointer, path: String, sender: String) throws(Failure) -> Int32 {
         guard let prompt = prompts[path], prompt.sender == sender else { throw .noSuchObject }
         prompts[path] = nil
         let result = reply(message) { _ in }
-        if let bus { _ = sd_bus_flush(bus) }
         guard let program = Configuration.current().promptProgram else {
             complain("keychaind: a Secret Service prompt was run, but no prompt program is configured (KEYCHAIN_PKCS11_PROMPT / prompt_program)")
             dismiss(path, prompt.action)
             return result
         }
+        let existing = collections().map(\.label)
+        let keys = self.keys
+        let service = self
+        Thread {
+            let outcome = Self.ask(program: program, action: prompt.action, existingLabels: existing, keys: keys)
+            service.post(path: path, action: prompt.action, outcome: outcome)
+        }.start()
+        return result
+    }
+
+    private func post(path: String, action: PromptAction, outcome: PromptOutcome) {
+        outcomeLock.withLock { outcomes.append((path, action, outcome)) }
+        var byte: UInt8 = 1
+        _ = Glibc.write(wake[1], &byte, 1)
+    }
+
+    /// The slow part of a prompt, off the bus thread: only the prompt program, the unlock
+    /// session and the keychain files are touched here.
+    private static func ask(program: String, action: PromptAction, existingLabels: [String], keys: KeySource) -> PromptOutcome {
         func ask(_ text: String) -> SecureBytes? { try? PromptProgram.run(program, text: text) }
-        switch prompt.action {
+        switch action {
         case .unlock(let keychains, let objects):
-            var unlockedAny = false
+            var files: [String] = []
             for collection in keychains {
-                guard let answer = ask("Unlock the keychain '\(Self.printable(collection.label))' for an application (Secret Service)") else { break }
+                guard let answer = ask("Unlock the keychain '\(printable(collection.label))' for an application (Secret Service)") else { break }
                 if case .success = answer.withUnsafeBytes({ keys.unlock(path: collection.file, pin: $0) }) {
-                    unlockedAny = true
-                    propertiesChanged(collection.path, Self.collectionInterface, ["Locked"])
-                    emit(Self.root, Self.serviceInterface, "CollectionChanged", objectPath: collection.path)
+                    files.append(collection.file)
                 } else {
-                    complain("keychaind: the Secret Service prompt for '\(Self.printable(collection.label))' got a wrong PIN")
+                    complain("keychaind: the Secret Service prompt for '\(printable(collection.label))' got a wrong PIN")
                 }
             }
-            let unlocked = objects.filter { object in
-                switch resolve(object) {
-                case .collection(let c)?: return !isLocked(c)
-                case .item(let c, _)?: return !isLocked(c)
-                case nil: return false
-                }
-            }
-            completed(path, dismissed: !unlockedAny, result: .objects(unlocked))
+            return files.isEmpty ? .dismissed : .unlocked(files: files, objects: objects)
         case .create(let label, let alias):
-            let shown = Self.printable(label)
+            let shown = printable(label)
             guard let so = ask("New keychain '\(shown)': its SO PIN (administers the keychain; keep it offline)"),
                   let soAgain = ask("New keychain '\(shown)': the SO PIN again"), so.constantTimeEquals(soAgain),
                   let user = ask("New keychain '\(shown)': its user PIN (the keychain password)"),
                   let userAgain = ask("New keychain '\(shown)': the user PIN again"), user.constantTimeEquals(userAgain) else {
-                completed(path, dismissed: true, result: .object("/"))
-                return result
-            }
-            // Checked again now: another prompt or keychainctl may have made the label meanwhile.
-            guard !collections().contains(where: { $0.label == label }) else {
-                complain("keychaind: a keychain labelled '\(shown)' exists already; nothing created")
-                completed(path, dismissed: true, result: .object("/"))
-                return result
+                return .dismissed
             }
             let configuration = Configuration.current()
             let directory = KeychainDirectory(path: configuration.directory)
+            // Checked again now: another prompt or keychainctl may have made the label meanwhile.
+            let labels = directory.keychainFiles().compactMap { try? Keychain.open(at: $0).info(countingObjects: false).label }
+            guard !labels.contains(label), !existingLabels.contains(label) else {
+                complain("keychaind: a keychain labelled '\(shown)' exists already; nothing created")
+                return .dismissed
+            }
             do {
                 let keychain = try so.withUnsafeBytes { soBytes throws(KeychainError) in
                     try user.withUnsafeBytes { userBytes throws(KeychainError) in
@@ -792,37 +831,65 @@ final class SecretService: @unchecked Sendable {
                 }
                 // Unlocked in this session, as a collection just made is for gnome-keyring.
                 _ = user.withUnsafeBytes { keys.unlock(path: keychain.path, pin: $0) }
-                let collection = Collection(file: keychain.path, label: label)
-                if alias == "default" { try? directory.setDefaultKeychain(label) }
-                emit(Self.root, Self.serviceInterface, "CollectionCreated", objectPath: collection.path)
-                propertiesChanged(Self.root, Self.serviceInterface, ["Collections"])
-                completed(path, dismissed: false, result: .object(collection.path))
+                if alias == "default", !configuration.defaultKeychainIsFixed { try? directory.setDefaultKeychain(label) }
+                return .created(file: keychain.path, label: label)
             } catch {
                 complain("keychaind: the keychain '\(shown)' was not created: \(error.reason)")
-                completed(path, dismissed: true, result: .object("/"))
+                return .dismissed
             }
         case .delete(let collection):
-            guard let so = ask("Delete the keychain '\(Self.printable(collection.label))' and every item in it: its SO PIN") else {
-                completed(path, dismissed: true, result: .objects([]))
-                return result
-            }
+            guard let so = ask("Delete the keychain '\(printable(collection.label))' and every item in it: its SO PIN") else { return .dismissed }
             do {
                 let keychain = try Keychain.open(at: collection.file)
                 _ = try so.withUnsafeBytes { bytes throws(KeychainError) in try keychain.unlock(.securityOfficer, pin: bytes) }
             } catch {
-                complain("keychaind: the keychain '\(Self.printable(collection.label))' was not deleted: \(error.reason)")
-                completed(path, dismissed: true, result: .objects([]))
-                return result
+                complain("keychaind: the keychain '\(printable(collection.label))' was not deleted: \(error.reason)")
+                return .dismissed
             }
             keys.lock(path: collection.file)
             for file in [collection.file, collection.file + "-wal", collection.file + "-shm"] { unlink(file) }
             let directory = KeychainDirectory(path: Configuration.current().directory)
             if directory.defaultKeychain() == collection.label { try? directory.setDefaultKeychain(nil) }
-            emit(Self.root, Self.serviceInterface, "CollectionDeleted", objectPath: collection.path)
-            propertiesChanged(Self.root, Self.serviceInterface, ["Collections"])
-            completed(path, dismissed: false, result: .objects([]))
+            return .deleted(collection)
         }
-        return result
+    }
+
+    /// On the bus thread: announces the outcomes the prompt workers posted.
+    private func announceOutcomes() {
+        var byte: UInt8 = 0
+        while Glibc.read(wake[0], &byte, 1) == 1 {}
+        let ready = outcomeLock.withLock { () -> [(path: String, action: PromptAction, outcome: PromptOutcome)] in
+            defer { outcomes.removeAll() }
+            return outcomes
+        }
+        for (path, action, outcome) in ready {
+            switch outcome {
+            case .dismissed:
+                dismiss(path, action)
+            case .unlocked(let files, let objects):
+                for collection in collections() where files.contains(collection.file) {
+                    propertiesChanged(collection.path, Self.collectionInterface, ["Locked"])
+                    emit(Self.root, Self.serviceInterface, "CollectionChanged", objectPath: collection.path)
+                }
+                let unlocked = objects.filter { object in
+                    switch resolve(object) {
+                    case .collection(let c)?: return !isLocked(c)
+                    case .item(let c, _)?: return !isLocked(c)
+                    case nil: return false
+                    }
+                }
+                completed(path, dismissed: false, result: .objects(unlocked))
+            case .created(let file, let label):
+                let collection = Collection(file: file, label: label)
+                emit(Self.root, Self.serviceInterface, "CollectionCreated", objectPath: collection.path)
+                propertiesChanged(Self.root, Self.serviceInterface, ["Collections"])
+                completed(path, dismissed: false, result: .object(collection.path))
+            case .deleted(let collection):
+                emit(Self.root, Self.serviceInterface, "CollectionDeleted", objectPath: collection.path)
+                propertiesChanged(Self.root, Self.serviceInterface, ["Collections"])
+                completed(path, dismissed: false, result: .objects([]))
+            }
+        }
     }
 
     /// Completed as dismissed, with the result type the action's callers expect.
