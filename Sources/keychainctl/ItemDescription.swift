@@ -253,22 +253,6 @@ enum JSON {
     }
 }
 
-/// A label or other stored text as a terminal may show it: control characters (C0, DEL, C1)
-/// and the bidirectional overrides become \u{…} escapes, so a label cannot move the cursor,
-/// change colours or hide text.
-func printable(_ text: String) -> String {
-    var out = ""
-    for scalar in text.unicodeScalars {
-        let value = scalar.value
-        if value < 0x20 || (0x7F...0x9F).contains(value) || (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value) {
-            out += "\\u{" + String(value, radix: 16) + "}"
-        } else {
-            out.unicodeScalars.append(scalar)
-        }
-    }
-    return out
-}
-
 /// Prints rows as aligned columns (cells made printable first).
 func printTable(_ rows: [[String]]) {
     let rows = rows.map { $0.map(printable) }

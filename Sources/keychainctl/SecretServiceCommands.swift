@@ -25,14 +25,7 @@ final class SecretServiceClient {
     deinit { sd_bus_flush_close_unref(bus) }
 
     /// The owner of the name: its PID and executable, nil when nobody owns it.
-    func owner() -> (pid: pid_t?, exe: String?)? {
-        var credentials: OpaquePointer?
-        guard sd_bus_get_name_creds(bus, Self.name, UInt64(SD_BUS_CREDS_AUGMENT) | UInt64(SD_BUS_CREDS_PID | SD_BUS_CREDS_EXE), &credentials) >= 0, let credentials else { return nil }
-        defer { sd_bus_creds_unref(credentials) }
-        var pid: pid_t = 0
-        var exe: UnsafePointer<CChar>?
-        return (sd_bus_creds_get_pid(credentials, &pid) >= 0 ? pid : nil, sd_bus_creds_get_exe(credentials, &exe) >= 0 ? exe.map { String(cString: $0) } : nil)
-    }
+    func owner() -> (pid: pid_t?, exe: String?)? { busNameOwner(bus, Self.name) }
 
     /// Calls a method (25 s at most) and hands the reply to `read`.
     func call<R>(_ path: String, _ interface: String, _ member: String, _ fill: (inout BusWriter) -> Void = { _ in },
@@ -86,12 +79,8 @@ struct SecretServiceCommand: ParsableCommand {
 
     /// keychaind beside this keychainctl.
     static func keychaindPath() -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        guard length > 0 else { return nil }
-        let executable = String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let path = String(executable[..<(executable.lastIndex(of: "/") ?? executable.startIndex)]) + "/keychaind"
-        return access(path, X_OK) == 0 ? path : nil
+        guard let folder = ModulePath.executableFolder() else { return nil }
+        return access(folder + "/keychaind", X_OK) == 0 ? folder + "/keychaind" : nil
     }
 }
 
@@ -366,11 +355,11 @@ struct ImportSecretService: ParsableCommand {
                     imported += 1
                     continue
                 }
-                do {
-                    try add(attributes, label: itemLabel, contentType: secret.contentType, secret: value, to: open, master: master)
-                    imported += 1
-                } catch let error as KeychainError {
-                    failed.append("\(itemLabel): \(error.reason)")
+                switch Result(catching: { () throws(KeychainError) in
+                    try SecretServiceItems.add(attributes, label: itemLabel, contentType: secret.contentType, secret: value, to: open.keychain, master: master)
+                }) {
+                case .success: imported += 1
+                case .failure(let error): failed.append("\(itemLabel): \(error.reason)")
                 }
             }
         }
@@ -392,30 +381,5 @@ struct ImportSecretService: ParsableCommand {
             }
         }
         return false
-    }
-
-    private func add(_ attributes: [String: String], label: String, contentType: String, secret: [UInt8], to open: OpenKeychain, master: MasterKey) throws {
-        for asInternet in SecretServiceItems.isNetwork(attributes) ? [true, false] : [false] {
-            let template = SecretServiceItems.creationTemplate(attributes, label: label, contentType: contentType, secret: secret, asInternet: asInternet)
-            let uid = try PasswordItems.newUniqueID()
-            let outcome = Self.store(template, uid: uid, in: open.keychain, master: master)
-            switch outcome {
-            case .success: return
-            case .failure(let error):
-                // An internet password with these fields exists: keep this one as a generic password.
-                if error.code == .duplicateItem && asInternet { continue }
-                throw error
-            }
-        }
-    }
-
-    static func store(_ template: Template, uid: UniqueID, in keychain: Keychain, master: MasterKey) -> Result<Void, KeychainError> {
-        do {
-            let object = try ObjectTemplate.create(template, uniqueID: uid.text, policy: Configuration.current().keyPolicy)
-            _ = try keychain.add(object, uid: uid.bytes, master: master)
-            return .success(())
-        } catch {
-            return .failure(error)
-        }
     }
 }

@@ -162,14 +162,8 @@ final class SecretService: @unchecked Sendable {
     }
 
     private func ownerDescription(_ connection: OpaquePointer) -> String {
-        var credentials: OpaquePointer?
-        guard sd_bus_get_name_creds(connection, Self.name, UInt64(SD_BUS_CREDS_AUGMENT) | UInt64(SD_BUS_CREDS_PID | SD_BUS_CREDS_EXE), &credentials) >= 0, let credentials else { return "" }
-        defer { sd_bus_creds_unref(credentials) }
-        var pid: pid_t = 0
-        var exe: UnsafePointer<CChar>?
-        let hasPID = sd_bus_creds_get_pid(credentials, &pid) >= 0
-        let hasExe = sd_bus_creds_get_exe(credentials, &exe) >= 0
-        return " (" + (hasPID ? "PID \(pid)" : "") + (hasExe ? ", \(exe.map { String(cString: $0) } ?? "?")" : "") + ")"
+        guard let owner = busNameOwner(connection, Self.name) else { return "" }
+        return " (" + (owner.pid.map { "PID \($0)" } ?? "") + (owner.exe.map { ", \($0)" } ?? "") + ")"
     }
 
     private func run() {
@@ -250,7 +244,7 @@ final class SecretService: @unchecked Sendable {
 
     private func keychain(_ collection: Collection) throws(Failure) -> Keychain {
         if let cached = opened[collection.file] { return cached.keychain }
-        do { return try Keychain.open(at: collection.file) } catch { throw .failed("cannot open keychain '\(Self.printable(collection.label))': \(error.reason)") }
+        do { return try Keychain.open(at: collection.file) } catch { throw .failed("cannot open keychain '\(printable(collection.label))': \(error.reason)") }
     }
 
     /// The default keychain, as keychainctl chooses it: the configured default, else "login",
@@ -264,6 +258,13 @@ final class SecretService: @unchecked Sendable {
     enum Target {
         case collection(Collection)
         case item(Collection, uniqueID: String)
+
+        /// The collection named, or the item's.
+        var collection: Collection {
+            switch self {
+            case .collection(let collection), .item(let collection, _): return collection
+            }
+        }
     }
 
     /// What a collection or item path (or its alias form) names; nil when nothing.
@@ -332,7 +333,7 @@ final class SecretService: @unchecked Sendable {
         } catch let failure as Failure {
             throw failure
         } catch let error as KeychainError where error.code == .recordCorrupted {
-            throw .failed("keychain '\(Self.printable(collection.label))' is damaged or was altered: \(error.reason) (keychainctl verify)")
+            throw .failed("keychain '\(printable(collection.label))' is damaged or was altered: \(error.reason) (keychainctl verify)")
         } catch {
             throw .noSuchObject
         }
@@ -341,18 +342,6 @@ final class SecretService: @unchecked Sendable {
     /// Items whose secret needs nothing beyond the unlocked keychain.
     static func isServed(_ object: ObjectAttributes) -> Bool { object.requiredCredential == .none }
 
-    /// A label as logs and prompt questions may show it (control characters escaped).
-    static func printable(_ text: String) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value) {
-                out += "\\u{" + String(scalar.value, radix: 16) + "}"
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
 
     /// Items of `collection` showing every pair of `wanted` (those served over D-Bus).
     func search(_ collection: Collection, _ wanted: [String: String], keychain: Keychain, master: MasterKey?) throws(Failure) -> [String] {
@@ -369,7 +358,7 @@ final class SecretService: @unchecked Sendable {
                 }
             }
         } catch {
-            throw .failed("keychain '\(Self.printable(collection.label))' could not be searched: \(error.reason) (keychainctl verify)")
+            throw .failed("keychain '\(printable(collection.label))' could not be searched: \(error.reason) (keychainctl verify)")
         }
         return paths
     }
@@ -453,12 +442,7 @@ final class SecretService: @unchecked Sendable {
             var done: [String] = []
             var lockedNow: Set<String> = []
             for object in objects {
-                guard let target = resolve(object) else { continue }
-                let collection: Collection
-                switch target {
-                case .collection(let c): collection = c
-                case .item(let c, _): collection = c
-                }
+                guard let collection = resolve(object)?.collection else { continue }
                 done.append(object)
                 guard !lockedNow.contains(collection.file) else { continue }
                 lockedNow.insert(collection.file)
@@ -674,34 +658,15 @@ final class SecretService: @unchecked Sendable {
                 return reply(message) { $0.string(itemPath, type: "o"); $0.string("/", type: "o") }
             }
         }
-        let uid: UniqueID
-        do { uid = try UniqueID.random() } catch { throw .failed(error.reason) }
-        var object: ObjectAttributes?
-        for asInternet in SecretServiceItems.isNetwork(attributes) ? [true, false] : [false] {
-            let template = SecretServiceItems.creationTemplate(attributes, label: label, contentType: secret.contentType, secret: value, asInternet: asInternet)
-            switch Self.store(template, uid: uid, in: keychain, master: master) {
-            case .success(let made):
-                object = made
-            case .failure(let error):
-                // An internet password with these fields exists: keep this one as a generic password.
-                if error.code == .duplicateItem && asInternet { continue }
-                throw .failed("the keychain refuses the item: \(error.reason)")
-            }
-            break
+        let object: ObjectAttributes
+        do {
+            object = try SecretServiceItems.add(attributes, label: label, contentType: secret.contentType, secret: value, to: keychain, master: master)
+        } catch {
+            throw .failed("the keychain refuses the item: \(error.reason)")
         }
-        guard let object, let itemPath = itemPath(collection, object) else { throw .failed("the item was not stored") }
+        guard let itemPath = itemPath(collection, object) else { throw .failed("the item was not stored") }
         itemsChanged(collection, item: itemPath, member: "ItemCreated")
         return reply(message) { $0.string(itemPath, type: "o"); $0.string("/", type: "o") }
-    }
-
-    static func store(_ template: Template, uid: UniqueID, in keychain: Keychain, master: MasterKey) -> Result<ObjectAttributes, KeychainError> {
-        do {
-            let object = try ObjectTemplate.create(template, uniqueID: uid.text, policy: Configuration.current().keyPolicy)
-            _ = try keychain.add(object, uid: uid.bytes, master: master)
-            return .success(object)
-        } catch {
-            return .failure(error)
-        }
     }
 
     /// Applies `changes` to an item (unlocked keychain), and says so on the bus.
@@ -729,12 +694,7 @@ final class SecretService: @unchecked Sendable {
         var pending: [Collection] = []
         var pendingObjects: [String] = []
         for object in objects {
-            guard let target = resolve(object) else { continue }
-            let collection: Collection
-            switch target {
-            case .collection(let c): collection = c
-            case .item(let c, _): collection = c
-            }
+            guard let collection = resolve(object)?.collection else { continue }
             if isLocked(collection) {
                 if !pending.contains(collection) { pending.append(collection) }
                 pendingObjects.append(object)
@@ -871,13 +831,7 @@ final class SecretService: @unchecked Sendable {
                     propertiesChanged(collection.path, Self.collectionInterface, ["Locked"])
                     emit(Self.root, Self.serviceInterface, "CollectionChanged", objectPath: collection.path)
                 }
-                let unlocked = objects.filter { object in
-                    switch resolve(object) {
-                    case .collection(let c)?: return !isLocked(c)
-                    case .item(let c, _)?: return !isLocked(c)
-                    case nil: return false
-                    }
-                }
+                let unlocked = objects.filter { object in resolve(object).map { !isLocked($0.collection) } ?? false }
                 completed(path, dismissed: false, result: .objects(unlocked))
             case .created(let file, let label):
                 let collection = Collection(file: file, label: label)

@@ -28,13 +28,7 @@ final class SecretServiceItemsTests: XCTestCase {
     }
 
     private func store(_ keychain: Keychain, _ master: MasterKey, _ attributes: [String: String], secret: String) throws -> ObjectAttributes {
-        let uid = try UniqueID.random()
-        let object = try ObjectTemplate.create(SecretServiceItems.creationTemplate(attributes, label: "item", contentType: "text/plain",
-                                                                                   secret: Array(secret.utf8),
-                                                                                   asInternet: SecretServiceItems.isNetwork(attributes)),
-                                               uniqueID: uid.text, policy: .compatible)
-        _ = try keychain.add(object, uid: uid.bytes, master: master)
-        return object
+        try SecretServiceItems.add(attributes, label: "item", contentType: "text/plain", secret: Array(secret.utf8), to: keychain, master: master)
     }
 
     private func found(_ keychain: Keychain, _ master: MasterKey?, _ wanted: [String: String]) throws -> [String] {

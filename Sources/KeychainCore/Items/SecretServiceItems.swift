@@ -80,6 +80,27 @@ public enum SecretServiceItems {
             + fields(attributes, label: label, contentType: contentType, asInternet: asInternet)
     }
 
+    /// Stores an item made through the Secret Service (keychaind's CreateItem, keychainctl
+    /// import-secret-service): the network schema as an internet password, or as a generic
+    /// password when an internet password with those fields exists already.
+    public static func add(_ attributes: [String: String], label: String, contentType: String, secret: [UInt8], to keychain: Keychain,
+                           master: MasterKey) throws(KeychainError) -> ObjectAttributes {
+        let uid = try UniqueID.random()
+        func store(asInternet: Bool) throws(KeychainError) -> ObjectAttributes {
+            var template = creationTemplate(attributes, label: label, contentType: contentType, secret: secret, asInternet: asInternet)
+            defer { wipeValues(&template) }
+            let object = try ObjectTemplate.create(template, uniqueID: uid.text, policy: Configuration.current().keyPolicy)
+            _ = try keychain.add(object, uid: uid.bytes, master: master)
+            return object
+        }
+        if isNetwork(attributes) {
+            do { return try store(asInternet: true) } catch {
+                guard error.code == .duplicateItem else { throw error }
+            }
+        }
+        return try store(asInternet: false)
+    }
+
     /// The lookup attributes an item shows on D-Bus: its stored ones, else those its fields give.
     public static func attributes(of object: ObjectAttributes) -> [String: String] {
         if let stored = object[.lookupAttributes].flatMap({ LookupAttributes(encoded: $0) }), !stored.isEmpty {
