@@ -43,12 +43,14 @@ let package = Package(
         .systemLibrary(name: "CPKCS11", path: "Include"),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto"),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3"),
+        // libgcrypt: the EdDSA variants with a context or prehash (RFC 8032 §5.1, §5.2).
+        .systemLibrary(name: "CGcrypt", pkgConfig: "libgcrypt"),
         // sd-bus (libsystemd): keychaind listens to logind's sleep and session-lock signals.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd"),
 
         .target(
             name: "KeychainCrypto",
-            dependencies: ["COpenSSL"],
+            dependencies: ["COpenSSL", "CGcrypt"],
             swiftSettings: providerSwiftSettings
         ),
         .target(

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
     # build: system headers and libraries the Swift targets link
-    libssl-dev libsqlite3-dev libp11-kit-dev pkg-config gcc libc6-dev
+    libssl-dev libgcrypt20-dev libsqlite3-dev libp11-kit-dev pkg-config gcc libc6-dev
     # strips the RUNPATH SwiftPM writes into the shipped module (scripts/build-release.sh)
     patchelf
     # real clients used by the demo and the tests

@@ -54,27 +54,7 @@ public enum KeyDerivation {
 
     /// HKDF-SHA-256 (RFC 5869): extract with `salt`, expand with `info` to `length` bytes.
     public static func hkdf(key: SecureBytes, salt: [UInt8], info: [UInt8], length: Int = 32) throws -> SecureBytes {
-        guard length > 0, length <= 255 * 32 else { throw CryptoError(.invalidInput, "HKDF length") }
-        var prk = try key.withUnsafeBytes { ikm in
-            try salt.withUnsafeBytes { s in try Digest.hmac(.sha256, key: s, data: ikm) }
-        }
-        defer { wipe(&prk) }
-        let output = SecureBytes(count: length)
-        var previous: [UInt8] = []
-        defer { wipe(&previous) }
-        var written = 0
-        var counter: UInt8 = 1
-        while written < length {
-            var block = previous + info + [counter]
-            defer { wipe(&block) }
-            previous = try prk.withUnsafeBytes { p in try block.withUnsafeBytes { b in try Digest.hmac(.sha256, key: p, data: b) } }
-            let take = min(previous.count, length - written)
-            output.withUnsafeMutableBytes { out in
-                for i in 0..<take { out[written + i] = previous[i] }
-            }
-            written += take
-            counter &+= 1
-        }
-        return output
+        let prk = try HKDF.extract(.sha256, salt: salt, inputKey: key)
+        return try HKDF.expand(.sha256, pseudorandomKey: prk, info: info, length: length)
     }
 }

@@ -128,10 +128,13 @@ extension AsymmetricKey {
     }
 
     /// ECDH / X25519 / X448 shared secret Z with `peer`'s public key.
-    public func sharedSecret(with peer: AsymmetricKey) throws -> SecureBytes {
+    public func sharedSecret(with peer: AsymmetricKey, cofactor: Bool = false) throws -> SecureBytes {
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
         defer { EVP_PKEY_CTX_free(ctx) }
-        guard EVP_PKEY_derive_init(ctx) == 1, EVP_PKEY_derive_set_peer(ctx, peer.pkey) == 1 else {
+        // Cofactor ECDH (SP 800-56A): only EC keys have the mode; X25519/X448 clamp instead.
+        let modeSet: Bool
+        if cofactor, case .ec = kind { modeSet = EVP_PKEY_derive_init(ctx) == 1 && EVP_PKEY_CTX_set_ecdh_cofactor_mode(ctx, 1) == 1 } else { modeSet = EVP_PKEY_derive_init(ctx) == 1 }
+        guard modeSet, EVP_PKEY_derive_set_peer(ctx, peer.pkey) == 1 else {
             OpenSSLErrorQueue.discardOwn()
             throw CryptoError(.invalidInput, "the peer key does not fit")
         }

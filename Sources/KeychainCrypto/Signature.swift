@@ -17,6 +17,8 @@ public enum SignatureScheme: Sendable, Hashable {
     case ecdsa(digest: Digest.Algorithm?)
     /// Pure EdDSA (Ed25519, Ed448) over the whole message.
     case eddsa
+    /// EdDSA with a context or prehash: Ed25519ctx, Ed25519ph, Ed448 with a context, Ed448ph.
+    case eddsaVariant(prehash: Bool, context: [UInt8])
     /// DSA; signatures are r‖s, each as long as the subprime q (PKCS#11 form, not DER).
     case dsa(digest: Digest.Algorithm?)
 }
@@ -93,6 +95,8 @@ public final class SignatureOperation {
             signature = Array(signature.prefix(length))
         } else if case .eddsa = scheme {
             signature = try oneShotEdDSA()
+        } else if case .eddsaVariant(let prehash, let context) = scheme {
+            signature = try EdDSAVariant.sign(collected, key: key, prehash: prehash, context: context)
         } else {
             try prepareCollectedInput()
             // Sized from the key (EVP_PKEY_get_size is the most any signature takes) rather than
@@ -122,6 +126,9 @@ public final class SignatureOperation {
         }
         if case .eddsa = scheme {
             return try withEdDSAContext { ctx in EVP_DigestVerify(ctx, encoded, encoded.count, collected, collected.count) == 1 }
+        }
+        if case .eddsaVariant(let prehash, let context) = scheme {
+            return try EdDSAVariant.verify(encoded, message: collected, key: key, prehash: prehash, context: context)
         }
         try prepareCollectedInput()
         return try withInitialisedContext { ctx in
@@ -260,7 +267,7 @@ public final class SignatureOperation {
                 OpenSSLErrorQueue.discardOwn()
                 throw CryptoError(.invalidInput, "PSS parameters rejected")
             }
-        case .ecdsa, .eddsa, .dsa:
+        case .ecdsa, .eddsa, .eddsaVariant, .dsa:
             break
         }
     }

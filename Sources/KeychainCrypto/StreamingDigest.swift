@@ -55,6 +55,8 @@ public final class StreamingMAC {
     private let chain: SymmetricCipher?
     private var lastBlock: [UInt8] = []
     private var absorbed = 0
+    /// A _GENERAL mechanism's MAC length: the MAC's first bytes (nil: all of it).
+    public var truncatedLength: Int?
 
     public init(_ algorithm: Algorithm, key: SecureBytes) throws {
         self.algorithm = algorithm
@@ -128,6 +130,7 @@ public final class StreamingMAC {
         var out = [UInt8](repeating: 0, count: 64)
         var length = 0
         guard EVP_MAC_final(ctx, &out, &length, out.count) == 1 else { throw CryptoError.library("EVP_MAC_final") }
-        return Array(out.prefix(length))
+        defer { wipe(&out) }
+        return Array(out.prefix(min(length, truncatedLength ?? length)))
     }
 }

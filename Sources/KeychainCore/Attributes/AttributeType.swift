@@ -303,6 +303,21 @@ public struct KeyType: RawRepresentable, Hashable, Sendable {
     public static let ecEdwards = KeyType(rawValue: 0x40)
     /// CKK_EC_MONTGOMERY
     public static let ecMontgomery = KeyType(rawValue: 0x41)
+    /// CKK_SHA3_224_HMAC … CKK_SHA3_512_HMAC (3.0)
+    public static let sha3_224HMAC = KeyType(rawValue: 0x36)
+    public static let sha3_256HMAC = KeyType(rawValue: 0x37)
+    public static let sha3_384HMAC = KeyType(rawValue: 0x38)
+    public static let sha3_512HMAC = KeyType(rawValue: 0x39)
+    /// CKK_CHACHA20 (3.0): a 32-byte ChaCha20 key.
+    public static let chacha20 = KeyType(rawValue: 0x33)
+    /// CKK_AES_XTS (3.0): two AES keys of 16 or 32 bytes each, one after the other.
+    public static let aesXTS = KeyType(rawValue: 0x35)
+    /// CKK_HKDF (3.0): key material for CKM_HKDF_DERIVE and CKM_HKDF_DATA.
+    public static let hkdf = KeyType(rawValue: 0x42)
+    /// CKK_ML_KEM, CKK_ML_DSA (3.2): named for the mechanism table's seam; no key of these
+    /// types can be made or stored until the platform's OpenSSL provides the algorithms.
+    public static let mlKEM = KeyType(rawValue: 0x49)
+    public static let mlDSA = KeyType(rawValue: 0x4A)
 }
 
 extension KeyType {
@@ -314,6 +329,20 @@ extension KeyType {
         default: return nil
         }
     }
+
+    /// The value lengths (bytes) a secret key of a type without a block cipher may have; nil
+    /// for types that take any length from 1 to 512 bytes.
+    public var secretLengths: [Int]? {
+        switch self {
+        case .chacha20: return [32]
+        case .aesXTS: return [32, 64]
+        default: return nil
+        }
+    }
+
+    /// Secret key types that are generic secrets for every purpose but their use (HMAC, HKDF).
+    public static let genericLike: [KeyType] = [.genericSecret, .md5HMAC, .sha1HMAC, .sha224HMAC, .sha256HMAC, .sha384HMAC, .sha512HMAC,
+                                               .sha3_224HMAC, .sha3_256HMAC, .sha3_384HMAC, .sha3_512HMAC, .hkdf]
 
     /// The block cipher of a DES or AES key, and its value length in bytes (nil: 16, 24 or 32).
     public var blockCipher: (algorithm: SymmetricCipher.Algorithm, keyLength: Int?)? {

@@ -150,7 +150,12 @@ public enum KeyFactory {
                             : [.decrypt: false, .sign: true, .unwrap: false, .signRecover: false, .derive: false]
         case .aes?, .des?, .des2?, .des3?:
             return [.encrypt: true, .decrypt: true, .sign: true, .verify: true, .wrap: true, .unwrap: true, .derive: false]
-        case .genericSecret?, .md5HMAC?, .sha1HMAC?, .sha224HMAC?, .sha256HMAC?, .sha384HMAC?, .sha512HMAC?:
+        case .chacha20?, .aesXTS?:
+            return [.encrypt: true, .decrypt: true, .sign: false, .verify: false, .wrap: false, .unwrap: false, .derive: false]
+        case .hkdf?:
+            return [.encrypt: false, .decrypt: false, .sign: false, .verify: false, .wrap: false, .unwrap: false, .derive: true]
+        case .genericSecret?, .md5HMAC?, .sha1HMAC?, .sha224HMAC?, .sha256HMAC?, .sha384HMAC?, .sha512HMAC?,
+             .sha3_224HMAC?, .sha3_256HMAC?, .sha3_384HMAC?, .sha3_512HMAC?:
             return [.encrypt: false, .decrypt: false, .sign: true, .verify: true, .wrap: false, .unwrap: false, .derive: false]
         case .ecMontgomery?, .dh?:
             return isPublic ? [.encrypt: false, .verify: false, .wrap: false, .verifyRecover: false, .derive: false]
@@ -214,6 +219,12 @@ public enum KeyFactory {
             // The parity bits are not part of the key (DES ignores them): keys written with any
             // parity are taken as given, as SoftHSM does and conformance suites' vectors expect
             // (PKCS#11's text asks for an error). Keys made here have odd parity.
+        } else if let lengths = object.keyType?.secretLengths {
+            guard lengths.contains(value.count) else { throw KeychainError(.attributeValueInvalid, "a key of this type cannot have \(value.count) bytes") }
+            // XTS with equal halves is not XTS (IEEE 1619 §5.1; OpenSSL refuses such keys).
+            if object.keyType == .aesXTS, value[..<(value.count / 2)].elementsEqual(value[(value.count / 2)...]) {
+                throw KeychainError(.attributeValueInvalid, "the two halves of an AES-XTS key must differ")
+            }
         } else {
             guard !value.isEmpty else { throw KeychainError(.attributeValueInvalid, "a secret key needs a value") }
         }

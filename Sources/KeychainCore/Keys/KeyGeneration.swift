@@ -127,11 +127,12 @@ public enum KeyGeneration {
             }
             length = UInt(fixed)
         } else {
-            guard let lengthValue = template.first(where: { $0.type == .valueLength })?.value else {
+            let onlyLength = keyType.secretLengths.flatMap { $0.count == 1 ? $0[0] : nil }
+            guard let lengthValue = template.first(where: { $0.type == .valueLength })?.value ?? onlyLength.map({ AttributeValue.ulong(UInt($0)) }) else {
                 throw KeychainError(.templateIncomplete, "CKA_VALUE_LEN is required")
             }
             guard let given = AttributeValue.decodeULong(lengthValue) else { throw KeychainError(.attributeValueInvalid, "CKA_VALUE_LEN") }
-            let valid = keyType == .aes ? [16, 24, 32].contains(given) : (1...512).contains(given)
+            let valid = keyType == .aes ? [16, 24, 32].contains(given) : keyType.secretLengths.map { $0.contains(Int(given)) } ?? (1...512).contains(given)
             guard valid else { throw KeychainError(.keySizeRange, "no \(given)-byte key of this type") }
             length = given
         }
@@ -141,7 +142,8 @@ public enum KeyGeneration {
             wipe(&value)
             do { value = try Random.bytes(Int(length)) } catch { throw KeychainError(.storageFailure, "random generator failed") }
             if keyType.blockCipher?.keyLength != nil { DESParity.makeOdd(&value) }
-        } while keyType.blockCipher?.keyLength != nil && DESParity.isUnfit(value)
+        } while (keyType.blockCipher?.keyLength != nil && DESParity.isUnfit(value))
+            || (keyType == .aesXTS && value[..<(value.count / 2)].elementsEqual(value[(value.count / 2)...]))
         var full = template.filter { $0.type != .objectClass && $0.type != .keyType && ($0.type != .valueLength || keyType.blockCipher?.keyLength == nil) }
         full += [(.objectClass, AttributeValue.ulong(ObjectClass.secretKey.rawValue)), (.keyType, AttributeValue.ulong(keyType.rawValue)),
                  (.value, value), (.local, AttributeValue.bool(true)), (.keyGenMechanism, AttributeValue.ulong(mechanism))]

@@ -69,6 +69,8 @@ public enum KeyTransport {
             length = Int(clamping: raw)
         } else if let fixed {
             length = fixed
+        } else if let lengths = keyType.secretLengths, lengths.count == 1 {
+            length = lengths[0]
         } else if keyType == .genericSecret {
             length = secret.count
         } else {

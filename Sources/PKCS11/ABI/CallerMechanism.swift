@@ -1,4 +1,5 @@
 import CPKCS11
+import KeychainCore
 import KeychainCrypto
 
 /// A caller's CK_MECHANISM, decoded at the boundary: its parameter structure — nested pointers
@@ -37,20 +38,21 @@ struct CallerMechanism: Sendable {
     private static func decode(_ type: CK_MECHANISM_TYPE, _ raw: UnsafeRawBufferPointer) throws(CKError) -> MechanismParameter {
         switch UInt(type) {
         case UInt(CKM_RSA_PKCS_PSS), UInt(CKM_SHA1_RSA_PKCS_PSS), UInt(CKM_SHA224_RSA_PKCS_PSS), UInt(CKM_SHA256_RSA_PKCS_PSS),
-             UInt(CKM_SHA384_RSA_PKCS_PSS), UInt(CKM_SHA512_RSA_PKCS_PSS):
+             UInt(CKM_SHA384_RSA_PKCS_PSS), UInt(CKM_SHA512_RSA_PKCS_PSS), 0x63, 0x64, 0x65, 0x67:  // and CKM_SHA3_*_RSA_PKCS_PSS
             let params = try read(CK_RSA_PKCS_PSS_PARAMS.self, raw)
             return .rsaPSS(hash: params.hashAlg, mgf: params.mgf, saltLength: params.sLen)
         case UInt(CKM_RSA_PKCS_OAEP):
-            let params = try read(CK_RSA_PKCS_OAEP_PARAMS.self, raw)
-            let label = params.source == CK_RSA_PKCS_OAEP_SOURCE_TYPE(CKZ_DATA_SPECIFIED)
-                ? try bytes(params.pSourceData, params.ulSourceDataLen, what: "OAEP label") : []
-            return .rsaOAEP(hash: params.hashAlg, mgf: params.mgf, source: params.source, sourceLength: params.ulSourceDataLen, label: label)
+            return try oaep(try read(CK_RSA_PKCS_OAEP_PARAMS.self, raw))
+        case UInt(CKM_RSA_AES_KEY_WRAP):
+            let params = try read(RSAAESKeyWrapParameters.self, raw)
+            guard let oaepParams = params.oaep else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "CKM_RSA_AES_KEY_WRAP needs pOAEPParams") }
+            return .rsaAESKeyWrap(aesKeyBits: params.aesKeyBits, oaep: try oaep(oaepParams.pointee))
         case UInt(CKM_AES_GCM):
             return try gcm(raw)
         case UInt(CKM_AES_CTR):
             let params = try read(CK_AES_CTR_PARAMS.self, raw)
             return .counter(bits: params.ulCounterBits, block: withUnsafeBytes(of: params.cb) { Array($0) })
-        case UInt(CKM_ECDH1_DERIVE):
+        case UInt(CKM_ECDH1_DERIVE), UInt(CKM_ECDH1_COFACTOR_DERIVE):
             let params = try read(CK_ECDH1_DERIVE_PARAMS.self, raw)
             return .ecdh(kdf: params.kdf, sharedData: try bytes(params.pSharedData, params.ulSharedDataLen, what: "ECDH shared data"),
                          publicData: try bytes(params.pPublicData, params.ulPublicDataLen, what: "ECDH public data"))
@@ -69,8 +71,42 @@ struct CallerMechanism: Sendable {
             let params = try read(CK_DES_CBC_ENCRYPT_DATA_PARAMS.self, raw)
             return .derivationData(iv: withUnsafeBytes(of: params.iv) { Array($0) },
                                    data: SecureBytes(try bytes(params.pData, params.length, what: "data to encrypt")))
-        case UInt(CKM_AES_MAC_GENERAL), UInt(CKM_DES3_MAC_GENERAL):
+        case UInt(CKM_AES_MAC_GENERAL), UInt(CKM_DES3_MAC_GENERAL), UInt(CKM_AES_CMAC_GENERAL), UInt(CKM_SHA_1_HMAC_GENERAL),
+             UInt(CKM_SHA224_HMAC_GENERAL), UInt(CKM_SHA256_HMAC_GENERAL), UInt(CKM_SHA384_HMAC_GENERAL), UInt(CKM_SHA512_HMAC_GENERAL),
+             UInt(CKM_MD5_HMAC_GENERAL), 0x2B7, 0x2B2, 0x2C2, 0x2D2:  // the SHA3_*_HMAC_GENERAL (3.0)
             return .length(try read(CK_ULONG.self, raw))
+        case 0x402A, 0x402B:  // CKM_HKDF_DERIVE, CKM_HKDF_DATA (3.0)
+            let params = try read(HKDFParameters.self, raw)
+            guard params.extract <= 1, params.expand <= 1 else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "CK_BBOOL fields must be 0 or 1") }
+            return .hkdf(extract: params.extract == 1, expand: params.expand == 1, prf: params.prf, saltType: params.saltType,
+                         salt: try bytes(params.salt, params.saltLength, what: "HKDF salt"), saltKey: params.saltKey,
+                         info: try bytes(params.info, params.infoLength, what: "HKDF info"))
+        case UInt(CKM_PKCS5_PBKD2):
+            return try pbkdf2(raw)
+        case 0x3AC, 0x3AE:  // CKM_SP800_108_COUNTER_KDF, CKM_SP800_108_DOUBLE_PIPELINE_KDF (3.0)
+            let params = try read(SP800108Parameters.self, raw)
+            return .sp800108(prf: params.prf, fields: try sp800108Fields(params.dataParams, count: params.dataParamCount), iv: [],
+                             additionalKeys: try additionalKeys(params.additionalKeys, count: params.additionalKeyCount))
+        case 0x3AD:  // CKM_SP800_108_FEEDBACK_KDF
+            let params = try read(SP800108FeedbackParameters.self, raw)
+            return .sp800108(prf: params.prf, fields: try sp800108Fields(params.dataParams, count: params.dataParamCount),
+                             iv: try bytes(params.iv, params.ivLength, what: "SP 800-108 IV"),
+                             additionalKeys: try additionalKeys(params.additionalKeys, count: params.additionalKeyCount))
+        case UInt(CKM_AES_CCM):
+            let params = try read(CCMParameters.self, raw)
+            return .ccm(dataLength: params.dataLength, nonce: try bytes(params.nonce, params.nonceLength, what: "CCM nonce"),
+                        additionalData: try bytes(params.aad, params.aadLength, what: "CCM AAD"), macLength: params.macLength)
+        case 0x1226:  // CKM_CHACHA20 (3.0)
+            let params = try read(ChaCha20Parameters.self, raw)
+            guard params.blockCounterBits == 32 || params.blockCounterBits == 64, params.nonceBits == 96 || params.nonceBits == 64 else {
+                throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "ChaCha20 takes a 32-bit counter and a 96-bit nonce, or 64 and 64")
+            }
+            return .chacha20(counter: try bytes(params.blockCounter, params.blockCounterBits / 8, what: "ChaCha20 block counter"),
+                             nonce: try bytes(params.nonce, params.nonceBits / 8, what: "ChaCha20 nonce"))
+        case 0x4021:  // CKM_CHACHA20_POLY1305 (3.0)
+            let params = try read(AEADNonceParameters.self, raw)
+            return .aead(nonce: try bytes(params.nonce, params.nonceLength, what: "ChaCha20-Poly1305 nonce"),
+                         additionalData: try bytes(params.aad, params.aadLength, what: "ChaCha20-Poly1305 AAD"))
         default:
             // Flat parameters: an IV, or the other party's public value (CKM_DH_PKCS_DERIVE).
             return raw.isEmpty ? .none : .bytes(Array(raw))
@@ -88,6 +124,100 @@ struct CallerMechanism: Sendable {
         let params = try read(CK_GCM_PARAMS.self, raw)
         return .gcm(iv: try bytes(params.pIv, params.ulIvLen, what: "GCM IV"), additionalData: try bytes(params.pAAD, params.ulAADLen, what: "GCM AAD"),
                     tagBits: params.ulTagBits)
+    }
+
+    /// CK_PKCS5_PBKD2_PARAMS2 (3.0: ulPasswordLen is the length) or CK_PKCS5_PBKD2_PARAMS (2.40:
+    /// a pointer to it) — the same size. A value up to 64 KiB is a length (no pointer is that
+    /// low on Linux: the first pages are never mapped); anything larger is read as the pointer
+    /// a 2.40 caller (NSS) gives.
+    private static func pbkdf2(_ raw: UnsafeRawBufferPointer) throws(CKError) -> MechanismParameter {
+        let params = try read(PBKDF2Parameters.self, raw)
+        var passwordLength = params.passwordLength
+        if passwordLength > maximumParameterLength {
+            guard let pointer = UnsafePointer<CK_ULONG>(bitPattern: UInt(passwordLength)) else {
+                throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "bad PBKDF2 password length")
+            }
+            passwordLength = pointer.pointee
+        }
+        guard passwordLength <= maximumParameterLength, passwordLength == 0 || params.password != nil else {
+            throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "bad PBKDF2 password")
+        }
+        let password = SecureBytes(count: Int(passwordLength))
+        if passwordLength > 0, let source = params.password {
+            password.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: source, count: Int(passwordLength))) }
+        }
+        guard params.prfDataLength == 0 else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "PBKDF2 PRF data must be empty") }
+        return .pbkdf2(saltSource: params.saltSource, salt: try bytes(params.salt, params.saltLength, what: "PBKDF2 salt"),
+                       iterations: params.iterations, prf: params.prf, password: password)
+    }
+
+    private static func oaep(_ params: CK_RSA_PKCS_OAEP_PARAMS) throws(CKError) -> MechanismParameter {
+        let label = params.source == CK_RSA_PKCS_OAEP_SOURCE_TYPE(CKZ_DATA_SPECIFIED)
+            ? try bytes(params.pSourceData, params.ulSourceDataLen, what: "OAEP label") : []
+        return .rsaOAEP(hash: params.hashAlg, mgf: params.mgf, source: params.source, sourceLength: params.ulSourceDataLen, label: label)
+    }
+
+    /// The most data parameters and additional keys an SP 800-108 parameter may list.
+    static let maximumListCount: CK_ULONG = 64
+
+    /// CK_PRF_DATA_PARAM[]: byte arrays, the iteration variable and the optional counter (with
+    /// CK_SP800_108_COUNTER_FORMAT, or none), the DKM length (CK_SP800_108_DKM_LENGTH_FORMAT).
+    private static func sp800108Fields(_ pointer: UnsafeMutableRawPointer?, count: CK_ULONG) throws(CKError) -> [SP800108.Field] {
+        guard count > 0, count <= maximumListCount, let pointer else {
+            throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "SP 800-108 needs 1 to \(maximumListCount) data parameters")
+        }
+        var fields: [SP800108.Field] = []
+        for index in 0..<Int(count) {
+            let entry = pointer.loadUnaligned(fromByteOffset: index * MemoryLayout<PRFDataParameter>.stride, as: PRFDataParameter.self)
+            let value = UnsafeRawBufferPointer(start: entry.value.map { UnsafeRawPointer($0) }, count: entry.value == nil ? 0 : Int(min(entry.valueLength, maximumParameterLength)))
+            guard entry.valueLength <= maximumParameterLength, entry.valueLength == 0 || entry.value != nil else {
+                throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "bad SP 800-108 data parameter")
+            }
+            switch entry.type {
+            case 1, 2:  // CK_SP800_108_ITERATION_VARIABLE, CK_SP800_108_OPTIONAL_COUNTER
+                var format: SP800108.IntegerFormat?
+                if entry.valueLength > 0 {
+                    let counter = try read(SP800108CounterFormat.self, value)
+                    guard counter.littleEndian <= 1, [8, 16, 24, 32].contains(counter.widthInBits) else {
+                        throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "an SP 800-108 counter is 8, 16, 24 or 32 bits")
+                    }
+                    format = SP800108.IntegerFormat(bits: Int(counter.widthInBits), littleEndian: counter.littleEndian == 1)
+                }
+                if entry.type == 1 {
+                    fields.append(.iteration(format))
+                } else {
+                    guard let format else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "the optional counter needs its format") }
+                    fields.append(.counter(format))
+                }
+            case 3:  // CK_SP800_108_DKM_LENGTH
+                let length = try read(SP800108LengthFormat.self, value)
+                guard length.littleEndian <= 1, length.widthInBits % 8 == 0, (8...64).contains(length.widthInBits), length.method == 1 || length.method == 2 else {
+                    throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "bad SP 800-108 DKM length format")
+                }
+                fields.append(.length(length.method == 1 ? .sumOfKeys : .sumOfSegments,
+                                      SP800108.IntegerFormat(bits: Int(length.widthInBits), littleEndian: length.littleEndian == 1)))
+            case 4:  // CK_SP800_108_BYTE_ARRAY
+                guard entry.valueLength > 0 else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "an SP 800-108 byte array cannot be empty") }
+                fields.append(.bytes(Array(value)))
+            default:
+                throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "unknown SP 800-108 data parameter type \(entry.type)")
+            }
+        }
+        return fields
+    }
+
+    /// CK_DERIVED_KEY[]: each additional key's template, read now, and where its handle goes.
+    private static func additionalKeys(_ pointer: UnsafeMutableRawPointer?, count: CK_ULONG) throws(CKError) -> [AdditionalDerivedKey] {
+        guard count > 0 else { return [] }
+        guard count <= maximumListCount, let pointer else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "bad additional derived keys") }
+        var keys: [AdditionalDerivedKey] = []
+        for index in 0..<Int(count) {
+            let entry = pointer.loadUnaligned(fromByteOffset: index * MemoryLayout<DerivedKeyEntry>.stride, as: DerivedKeyEntry.self)
+            guard let handle = entry.handle else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "an additional derived key needs phKey") }
+            keys.append(AdditionalDerivedKey(template: try CallerTemplate.read(entry.template, count: entry.attributeCount),
+                                             handleAddress: UInt(bitPattern: handle)))
+        }
+        return keys
     }
 
     /// The parameter as a `T`, which must be exactly `MemoryLayout<T>.size` bytes.
@@ -121,6 +251,8 @@ enum MechanismParameter: Sendable {
     case rsaPSS(hash: CK_MECHANISM_TYPE, mgf: CK_RSA_PKCS_MGF_TYPE, saltLength: CK_ULONG)
     /// CK_RSA_PKCS_OAEP_PARAMS; `label` read when the source is CKZ_DATA_SPECIFIED.
     case rsaOAEP(hash: CK_MECHANISM_TYPE, mgf: CK_RSA_PKCS_MGF_TYPE, source: CK_RSA_PKCS_OAEP_SOURCE_TYPE, sourceLength: CK_ULONG, label: [UInt8])
+    /// CK_RSA_AES_KEY_WRAP_PARAMS: the one-time AES key's size and the OAEP parameters (`.rsaOAEP`).
+    indirect case rsaAESKeyWrap(aesKeyBits: CK_ULONG, oaep: MechanismParameter)
     /// CK_GCM_PARAMS.
     case gcm(iv: [UInt8], additionalData: [UInt8], tagBits: CK_ULONG)
     /// CK_AES_CTR_PARAMS.
@@ -129,6 +261,19 @@ enum MechanismParameter: Sendable {
     case ecdh(kdf: CK_ULONG, sharedData: [UInt8], publicData: [UInt8])
     /// CK_EDDSA_PARAMS.
     case eddsa(prehash: Bool, context: [UInt8])
+    /// CK_HKDF_PARAMS.
+    case hkdf(extract: Bool, expand: Bool, prf: CK_MECHANISM_TYPE, saltType: CK_ULONG, salt: [UInt8], saltKey: CK_OBJECT_HANDLE, info: [UInt8])
+    /// CK_PKCS5_PBKD2_PARAMS2 (or the 2.40 form).
+    case pbkdf2(saltSource: CK_ULONG, salt: [UInt8], iterations: CK_ULONG, prf: CK_ULONG, password: SecureBytes)
+    /// CK_SP800_108_KDF_PARAMS and CK_SP800_108_FEEDBACK_KDF_PARAMS (`iv` empty for the former).
+    case sp800108(prf: CK_MECHANISM_TYPE, fields: [SP800108.Field], iv: [UInt8], additionalKeys: [AdditionalDerivedKey])
+    /// CK_CCM_PARAMS.
+    case ccm(dataLength: CK_ULONG, nonce: [UInt8], additionalData: [UInt8], macLength: CK_ULONG)
+    /// CK_CHACHA20_PARAMS: the block counter's bytes (4 or 8, as the ChaCha20 state holds them,
+    /// little-endian) and the nonce (12 or 8 bytes).
+    case chacha20(counter: [UInt8], nonce: [UInt8])
+    /// CK_SALSA20_CHACHA20_POLY1305_PARAMS.
+    case aead(nonce: [UInt8], additionalData: [UInt8])
     /// CK_KEY_DERIVATION_STRING_DATA (no IV) and the CBC encrypt-data parameters.
     case derivationData(iv: [UInt8], data: SecureBytes)
 
@@ -158,6 +303,118 @@ struct EdDSAParameters {
     var prehash: CK_BBOOL
     var contextLength: CK_ULONG
     var context: UnsafeMutablePointer<CK_BYTE>?
+}
+
+/// An SP 800-108 additional key: its template, and the caller's CK_OBJECT_HANDLE to fill (an
+/// address, written by C_DeriveKey's export once every key is stored).
+struct AdditionalDerivedKey: Sendable {
+    let template: Template
+    let handleAddress: UInt
+}
+
+/// CK_RSA_AES_KEY_WRAP_PARAMS (2.40; missing from the 2.40 header).
+struct RSAAESKeyWrapParameters {
+    var aesKeyBits: CK_ULONG
+    var oaep: UnsafeMutablePointer<CK_RSA_PKCS_OAEP_PARAMS>?
+}
+
+/// CK_HKDF_PARAMS (3.0).
+struct HKDFParameters {
+    var extract: CK_BBOOL
+    var expand: CK_BBOOL
+    var prf: CK_MECHANISM_TYPE
+    var saltType: CK_ULONG
+    var salt: UnsafeMutablePointer<CK_BYTE>?
+    var saltLength: CK_ULONG
+    var saltKey: CK_OBJECT_HANDLE
+    var info: UnsafeMutablePointer<CK_BYTE>?
+    var infoLength: CK_ULONG
+}
+
+/// CK_PKCS5_PBKD2_PARAMS2 (3.0); CK_PKCS5_PBKD2_PARAMS has a CK_ULONG_PTR in the last field.
+struct PBKDF2Parameters {
+    var saltSource: CK_ULONG
+    var salt: UnsafeMutableRawPointer?
+    var saltLength: CK_ULONG
+    var iterations: CK_ULONG
+    var prf: CK_ULONG
+    var prfData: UnsafeMutableRawPointer?
+    var prfDataLength: CK_ULONG
+    var password: UnsafeMutableRawPointer?
+    var passwordLength: CK_ULONG
+}
+
+/// CK_SP800_108_KDF_PARAMS (3.0).
+struct SP800108Parameters {
+    var prf: CK_MECHANISM_TYPE
+    var dataParamCount: CK_ULONG
+    var dataParams: UnsafeMutableRawPointer?
+    var additionalKeyCount: CK_ULONG
+    var additionalKeys: UnsafeMutableRawPointer?
+}
+
+/// CK_SP800_108_FEEDBACK_KDF_PARAMS (3.0).
+struct SP800108FeedbackParameters {
+    var prf: CK_MECHANISM_TYPE
+    var dataParamCount: CK_ULONG
+    var dataParams: UnsafeMutableRawPointer?
+    var ivLength: CK_ULONG
+    var iv: UnsafeMutablePointer<CK_BYTE>?
+    var additionalKeyCount: CK_ULONG
+    var additionalKeys: UnsafeMutableRawPointer?
+}
+
+/// CK_PRF_DATA_PARAM (3.0).
+struct PRFDataParameter {
+    var type: CK_ULONG
+    var value: UnsafeMutableRawPointer?
+    var valueLength: CK_ULONG
+}
+
+/// CK_SP800_108_COUNTER_FORMAT (3.0).
+struct SP800108CounterFormat {
+    var littleEndian: CK_BBOOL
+    var widthInBits: CK_ULONG
+}
+
+/// CK_SP800_108_DKM_LENGTH_FORMAT (3.0).
+struct SP800108LengthFormat {
+    var method: CK_ULONG
+    var littleEndian: CK_BBOOL
+    var widthInBits: CK_ULONG
+}
+
+/// CK_DERIVED_KEY (3.0).
+struct DerivedKeyEntry {
+    var template: UnsafeMutablePointer<CK_ATTRIBUTE>?
+    var attributeCount: CK_ULONG
+    var handle: UnsafeMutablePointer<CK_OBJECT_HANDLE>?
+}
+
+/// CK_CCM_PARAMS (2.40 specification; missing from the 2.40 header).
+struct CCMParameters {
+    var dataLength: CK_ULONG
+    var nonce: UnsafeMutablePointer<CK_BYTE>?
+    var nonceLength: CK_ULONG
+    var aad: UnsafeMutablePointer<CK_BYTE>?
+    var aadLength: CK_ULONG
+    var macLength: CK_ULONG
+}
+
+/// CK_CHACHA20_PARAMS (3.0).
+struct ChaCha20Parameters {
+    var blockCounter: UnsafeMutablePointer<CK_BYTE>?
+    var blockCounterBits: CK_ULONG
+    var nonce: UnsafeMutablePointer<CK_BYTE>?
+    var nonceBits: CK_ULONG
+}
+
+/// CK_SALSA20_CHACHA20_POLY1305_PARAMS (3.0).
+struct AEADNonceParameters {
+    var nonce: UnsafeMutablePointer<CK_BYTE>?
+    var nonceLength: CK_ULONG
+    var aad: UnsafeMutablePointer<CK_BYTE>?
+    var aadLength: CK_ULONG
 }
 
 /// CK_GCM_PARAMS as the PKCS#11 2.40 specification's text gives it, without ulIvBits.

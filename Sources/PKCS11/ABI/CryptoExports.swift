@@ -161,6 +161,14 @@ public func C_UnwrapKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ u: CK_O
 public func C_DeriveKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ b: CK_OBJECT_HANDLE, _ t: AttributePointer, _ c: CK_ULONG, _ k: HandlePointer) -> CK_RV {
     Exports.inSession(#function, s) { state throws(CKError) in
         guard let k else { throw CKError.argumentsBad }
-        k.pointee = try state.deriveKey(s, mechanism: try CallerMechanism(m), baseKey: b, template: try CallerTemplate.read(t, count: c))
+        let mechanism = try CallerMechanism(m)
+        let derived = try state.deriveKey(s, mechanism: mechanism, baseKey: b, template: try CallerTemplate.read(t, count: c))
+        k.pointee = derived.key
+        // SP 800-108's additional keys: each CK_DERIVED_KEY's phKey, as the parameter gave them.
+        if case .sp800108(_, _, _, let additional) = mechanism.parameter {
+            for (entry, handle) in zip(additional, derived.additional) {
+                UnsafeMutablePointer<CK_OBJECT_HANDLE>(bitPattern: entry.handleAddress)?.pointee = handle
+            }
+        }
     }
 }

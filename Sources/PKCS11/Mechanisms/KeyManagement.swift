@@ -49,7 +49,8 @@ extension ModuleState {
     }
 
     func generateKey(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
-        try withSession(handle) { session, token throws(CKError) in
+        if try self.mechanism(mechanism.type).derivesFromPassword { return try passwordDerivedKey(handle, mechanism: mechanism, template: template) }
+        return try withSession(handle) { session, token throws(CKError) in
             let entry = try self.mechanism(mechanism.type)
             guard entry.supports(CKF_GENERATE), let keyType = entry.generates else {
                 throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) does not generate secret keys")

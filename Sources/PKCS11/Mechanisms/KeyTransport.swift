@@ -8,6 +8,8 @@ extension ModuleState {
     private enum Wrapper {
         case aes(KeyWrap.Mode, SecureBytes)
         case rsa(AsymmetricKey, RSACipher.Padding)
+        /// CKM_RSA_AES_KEY_WRAP with the one-time AES key's length in bytes.
+        case rsaAES(AsymmetricKey, RSACipher.Padding, aesKeyLength: Int)
     }
 
     /// The wrapping (or unwrapping) key's problems carry their own codes:
@@ -35,6 +37,16 @@ extension ModuleState {
         if let mode = entry.keyWrap {
             try mechanism.parameter.requireEmpty()
             return .aes(mode, try secretKey(key, session: session, token: token, usage: usage, mechanism: entry))
+        }
+        if entry.wrapsWithRSAAndAES {
+            guard case .rsaAESKeyWrap(let bits, let oaep) = mechanism.parameter else {
+                throw Mechanisms.paramInvalid("CKM_RSA_AES_KEY_WRAP needs CK_RSA_AES_KEY_WRAP_PARAMS")
+            }
+            guard [128, 192, 256].contains(bits) else { throw Mechanisms.paramInvalid("ulAESKeyBits must be 128, 192 or 256") }
+            let padding = try Mechanisms.oaepPadding(oaep)
+            if !wrapping { try refuseAlwaysAuthenticate(key, session: session, token: token, function: "C_UnwrapKey") }
+            let rsa = try asymmetricKey(key, session: session, token: token, objectClass: wrapping ? .publicKey : .privateKey, usage: usage, mechanism: entry)
+            return .rsaAES(rsa, padding, aesKeyLength: Int(bits / 8))
         }
         guard let makeSpec = entry.cipher, case .rsa(let padding) = try makeSpec(mechanism.parameter) else {
             throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a wrapping mechanism")
@@ -77,6 +89,16 @@ extension ModuleState {
             case .rsa(let rsa, let padding):
                 guard target.objectClass == .secretKey else { throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "RSA wraps secret keys only") }
                 wrapped = try Self.rsa(material.bytes, key: rsa, padding: padding, encrypting: true, modulusBytes: (rsa.bits + 7) / 8)
+            case .rsaAES(let rsa, let padding, let aesKeyLength):
+                // PKCS#11 §2.1.21: RSA-OAEP(K) ‖ AES-KWP(K, key material), K fresh and forgotten.
+                var fresh: [UInt8]
+                do { fresh = try Random.bytes(aesKeyLength) } catch { throw CKError(CK_RV(CKR_DEVICE_ERROR), "random generator failed") }
+                let oneTime = SecureBytes(fresh)
+                wipe(&fresh)
+                let header = try Self.rsa(oneTime.bytes, key: rsa, padding: padding, encrypting: true, modulusBytes: (rsa.bits + 7) / 8)
+                do { wrapped = header + (try KeyWrap.wrap(.kwp, key: oneTime, material: material)) } catch {
+                    throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "AES key wrap cannot wrap \(material.count) bytes")
+                }
             }
             try output.deliver(wrapped)
         }
@@ -99,6 +121,19 @@ extension ModuleState {
                 let modulusBytes = (rsa.bits + 7) / 8
                 guard wrapped.count == modulusBytes else { throw CKError(CK_RV(CKR_WRAPPED_KEY_LEN_RANGE), "wrapped key length") }
                 do { material = try RSACipher.decrypt(Array(wrapped), key: rsa, padding: padding) } catch {
+                    throw CKError(CK_RV(CKR_WRAPPED_KEY_INVALID), "the wrapped key does not decrypt")
+                }
+            case .rsaAES(let rsa, let padding, let aesKeyLength):
+                let modulusBytes = (rsa.bits + 7) / 8
+                let body = wrapped.count - modulusBytes
+                guard body >= 16, body % 8 == 0, body <= AttributeTable.maximumValueLength + 16 else {
+                    throw CKError(CK_RV(CKR_WRAPPED_KEY_LEN_RANGE), "wrapped key length")
+                }
+                do {
+                    let oneTime = try RSACipher.decrypt(Array(wrapped.prefix(modulusBytes)), key: rsa, padding: padding)
+                    guard oneTime.count == aesKeyLength else { throw CryptoError(.invalidInput, "the one-time key has the wrong length") }
+                    material = try KeyWrap.unwrap(.kwp, key: oneTime, wrapped: Array(wrapped.suffix(body)))
+                } catch {
                     throw CKError(CK_RV(CKR_WRAPPED_KEY_INVALID), "the wrapped key does not decrypt")
                 }
             }
@@ -132,9 +167,11 @@ extension ModuleState {
     }
 
     /// C_DeriveKey: the new key's value comes from the mechanism's derivation, its attributes
-    /// from the template merged with the base key's CKA_DERIVE_TEMPLATE.
-    func deriveKey(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, baseKey: CK_OBJECT_HANDLE, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {
-        try withSession(handle) { session, token throws(CKError) in
+    /// from the template merged with the base key's CKA_DERIVE_TEMPLATE. SP 800-108's additional
+    /// keys come back with their handles, in the order of the parameter's list.
+    func deriveKey(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, baseKey: CK_OBJECT_HANDLE,
+                   template: Template) throws(CKError) -> (key: CK_OBJECT_HANDLE, additional: [CK_OBJECT_HANDLE]) {
+        try withSession(handle) { session, token throws(CKError) -> (key: CK_OBJECT_HANDLE, additional: [CK_OBJECT_HANDLE]) in
             let entry = try self.mechanism(mechanism.type)
             guard entry.supports(CKF_DERIVE), let derivation = entry.derivation else {
                 throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a derivation mechanism")
@@ -144,13 +181,24 @@ extension ModuleState {
             let fullTemplate: Template
             let shared: SecureBytes
             switch derivation {
-            case .ecdh:
+            case .ecdh(let cofactor):
                 guard case .ecdh(let kdf, let sharedData, let publicData) = mechanism.parameter else {
                     throw Mechanisms.paramInvalid("ECDH needs CK_ECDH1_DERIVE_PARAMS")
                 }
                 let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
                 fullTemplate = try Self.mergedDeriveTemplate(template, base: base)
-                shared = try Self.ecdhSecret(kdf: kdf, sharedData: sharedData, publicData: publicData, key: key, template: fullTemplate)
+                shared = try Self.ecdhSecret(kdf: kdf, sharedData: sharedData, publicData: publicData, key: key, cofactor: cofactor, template: fullTemplate)
+            case .hkdf(let dataObject):
+                let secret = try secretKey(baseKey, session: session, token: token, usage: .derive, mechanism: entry)
+                fullTemplate = dataObject ? template : try Self.mergedDeriveTemplate(template, base: base)
+                shared = try hkdfSecret(mechanism.parameter, base: secret, template: fullTemplate, session: session, token: token)
+                if dataObject { return (try storeDerivedData(shared, template: fullTemplate, session: session, token: token), []) }
+            case .sp800108(let mode):
+                guard case .sp800108(_, _, _, let additionalKeys) = mechanism.parameter else { throw Mechanisms.paramInvalid("SP 800-108 needs its KDF parameters") }
+                let secret = try secretKey(baseKey, session: session, token: token, usage: .derive, mechanism: entry)
+                let templates = try ([template] + additionalKeys.map(\.template)).map { t throws(CKError) in try Self.mergedDeriveTemplate(t, base: base) }
+                let secrets = try sp800108Secrets(mechanism.parameter, mode: mode, base: secret, baseType: base.keyType, templates: templates)
+                return try storeDerived(secrets, templates: templates, base: base, session: session, token: token)
             case .diffieHellman:
                 let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
                 fullTemplate = try Self.mergedDeriveTemplate(template, base: base)
@@ -165,7 +213,7 @@ extension ModuleState {
             let object = try translating { () throws(KeychainError) in
                 try KeyTransport.derivedObject(shared, template: fullTemplate, base: base, uniqueID: id.text, bySecurityOfficer: bySO, policy: configuration.keyPolicy)
             }
-            return try store(object, uid: id.bytes, session: session, token: token)
+            return (try store(object, uid: id.bytes, session: session, token: token), [])
         }
     }
 
@@ -174,9 +222,59 @@ extension ModuleState {
         try translating { () throws(KeychainError) in try NestedTemplate.merge(template, with: .deriveTemplate, of: base) }
     }
 
+    /// Several derived keys, stored together: if one cannot be stored, none is left.
+    private func storeDerived(_ secrets: [SecureBytes], templates: [Template], base: ObjectAttributes, session: Session,
+                              token: Token) throws(CKError) -> (key: CK_OBJECT_HANDLE, additional: [CK_OBJECT_HANDLE]) {
+        let bySO = token.login == .securityOfficer
+        var objects: [(ObjectAttributes, UniqueID)] = []
+        for (secret, template) in zip(secrets, templates) {
+            let id = try Self.newUniqueID()
+            let object = try translating { () throws(KeychainError) in
+                try KeyTransport.derivedObject(secret, template: template, base: base, uniqueID: id.text, bySecurityOfficer: bySO, policy: configuration.keyPolicy)
+            }
+            try checkWritable(token: object.isToken, private: object.isPrivate, session: session, login: token.login)
+            objects.append((object, id))
+        }
+        var handles: [CK_OBJECT_HANDLE] = []
+        do throws(CKError) {
+            for (object, id) in objects { handles.append(try store(object, uid: id.bytes, session: session, token: token)) }
+        } catch {
+            for stored in handles { try? destroyDerived(stored, token: token) }
+            throw error
+        }
+        return (handles[0], Array(handles.dropFirst()))
+    }
+
+    private func destroyDerived(_ handle: CK_OBJECT_HANDLE, token: Token) throws(CKError) {
+        if case .token(let rowID)? = entry(handle)?.location {
+            try translating { () throws(KeychainError) in try token.keychain.remove(id: rowID, master: token.writingMaster) }
+        }
+        tables.writing { handles.remove(handle) }
+    }
+
+    /// CKM_HKDF_DATA's result: a data object (class CKO_DATA by default) whose CKA_VALUE is the
+    /// output; CKA_VALUE_LEN, which asked for the length, is not a data object's attribute.
+    private func storeDerivedData(_ value: SecureBytes, template: Template, session: Session, token: Token) throws(CKError) -> CK_OBJECT_HANDLE {
+        if let given = template.first(where: { $0.type == .objectClass })?.value, AttributeValue.decodeULong(given) != ObjectClass.data.rawValue {
+            throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "CKM_HKDF_DATA makes a data object")
+        }
+        if template.contains(where: { $0.type == .value }) { throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "CKA_VALUE comes from the derivation") }
+        var full = template.filter { $0.type != .valueLength && $0.type != .objectClass }
+        full.append((.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)))
+        full.append((.value, value.bytes))
+        let id = try Self.newUniqueID()
+        let bySO = token.login == .securityOfficer
+        let object = try translating { () throws(KeychainError) in
+            try ObjectTemplate.create(full, uniqueID: id.text, bySecurityOfficer: bySO, policy: configuration.keyPolicy)
+        }
+        try checkWritable(token: object.isToken, private: object.isPrivate, session: session, login: token.login)
+        return try store(object, uid: id.bytes, session: session, token: token)
+    }
+
     /// CKM_ECDH1_DERIVE with CK_ECDH1_DERIVE_PARAMS: the peer's public value (raw, or as DER
-    /// OCTET STRING), and the KDF (CKD_NULL or CKD_SHA*_KDF with optional shared data).
-    private static func ecdhSecret(kdf kdfType: CK_ULONG, sharedData: [UInt8], publicData: [UInt8], key: AsymmetricKey,
+    /// OCTET STRING), and the KDF (CKD_NULL or CKD_SHA*_KDF / CKD_SHA3_*_KDF, ANSI X9.63, with
+    /// optional shared data).
+    private static func ecdhSecret(kdf kdfType: CK_ULONG, sharedData: [UInt8], publicData: [UInt8], key: AsymmetricKey, cofactor: Bool,
                                    template: Template) throws(CKError) -> SecureBytes {
         let kdf: Digest.Algorithm?
         switch kdfType {
@@ -188,6 +286,10 @@ extension ModuleState {
         case UInt(CKD_SHA256_KDF): kdf = .sha256
         case UInt(CKD_SHA384_KDF): kdf = .sha384
         case UInt(CKD_SHA512_KDF): kdf = .sha512
+        case 0xA: kdf = .sha3_224  // CKD_SHA3_224_KDF … CKD_SHA3_512_KDF (3.0)
+        case 0xB: kdf = .sha3_256
+        case 0xC: kdf = .sha3_384
+        case 0xD: kdf = .sha3_512
         default: throw Mechanisms.paramInvalid("unsupported KDF \(kdfType)")
         }
         let peer: AsymmetricKey
@@ -202,7 +304,7 @@ extension ModuleState {
             throw Mechanisms.paramInvalid("the peer's public value is not a point of this curve")
         }
         do {
-            let z = try key.sharedSecret(with: peer)
+            let z = try key.sharedSecret(with: peer, cofactor: cofactor)
             // CKD_NULL: the shared secret itself, cut from its leading end to the key's length
             // (as for CKM_DH_PKCS_DERIVE).
             guard let kdf else { return trailing(z, requestedLength(template)) }

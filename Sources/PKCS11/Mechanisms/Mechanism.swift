@@ -10,8 +10,13 @@ enum CipherSpec {
 
 /// How C_DeriveKey makes the new key's value.
 enum Derivation {
-    /// ECDH with CK_ECDH1_DERIVE_PARAMS.
-    case ecdh
+    /// ECDH with CK_ECDH1_DERIVE_PARAMS; `cofactor`: CKM_ECDH1_COFACTOR_DERIVE (the shared
+    /// point multiplied by the curve's cofactor, SP 800-56A §5.7.1.2).
+    case ecdh(cofactor: Bool)
+    /// HKDF (RFC 5869) with CK_HKDF_PARAMS; CKM_HKDF_DATA makes a data object.
+    case hkdf(dataObject: Bool)
+    /// SP 800-108 in counter, feedback or double-pipeline mode, with additional keys.
+    case sp800108(SP800108.Mode)
     /// PKCS #3 Diffie-Hellman with the other party's public value as the parameter.
     case diffieHellman
     /// The base key encrypts the parameter's data (CKM_AES_ECB_ENCRYPT_DATA, …_CBC_…, and the
@@ -43,7 +48,11 @@ struct Mechanism: Sendable {
     var generatesDomainParameters = false
     /// AES key wrap (the RSA wrapping mechanisms use their `cipher`).
     var keyWrap: KeyWrap.Mode?
+    /// CKM_RSA_AES_KEY_WRAP: a one-time AES key under RSA-OAEP, then the key under it (KWP).
+    var wrapsWithRSAAndAES = false
     var derivation: Derivation?
+    /// CKM_PKCS5_PBKD2: C_GenerateKey derives the key from a password in the parameter.
+    var derivesFromPassword = false
     /// The block cipher of symmetric cipher, MAC and encrypt-data mechanisms.
     var blockCipher: SymmetricCipher.Algorithm = .aes
 

@@ -11,6 +11,10 @@ enum Mechanisms {
     static let eddsa: UInt = 0x1057
     static let aesKeyWrap: UInt = 0x2109
     static let aesKeyWrapPad: UInt = 0x210A
+    static let aesXTS: UInt = 0x1071, aesXTSKeyGen: UInt = 0x1072
+    static let mlKEMKeyPairGen: UInt = 0x0F, mlKEM: UInt = 0x17, mlDSAKeyPairGen: UInt = 0x1C, mlDSA: UInt = 0x1D  // PKCS#11 3.2
+    static let hkdfDerive: UInt = 0x402A, hkdfData: UInt = 0x402B, hkdfKeyGen: UInt = 0x402C
+    static let chacha20KeyGen: UInt = 0x1225, chacha20: UInt = 0x1226, chacha20Poly1305: UInt = 0x4021
 
     /// The mechanisms of each key policy (DESIGN §10): the compatible table offers RSA from
     /// 1,024 bits, P-192 and the legacy algorithms; the modern one does not.
@@ -42,29 +46,36 @@ enum Mechanisms {
         let wrapUnwrap = UInt(CKF_WRAP | CKF_UNWRAP)
 
         // Digests and HMAC (current mechanisms §2.16–§2.25).
-        let digests: [(UInt, UInt, Digest.Algorithm)] = [
-            (UInt(CKM_SHA_1), UInt(CKM_SHA_1_HMAC), .sha1), (UInt(CKM_SHA224), UInt(CKM_SHA224_HMAC), .sha224),
-            (UInt(CKM_SHA256), UInt(CKM_SHA256_HMAC), .sha256), (UInt(CKM_SHA384), UInt(CKM_SHA384_HMAC), .sha384),
-            (UInt(CKM_SHA512), UInt(CKM_SHA512_HMAC), .sha512), (sha3_224, sha3_224HMAC, .sha3_224), (sha3_256, sha3_256HMAC, .sha3_256),
-            (sha3_384, sha3_384HMAC, .sha3_384), (sha3_512, sha3_512HMAC, .sha3_512),
+        let digests: [(UInt, UInt, UInt, Digest.Algorithm)] = [
+            (UInt(CKM_SHA_1), UInt(CKM_SHA_1_HMAC), UInt(CKM_SHA_1_HMAC_GENERAL), .sha1),
+            (UInt(CKM_SHA224), UInt(CKM_SHA224_HMAC), UInt(CKM_SHA224_HMAC_GENERAL), .sha224),
+            (UInt(CKM_SHA256), UInt(CKM_SHA256_HMAC), UInt(CKM_SHA256_HMAC_GENERAL), .sha256),
+            (UInt(CKM_SHA384), UInt(CKM_SHA384_HMAC), UInt(CKM_SHA384_HMAC_GENERAL), .sha384),
+            (UInt(CKM_SHA512), UInt(CKM_SHA512_HMAC), UInt(CKM_SHA512_HMAC_GENERAL), .sha512),
+            (sha3_224, sha3_224HMAC, sha3_224HMAC + 1, .sha3_224), (sha3_256, sha3_256HMAC, sha3_256HMAC + 1, .sha3_256),
+            (sha3_384, sha3_384HMAC, sha3_384HMAC + 1, .sha3_384), (sha3_512, sha3_512HMAC, sha3_512HMAC + 1, .sha3_512),
         ]
         // An HMAC takes generic secrets and the key type dedicated to it (CKK_SHA256_HMAC…).
         let dedicated: [Digest.Algorithm: KeyType] = [.sha1: .sha1HMAC, .sha224: .sha224HMAC, .sha256: .sha256HMAC, .sha384: .sha384HMAC,
-                                                      .sha512: .sha512HMAC, .md5: .md5HMAC]
-        for (digest, hmac, algorithm) in digests {
-            table.add(digest, 0, 0, UInt(CKF_DIGEST)) { $0.digest = algorithm }
-            table.add(hmac, 1, 512, signVerify) {
-                $0.keyTypes = [.genericSecret] + [dedicated[algorithm]].compactMap { $0 }
-                $0.mac = .hmac(algorithm)
+                                                      .sha512: .sha512HMAC, .md5: .md5HMAC, .sha3_224: .sha3_224HMAC, .sha3_256: .sha3_256HMAC,
+                                                      .sha3_384: .sha3_384HMAC, .sha3_512: .sha3_512HMAC]
+        func addHMAC(_ hmac: UInt, _ general: UInt, _ algorithm: Digest.Algorithm) {
+            for (type, isGeneral) in [(hmac, false), (general, true)] {
+                table.add(type, 1, 512, signVerify) {
+                    $0.keyTypes = [.genericSecret] + [dedicated[algorithm]].compactMap { $0 }
+                    $0.mac = .hmac(algorithm)
+                    $0.macLengthIsParameter = isGeneral
+                }
             }
+        }
+        for (digest, hmac, general, algorithm) in digests {
+            table.add(digest, 0, 0, UInt(CKF_DIGEST)) { $0.digest = algorithm }
+            addHMAC(hmac, general, algorithm)
         }
         table.add(UInt(CKM_GENERIC_SECRET_KEY_GEN), 8, 4096, UInt(CKF_GENERATE)) { $0.generates = .genericSecret }
         if policy.allowsLegacyAlgorithms {
             table.add(UInt(CKM_MD5), 0, 0, UInt(CKF_DIGEST)) { $0.digest = .md5 }
-            table.add(UInt(CKM_MD5_HMAC), 1, 512, signVerify) {
-                $0.keyTypes = [.genericSecret, .md5HMAC]
-                $0.mac = .hmac(.md5)
-            }
+            addHMAC(UInt(CKM_MD5_HMAC), UInt(CKM_MD5_HMAC_GENERAL), .md5)
         }
 
         // RSA (§2.1).
@@ -87,10 +98,15 @@ enum Mechanisms {
             $0.keyTypes = [.rsa]
             $0.cipher = { p throws(CKError) in .rsa(try oaepPadding(p)) }
         }
+        table.add(UInt(CKM_RSA_AES_KEY_WRAP), rsaMin, rsaMax, wrapUnwrap) {
+            $0.keyTypes = [.rsa]
+            $0.wrapsWithRSAAndAES = true
+        }
         let rsaHashes: [(UInt, UInt, Digest.Algorithm)] = [
             (UInt(CKM_SHA1_RSA_PKCS), UInt(CKM_SHA1_RSA_PKCS_PSS), .sha1), (UInt(CKM_SHA224_RSA_PKCS), UInt(CKM_SHA224_RSA_PKCS_PSS), .sha224),
             (UInt(CKM_SHA256_RSA_PKCS), UInt(CKM_SHA256_RSA_PKCS_PSS), .sha256), (UInt(CKM_SHA384_RSA_PKCS), UInt(CKM_SHA384_RSA_PKCS_PSS), .sha384),
             (UInt(CKM_SHA512_RSA_PKCS), UInt(CKM_SHA512_RSA_PKCS_PSS), .sha512),
+            (0x66, 0x67, .sha3_224), (0x60, 0x63, .sha3_256), (0x61, 0x64, .sha3_384), (0x62, 0x65, .sha3_512),  // CKM_SHA3_*_RSA_PKCS[_PSS]
         ]
         for (pkcs1, pss, digest) in rsaHashes {
             table.add(pkcs1, rsaMin, rsaMax, signVerify) {
@@ -119,7 +135,8 @@ enum Mechanisms {
         let ecMin = curveBits.min() ?? 256, ecMax = curveBits.max() ?? 521
         table.add(UInt(CKM_EC_KEY_PAIR_GEN), ecMin, ecMax, UInt(CKF_GENERATE_KEY_PAIR) | ecFlags) { $0.generates = .ec }
         let ecdsa: [(UInt, Digest.Algorithm?)] = [(UInt(CKM_ECDSA), nil), (UInt(CKM_ECDSA_SHA1), .sha1), (UInt(CKM_ECDSA_SHA224), .sha224),
-                                                   (UInt(CKM_ECDSA_SHA256), .sha256), (UInt(CKM_ECDSA_SHA384), .sha384), (UInt(CKM_ECDSA_SHA512), .sha512)]
+                                                   (UInt(CKM_ECDSA_SHA256), .sha256), (UInt(CKM_ECDSA_SHA384), .sha384), (UInt(CKM_ECDSA_SHA512), .sha512),
+                                                   (0x1047, .sha3_224), (0x1048, .sha3_256), (0x1049, .sha3_384), (0x104A, .sha3_512)]  // CKM_ECDSA_SHA3_*
         for (type, digest) in ecdsa {
             table.add(type, ecMin, ecMax, signVerify | ecFlags) {
                 $0.keyTypes = [.ec]
@@ -157,6 +174,40 @@ enum Mechanisms {
             $0.keyTypes = [.aes]
             $0.mac = .aesCMAC
         }
+        table.add(UInt(CKM_AES_CMAC_GENERAL), 16, 32, signVerify) {
+            $0.keyTypes = [.aes]
+            $0.mac = .aesCMAC
+            $0.macLengthIsParameter = true
+        }
+        // The modes PKCS#11 3.0 adds to AES, and ChaCha20 (3.0 §2.x); key sizes in bytes.
+        let streamModes: [(UInt, SymmetricCipher.Mode)] = [(UInt(CKM_AES_OFB), .ofb), (UInt(CKM_AES_CFB8), .cfb8), (UInt(CKM_AES_CFB128), .cfb128),
+                                                           (UInt(CKM_AES_CTS), .cts)]
+        for (type, mode) in streamModes {
+            table.add(type, 16, 32, encryptDecrypt) {
+                $0.keyTypes = [.aes]
+                $0.cipher = { p throws(CKError) in .symmetric(mode, iv: try p.flatBytes(count: 16, what: "IV"), associatedData: []) }
+            }
+        }
+        table.add(aesXTSKeyGen, 32, 64, UInt(CKF_GENERATE)) { $0.generates = .aesXTS }
+        table.add(aesXTS, 32, 64, encryptDecrypt) {
+            $0.keyTypes = [.aesXTS]
+            $0.cipher = { p throws(CKError) in .symmetric(.xts, iv: try p.flatBytes(count: 16, what: "XTS tweak"), associatedData: []) }
+        }
+        table.add(UInt(CKM_AES_CCM), 16, 32, encryptDecrypt) {
+            $0.keyTypes = [.aes]
+            $0.cipher = { p throws(CKError) in try ccmSpec(p) }
+        }
+        table.add(chacha20KeyGen, 32, 32, UInt(CKF_GENERATE)) { $0.generates = .chacha20 }
+        table.add(chacha20, 32, 32, encryptDecrypt) {
+            $0.keyTypes = [.chacha20]
+            $0.blockCipher = .chacha20
+            $0.cipher = { p throws(CKError) in try chacha20Spec(p) }
+        }
+        table.add(chacha20Poly1305, 32, 32, encryptDecrypt) {
+            $0.keyTypes = [.chacha20]
+            $0.blockCipher = .chacha20
+            $0.cipher = { p throws(CKError) in try chacha20Poly1305Spec(p) }
+        }
         if policy.allowsLegacyAlgorithms {
             // CBC-MAC (FIPS 113): half a block, or the length the parameter gives. Forgeable on
             // messages of varying length (CMAC is its modern form): legacy.
@@ -182,11 +233,34 @@ enum Mechanisms {
             addDES(&table)
             addFiniteField(&table)
         }
+        addPostQuantum(&table)
 
         // Key agreement: ECDH on the NIST curves and on X25519/X448 (sizes in bits).
         table.add(UInt(CKM_ECDH1_DERIVE), min(ecMin, 255), ecMax, UInt(CKF_DERIVE) | ecFlags) {
             $0.keyTypes = [.ec, .ecMontgomery]
-            $0.derivation = .ecdh
+            $0.derivation = .ecdh(cofactor: false)
+        }
+        // The named prime curves all have cofactor 1; X25519/X448 clear the cofactor in the
+        // scalar (RFC 7748), so the cofactor form is the same computation on them.
+        table.add(UInt(CKM_ECDH1_COFACTOR_DERIVE), min(ecMin, 255), ecMax, UInt(CKF_DERIVE) | ecFlags) {
+            $0.keyTypes = [.ec, .ecMontgomery]
+            $0.derivation = .ecdh(cofactor: true)
+        }
+        // Key derivation of PKCS#11 3.0 (§2.43, §2.44, §2.63); sizes in bytes of the base key.
+        table.add(hkdfKeyGen, 1, 512, UInt(CKF_GENERATE)) { $0.generates = .hkdf }
+        for (type, dataObject) in [(hkdfDerive, false), (hkdfData, true)] {
+            table.add(type, 1, 512, UInt(CKF_DERIVE)) {
+                $0.keyTypes = [.hkdf, .genericSecret]
+                $0.derivation = .hkdf(dataObject: dataObject)
+            }
+        }
+        table.add(UInt(CKM_PKCS5_PBKD2), 1, 512, UInt(CKF_GENERATE)) { $0.derivesFromPassword = true }
+        let kdfModes: [(UInt, SP800108.Mode)] = [(0x3AC, .counter), (0x3AD, .feedback), (0x3AE, .doublePipeline)]
+        for (type, mode) in kdfModes {
+            table.add(type, 1, 512, UInt(CKF_DERIVE)) {
+                $0.keyTypes = KeyType.genericLike.filter { $0 != .hkdf } + [.aes, .des2, .des3]
+                $0.derivation = .sp800108(mode)
+            }
         }
         // Keys derived by encrypting data with an AES key (current mechanisms §2.15).
         table.add(UInt(CKM_AES_ECB_ENCRYPT_DATA), 16, 32, UInt(CKF_DERIVE)) {
@@ -198,6 +272,18 @@ enum Mechanisms {
             $0.derivation = .encryptData(.cbc)
         }
         return table
+    }
+
+    /// PKCS#11 3.2's ML-KEM and ML-DSA (CKK_ML_KEM, CKK_ML_DSA; parameter sets in
+    /// CKA_PARAMETER_SET). The seam for the platform's OpenSSL 3.5: until `PostQuantum.available`
+    /// the rows are absent, and C_GetMechanismInfo answers CKR_MECHANISM_INVALID, as for any
+    /// mechanism not offered. Their operations are EVP_PKEY keygen, EVP_DigestSign with no digest
+    /// (ML-DSA, like EdDSA here) and EVP_PKEY_encapsulate/decapsulate (ML-KEM); the rows are
+    /// added with those operations, not before.
+    private static func addPostQuantum(_ table: inout [CK_MECHANISM_TYPE: Mechanism]) {
+        guard PostQuantum.available else { return }
+        // Operations for these rows are not written yet: none is registered without them.
+        _ = (mlKEMKeyPairGen, mlKEM, mlDSAKeyPairGen, mlDSA, KeyType.mlKEM, KeyType.mlDSA)
     }
 
     /// Triple DES (two- and three-key) from OpenSSL's default provider, and single DES when its
@@ -286,7 +372,7 @@ enum Mechanisms {
 
     // MARK: parameters
 
-    /// CKG_MGF1_* → the MGF1 hash.
+    /// CKG_MGF1_* → the MGF1 hash (CKG_MGF1_SHA3_224 … _512 are 6–9 in PKCS#11 3.0).
     private static func mgf1(_ value: CK_ULONG) -> Digest.Algorithm? {
         switch value {
         case CK_ULONG(CKG_MGF1_SHA1): return .sha1
@@ -294,13 +380,17 @@ enum Mechanisms {
         case CK_ULONG(CKG_MGF1_SHA256): return .sha256
         case CK_ULONG(CKG_MGF1_SHA384): return .sha384
         case CK_ULONG(CKG_MGF1_SHA512): return .sha512
+        case 6: return .sha3_224
+        case 7: return .sha3_256
+        case 8: return .sha3_384
+        case 9: return .sha3_512
         default: return nil
         }
     }
 
-    /// SHA-1 and SHA-2 only: OpenSSL's RSA padding code has no SHA-3 MGF1 here.
+    /// The hash a PSS or OAEP parameter names (CKM_SHA_1 … CKM_SHA3_512; not MD5).
     private static func sha2Digest(_ mechanism: CK_MECHANISM_TYPE) -> Digest.Algorithm? {
-        guard let algorithm = compatible[mechanism]?.digest, [.sha1, .sha224, .sha256, .sha384, .sha512].contains(algorithm) else { return nil }
+        guard let algorithm = compatible[mechanism]?.digest, algorithm != .md5 else { return nil }
         return algorithm
     }
 
@@ -316,7 +406,7 @@ enum Mechanisms {
     }
 
     /// CK_RSA_PKCS_OAEP_PARAMS: hash, MGF1 hash, and an optional label (CKZ_DATA_SPECIFIED).
-    private static func oaepPadding(_ parameter: MechanismParameter) throws(CKError) -> RSACipher.Padding {
+    static func oaepPadding(_ parameter: MechanismParameter) throws(CKError) -> RSACipher.Padding {
         guard case .rsaOAEP(let hashType, let mgfType, let source, let sourceLength, let label) = parameter else {
             throw paramInvalid("OAEP needs CK_RSA_PKCS_OAEP_PARAMS")
         }
@@ -328,14 +418,20 @@ enum Mechanisms {
     }
 
     /// CKM_EDDSA takes no parameter or CK_EDDSA_PARAMS { phFlag, ulContextDataLen, pContextData }.
-    /// Pure EdDSA is offered: Ed25519 without parameters (with them, even an empty context, the
-    /// scheme would be Ed25519ctx, RFC 8032 §5.1), Ed448 without parameters or with phFlag FALSE
-    /// and no context (Ed448 always has its dom4 prefix, so that is pure Ed448).
+    /// No parameter is pure Ed25519 / Ed448, and so is Ed448 with phFlag FALSE and no context
+    /// (Ed448 always has its dom4 prefix); these run in OpenSSL. With the parameter, Ed25519 is
+    /// Ed25519ctx (phFlag FALSE) or Ed25519ph, Ed448 has a context or is Ed448ph (RFC 8032
+    /// §5.1–§5.2, through libgcrypt). Ed25519ctx with an empty context, which RFC 8032 §5.1 says
+    /// should not be used, is refused (CKR_MECHANISM_PARAM_INVALID), not signed as pure Ed25519.
     private static func eddsaScheme(_ parameter: MechanismParameter, key: AsymmetricKey) throws(CKError) -> SignatureScheme {
         switch parameter {
         case .none: return .eddsa
-        case .eddsa(let prehash, let context) where !prehash && context.isEmpty && key.kind == .ed448: return .eddsa
-        case .eddsa: throw paramInvalid("Ed25519ctx, Ed25519ph, Ed448ph and contexts are not supported")
+        case .eddsa(let prehash, let context) where !prehash && context.isEmpty:
+            guard key.kind == .ed448 else { throw paramInvalid("Ed25519ctx needs a context (RFC 8032 §5.1); pure Ed25519 takes no parameter") }
+            return .eddsa
+        case .eddsa(let prehash, let context):
+            guard context.count <= 255 else { throw paramInvalid("an EdDSA context has at most 255 bytes") }
+            return .eddsaVariant(prehash: prehash, context: context)
         default: throw paramInvalid("EdDSA takes CK_EDDSA_PARAMS or nothing")
         }
     }
@@ -346,6 +442,39 @@ enum Mechanisms {
         guard case .counter(let bits, let block) = parameter else { throw paramInvalid("CTR needs CK_AES_CTR_PARAMS") }
         guard (1...128).contains(bits) else { throw paramInvalid("the CTR counter must have 1–128 bits") }
         return .symmetric(.ctr(counterBits: Int(bits)), iv: block, associatedData: [])
+    }
+
+    /// CK_CCM_PARAMS: message length, nonce of 7–13 bytes, additional data, MAC of 4–16 bytes
+    /// (even); the message length must fit the length field the nonce leaves (15 − nonce bytes).
+    private static func ccmSpec(_ parameter: MechanismParameter) throws(CKError) -> CipherSpec {
+        guard case .ccm(let dataLength, let nonce, let additionalData, let macLength) = parameter else { throw paramInvalid("CCM needs CK_CCM_PARAMS") }
+        guard (7...13).contains(nonce.count) else { throw paramInvalid("the CCM nonce must have 7–13 bytes") }
+        guard (4...16).contains(macLength), macLength % 2 == 0 else { throw paramInvalid("the CCM MAC must have 4, 6, … 16 bytes") }
+        let lengthBytes = 15 - nonce.count
+        guard dataLength <= CK_ULONG(SymmetricCipher.maximumHeldInput), lengthBytes >= 8 || dataLength < CK_ULONG(1) << (8 * lengthBytes) else {
+            throw paramInvalid("a \(nonce.count)-byte CCM nonce leaves no room for \(dataLength) bytes")
+        }
+        return .symmetric(.ccm(tagLength: Int(macLength), dataLength: Int(dataLength)), iv: nonce, associatedData: additionalData)
+    }
+
+    /// CK_CHACHA20_PARAMS: the IV OpenSSL takes is the state's words 12–15 — the counter (4
+    /// bytes, little-endian) and a 12-byte nonce, or the original 8-byte counter and 8-byte nonce.
+    private static func chacha20Spec(_ parameter: MechanismParameter) throws(CKError) -> CipherSpec {
+        guard case .chacha20(let counter, let nonce) = parameter, counter.count + nonce.count == 16 else {
+            throw paramInvalid("ChaCha20 needs CK_CHACHA20_PARAMS with a 32-bit counter and a 96-bit nonce, or 64 and 64")
+        }
+        return .symmetric(.chacha20(counterBits: counter.count * 8), iv: counter + nonce, associatedData: [])
+    }
+
+    /// CK_SALSA20_CHACHA20_POLY1305_PARAMS: a 12-byte nonce (RFC 8439), or an 8-byte one (the
+    /// original construction: the same as a 12-byte nonce that starts with four zero bytes).
+    private static func chacha20Poly1305Spec(_ parameter: MechanismParameter) throws(CKError) -> CipherSpec {
+        guard case .aead(let nonce, let additionalData) = parameter else { throw paramInvalid("ChaCha20-Poly1305 needs CK_SALSA20_CHACHA20_POLY1305_PARAMS") }
+        switch nonce.count {
+        case 12: return .symmetric(.chacha20Poly1305, iv: nonce, associatedData: additionalData)
+        case 8: return .symmetric(.chacha20Poly1305, iv: [0, 0, 0, 0] + nonce, associatedData: additionalData)
+        default: throw paramInvalid("the ChaCha20-Poly1305 nonce must have 12 or 8 bytes (XChaCha20's 24 are not supported)")
+        }
     }
 
     /// CK_GCM_PARAMS: IV (1–256 bytes, 12 recommended), additional data, tag bits 96–128 in

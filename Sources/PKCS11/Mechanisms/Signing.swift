@@ -56,17 +56,20 @@ extension ModuleState {
             throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) cannot \(signing ? "sign" : "verify")")
         }
         if var algorithm = entry.mac {
-            if case .cbcMAC(let cipher, _) = algorithm, entry.macLengthIsParameter {
-                // CK_MAC_GENERAL_PARAMS: the MAC length, 1 to a block.
+            var truncated: Int?
+            if entry.macLengthIsParameter {
+                // CK_MAC_GENERAL_PARAMS: the MAC length, 1 to the full MAC (a block for CBC-MAC).
                 guard case .length(let length) = mechanism.parameter else { throw Mechanisms.paramInvalid("a _GENERAL MAC needs CK_MAC_GENERAL_PARAMS") }
-                guard length >= 1, length <= CK_ULONG(cipher.blockSize) else { throw Mechanisms.paramInvalid("a MAC of 1–\(cipher.blockSize) bytes") }
-                algorithm = .cbcMAC(cipher, length: Int(length))
+                guard length >= 1, length <= CK_ULONG(algorithm.outputSize) else { throw Mechanisms.paramInvalid("a MAC of 1–\(algorithm.outputSize) bytes") }
+                if case .cbcMAC(let cipher, _) = algorithm { algorithm = .cbcMAC(cipher, length: Int(length)) } else { truncated = Int(length) }
             } else {
                 try mechanism.parameter.requireEmpty()
             }
             let secret = try secretKey(handle, session: session, token: token, usage: signing ? .sign : .verify, mechanism: entry)
             do {
-                return ActiveOperation(engine: .mac(try StreamingMAC(algorithm, key: secret)), outputLength: algorithm.outputSize)
+                let mac = try StreamingMAC(algorithm, key: secret)
+                mac.truncatedLength = truncated
+                return ActiveOperation(engine: .mac(mac), outputLength: truncated ?? algorithm.outputSize)
             } catch {
                 throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "\(error)")
             }

@@ -1,0 +1,210 @@
+internal import COpenSSL
+
+/// HKDF (RFC 5869) with any of the hashes PKCS#11 names, in its three forms.
+public enum HKDF {
+    /// PRK = HMAC-Hash(salt, IKM); an empty salt is a string of HashLen zeros (RFC 5869 §2.2).
+    public static func extract(_ digest: Digest.Algorithm, salt: [UInt8], inputKey: SecureBytes) throws -> SecureBytes {
+        let effectiveSalt = salt.isEmpty ? [UInt8](repeating: 0, count: digest.outputSize) : salt
+        var prk = try inputKey.withUnsafeBytes { ikm in try effectiveSalt.withUnsafeBytes { s in try Digest.hmac(digest, key: s, data: ikm) } }
+        defer { wipe(&prk) }
+        return SecureBytes(prk)
+    }
+
+    /// OKM = T(1) ‖ T(2) ‖ … cut to `length` (at most 255 × HashLen), T(i) = HMAC(PRK, T(i−1) ‖ info ‖ i).
+    public static func expand(_ digest: Digest.Algorithm, pseudorandomKey: SecureBytes, info: [UInt8], length: Int) throws -> SecureBytes {
+        guard length > 0, length <= 255 * digest.outputSize else {
+            throw CryptoError(.invalidInput, "HKDF-Expand gives 1 to \(255 * digest.outputSize) bytes with this hash")
+        }
+        let output = SecureBytes(count: length)
+        var previous: [UInt8] = []
+        defer { wipe(&previous) }
+        var written = 0
+        var counter: UInt8 = 1
+        while written < length {
+            var block = previous + info + [counter]
+            defer { wipe(&block) }
+            let next = try pseudorandomKey.withUnsafeBytes { p in try block.withUnsafeBytes { b in try Digest.hmac(digest, key: p, data: b) } }
+            wipe(&previous)
+            previous = next
+            let take = min(previous.count, length - written)
+            let source = previous
+            output.withUnsafeMutableBytes { out in for i in 0..<take { out[written + i] = source[i] } }
+            written += take
+            counter &+= 1
+        }
+        return output
+    }
+}
+
+/// PBKDF2 (RFC 8018 §5.2) with an HMAC PRF, through OpenSSL's PKCS5_PBKDF2_HMAC.
+public enum PBKDF2 {
+    /// More than this is a denial of service through one call (a few seconds at most here).
+    public static let maximumIterations = 10_000_000
+
+    public static func derive(_ digest: Digest.Algorithm, password: UnsafeRawBufferPointer, salt: [UInt8], iterations: Int, length: Int) throws -> SecureBytes {
+        guard iterations >= 1, iterations <= maximumIterations else { throw CryptoError(.invalidInput, "PBKDF2 takes 1 to \(maximumIterations) iterations") }
+        guard length > 0, length <= 1 << 16, password.count <= Int(Int32.max), salt.count <= Int(Int32.max) else {
+            throw CryptoError(.invalidInput, "PBKDF2 length")
+        }
+        guard let md = digest.md else { throw CryptoError.library("no \(digest) digest") }
+        let output = SecureBytes(count: length)
+        let passwordStart = password.baseAddress?.assumingMemoryBound(to: CChar.self)
+        let ok = output.withUnsafeMutableBytes { out in
+            PKCS5_PBKDF2_HMAC(passwordStart, Int32(password.count), salt, Int32(salt.count), Int32(iterations), md, Int32(length),
+                              out.baseAddress?.assumingMemoryBound(to: UInt8.self))
+        }
+        guard ok == 1 else { throw CryptoError.library("PKCS5_PBKDF2_HMAC") }
+        return output
+    }
+}
+
+/// NIST SP 800-108r1 key derivation in its three modes, with the PRF input laid out as PKCS#11's
+/// data parameters describe it: byte strings, the counter, the derived length and (feedback and
+/// double pipeline) the chained value, each where the caller put it.
+public enum SP800108 {
+    public enum Mode: Sendable { case counter, feedback, doublePipeline }
+
+    /// How an integer (the counter, the derived length) is written: width in bits and byte order.
+    public struct IntegerFormat: Sendable, Equatable {
+        public let bits: Int
+        public let littleEndian: Bool
+        public init(bits: Int, littleEndian: Bool) {
+            self.bits = bits
+            self.littleEndian = littleEndian
+        }
+
+        func encode(_ value: UInt64) -> [UInt8] {
+            let count = bits / 8
+            var bytes = (0..<count).map { UInt8(truncatingIfNeeded: value >> (8 * UInt64(count - 1 - $0))) }
+            if littleEndian { bytes.reverse() }
+            return bytes
+        }
+
+        var maximum: UInt64 { bits >= 64 ? .max : (1 << UInt64(bits)) - 1 }
+    }
+
+    public enum LengthMethod: Sendable { case sumOfKeys, sumOfSegments }
+
+    public enum Field: Sendable, Equatable {
+        /// Counter mode: the counter i in this format. Feedback: K(i−1). Double pipeline: A(i).
+        case iteration(IntegerFormat?)
+        /// The counter i (feedback and double pipeline, optional there).
+        case counter(IntegerFormat)
+        /// [L]: the derived length in bits.
+        case length(LengthMethod, IntegerFormat)
+        case bytes([UInt8])
+    }
+
+    public enum PRF: Sendable {
+        case hmac(Digest.Algorithm)
+        case cmac(SymmetricCipher.Algorithm)
+
+        var outputSize: Int {
+            switch self {
+            case .hmac(let digest): return digest.outputSize
+            case .cmac(let cipher): return cipher.blockSize
+            }
+        }
+    }
+
+    /// `length` bytes of keying material; `keysBits` is the derived keys' total length in bits
+    /// (for a SUM_OF_KEYS length field).
+    public static func derive(_ mode: Mode, prf: PRF, key: SecureBytes, fields: [Field], iv: [UInt8] = [], length: Int) throws -> SecureBytes {
+        let h = prf.outputSize
+        guard length > 0, length <= 1 << 20 else { throw CryptoError(.invalidInput, "SP 800-108 output length") }
+        let blocks = (length + h - 1) / h
+        for field in fields {
+            if case .iteration(let format?) = field, UInt64(blocks) > format.maximum {
+                throw CryptoError(.limitExceeded, "a \(format.bits)-bit counter cannot count \(blocks) blocks")
+            }
+            if case .counter(let format) = field, UInt64(blocks) > format.maximum {
+                throw CryptoError(.limitExceeded, "a \(format.bits)-bit counter cannot count \(blocks) blocks")
+            }
+        }
+        func lengthValue(_ method: LengthMethod) -> UInt64 {
+            method == .sumOfKeys ? UInt64(length) * 8 : UInt64(blocks * h) * 8
+        }
+        func serialize(counter: Int, chained: [UInt8]?, includeChained: Bool) -> [UInt8] {
+            var input: [UInt8] = []
+            for field in fields {
+                switch field {
+                case .iteration(let format):
+                    if let format { input += format.encode(UInt64(counter)) } else if includeChained, let chained { input += chained }
+                case .counter(let format):
+                    if includeChained { input += format.encode(UInt64(counter)) }
+                case .length(let method, let format):
+                    let value = lengthValue(method)
+                    guard value <= format.maximum else { continue }
+                    input += format.encode(value)
+                case .bytes(let bytes): input += bytes
+                }
+            }
+            return input
+        }
+        for field in fields {
+            if case .length(let method, let format) = field, lengthValue(method) > format.maximum {
+                throw CryptoError(.limitExceeded, "a \(format.bits)-bit length field cannot hold \(lengthValue(method)) bits")
+            }
+        }
+        func run(_ data: [UInt8]) throws -> [UInt8] {
+            switch prf {
+            case .hmac(let digest):
+                return try key.withUnsafeBytes { k in try data.withUnsafeBytes { d in try Digest.hmac(digest, key: k, data: d) } }
+            case .cmac(let cipher):
+                let mac = try StreamingMAC(cipher == .aes ? .aesCMAC : .tripleDESCMAC, key: key)
+                try data.withUnsafeBytes { try mac.update($0) }
+                return try mac.finish()
+            }
+        }
+        let output = SecureBytes(count: length)
+        var written = 0
+        var chained = iv  // feedback: K(0) = IV
+        defer { wipe(&chained) }
+        var pipeline: [UInt8] = []  // double pipeline: A(i)
+        defer { wipe(&pipeline) }
+        if mode == .doublePipeline { pipeline = serialize(counter: 0, chained: nil, includeChained: false) }  // A(0): the fixed input
+        for i in 1...blocks {
+            var input: [UInt8]
+            switch mode {
+            case .counter:
+                input = serialize(counter: i, chained: nil, includeChained: true)
+            case .feedback:
+                input = serialize(counter: i, chained: chained, includeChained: true)
+            case .doublePipeline:
+                let next = try run(pipeline)
+                wipe(&pipeline)
+                pipeline = next
+                input = serialize(counter: i, chained: pipeline, includeChained: true)
+            }
+            defer { wipe(&input) }
+            var block = try run(input)
+            defer { wipe(&block) }
+            let take = min(h, length - written)
+            let source = block
+            output.withUnsafeMutableBytes { out in for j in 0..<take { out[written + j] = source[j] } }
+            written += take
+            if mode == .feedback {
+                wipe(&chained)
+                chained = block
+            }
+        }
+        return output
+    }
+}
+
+/// Post-quantum algorithms (FIPS 203 ML-KEM, FIPS 204 ML-DSA, FIPS 205 SLH-DSA) in the OpenSSL
+/// this process runs with. Debian 12's OpenSSL 3.0 has none of them (they come with OpenSSL 3.5),
+/// and no maintained Debian 12 package provides them (see Docs/mechanisms.md): the mechanism
+/// table leaves their rows out while this is false.
+public enum PostQuantum {
+    public static let available: Bool = {
+        let names = ["ML-KEM-768", "ML-DSA-65"]
+        let found = names.allSatisfy { name in
+            guard let management = EVP_KEYMGMT_fetch(nil, name, nil) else { return false }
+            EVP_KEYMGMT_free(management)
+            return true
+        }
+        OpenSSLErrorQueue.discardOwn()
+        return found
+    }()
+}
