@@ -773,6 +773,17 @@ int main(int argc, char **argv) {
         p11->C_Finalize(NULL);
         return 0;
     }
+    if (argc == 4 && strcmp(argv[2], "aead") == 0) {
+        /* The ChaCha20-Poly1305 and AES-CCM rows alone (for comparing with openssl speed). */
+        budget = atof(argv[3]);
+        if (!open_token(argv[1])) { fprintf(stderr, "cannot set up a token in %s\n", argv[1]); return 1; }
+        aead("chacha20poly1305.1KiB", 1, 1024);
+        aead("chacha20poly1305.1MiB", 1, 1 << 20);
+        aead("aes256.ccm.1KiB", 0, 1024);
+        aead("aes256.ccm.1MiB", 0, 1 << 20);
+        p11->C_Finalize(NULL);
+        return 0;
+    }
     if (argc != 3) { fprintf(stderr, "usage: %s MODULE SECONDS | %s MODULE scale N\n", argv[0], argv[0]); return 2; }
     budget = atof(argv[2]);
     if (!open_token(argv[1])) { fprintf(stderr, "cannot set up a token in %s\n", argv[1]); return 1; }

@@ -14,23 +14,28 @@ public enum KeyWrap {
         }
     }
 
-    public static func wrap(_ mode: Mode, key: SecureBytes, material: SecureBytes) throws -> [UInt8] {
+    /// The initial value's length a caller may give: KW's 8 bytes (RFC 3394 §2.2.3), KWP's 4
+    /// (RFC 5649 §3, the high half of the alternative initial value).
+    public static func ivLength(_ mode: Mode) -> Int { mode == .kw ? 8 : 4 }
+
+    public static func wrap(_ mode: Mode, key: SecureBytes, material: SecureBytes, iv: [UInt8]? = nil) throws -> [UInt8] {
         if mode == .kw {
             guard material.count >= 16, material.count % 8 == 0 else { throw CryptoError(.invalidInput, "AES-KW wraps 16 or more bytes in steps of 8") }
         }
         guard material.count > 0 else { throw CryptoError(.invalidInput, "nothing to wrap") }
-        return try material.withUnsafeBytes { try run(mode, key: key, input: $0, encrypting: true) }
+        return try material.withUnsafeBytes { try run(mode, key: key, input: $0, encrypting: true, iv: iv) }
     }
 
     /// Unwraps; an altered or wrong-key input fails with `.authenticationFailed`.
-    public static func unwrap(_ mode: Mode, key: SecureBytes, wrapped: [UInt8]) throws -> SecureBytes {
+    public static func unwrap(_ mode: Mode, key: SecureBytes, wrapped: [UInt8], iv: [UInt8]? = nil) throws -> SecureBytes {
         guard wrapped.count >= 16, wrapped.count % 8 == 0 else { throw CryptoError(.invalidInput, "wrapped key length") }
-        var plain = try wrapped.withUnsafeBytes { try run(mode, key: key, input: $0, encrypting: false) }
+        var plain = try wrapped.withUnsafeBytes { try run(mode, key: key, input: $0, encrypting: false, iv: iv) }
         defer { wipe(&plain) }
         return SecureBytes(plain)
     }
 
-    private static func run(_ mode: Mode, key: SecureBytes, input: UnsafeRawBufferPointer, encrypting: Bool) throws -> [UInt8] {
+    private static func run(_ mode: Mode, key: SecureBytes, input: UnsafeRawBufferPointer, encrypting: Bool, iv: [UInt8]?) throws -> [UInt8] {
+        if let iv, iv.count != ivLength(mode) { throw CryptoError(.invalidInput, "the key wrap IV must have \(ivLength(mode)) bytes") }
         let cipher: OpaquePointer?
         switch (mode, key.count) {
         case (.kw, 16): cipher = EVP_aes_128_wrap()
@@ -46,7 +51,7 @@ public enum KeyWrap {
         defer { EVP_CIPHER_CTX_free(ctx) }
         EVP_CIPHER_CTX_set_flags(ctx, Int32(EVP_CIPHER_CTX_FLAG_WRAP_ALLOW))
         let ok = key.withUnsafeBytes { k in
-            EVP_CipherInit_ex(ctx, cipher, nil, k.baseAddress?.assumingMemoryBound(to: UInt8.self), nil, encrypting ? 1 : 0)
+            EVP_CipherInit_ex(ctx, cipher, nil, k.baseAddress?.assumingMemoryBound(to: UInt8.self), iv, encrypting ? 1 : 0)
         }
         guard ok == 1 else { throw CryptoError.library("EVP_CipherInit_ex") }
         var out = [UInt8](repeating: 0, count: input.count + 16)

@@ -107,12 +107,17 @@ public enum SP800108 {
         }
     }
 
-    /// `length` bytes of keying material; `keysBits` is the derived keys' total length in bits
-    /// (for a SUM_OF_KEYS length field).
-    public static func derive(_ mode: Mode, prf: PRF, key: SecureBytes, fields: [Field], iv: [UInt8] = [], length: Int) throws -> SecureBytes {
+    /// One key of each length in `keyLengths` (bytes). Each key starts a new PRF output block
+    /// (PKCS#11 3.0 §2.44: no key is made from part of a segment another key uses), so [L]
+    /// counts the keys' bits (SUM_OF_KEYS) or every block's (SUM_OF_SEGMENTS).
+    public static func derive(_ mode: Mode, prf: PRF, key: SecureBytes, fields: [Field], iv: [UInt8] = [], keyLengths: [Int]) throws -> [SecureBytes] {
         let h = prf.outputSize
-        guard length > 0, length <= 1 << 20 else { throw CryptoError(.invalidInput, "SP 800-108 output length") }
-        let blocks = (length + h - 1) / h
+        guard !keyLengths.isEmpty, keyLengths.allSatisfy({ $0 > 0 }), keyLengths.reduce(0, +) <= 1 << 20 else {
+            throw CryptoError(.invalidInput, "SP 800-108 output length")
+        }
+        let segments = keyLengths.map { ($0 + h - 1) / h }
+        let blocks = segments.reduce(0, +)
+        let length = blocks * h
         for field in fields {
             if case .iteration(let format?) = field, UInt64(blocks) > format.maximum {
                 throw CryptoError(.limitExceeded, "a \(format.bits)-bit counter cannot count \(blocks) blocks")
@@ -122,7 +127,7 @@ public enum SP800108 {
             }
         }
         func lengthValue(_ method: LengthMethod) -> UInt64 {
-            method == .sumOfKeys ? UInt64(length) * 8 : UInt64(blocks * h) * 8
+            method == .sumOfKeys ? UInt64(keyLengths.reduce(0, +)) * 8 : UInt64(length) * 8
         }
         func serialize(counter: Int, chained: [UInt8]?, includeChained: Bool) -> [UInt8] {
             var input: [UInt8] = []
@@ -188,7 +193,15 @@ public enum SP800108 {
                 chained = block
             }
         }
-        return output
+        var start = 0
+        return zip(keyLengths, segments).map { keyLength, count in
+            let part = SecureBytes(count: keyLength)
+            output.withUnsafeBytes { source in
+                part.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[start..<(start + keyLength)])) }
+            }
+            start += count * h
+            return part
+        }
     }
 }
 

@@ -38,9 +38,10 @@ public final class SymmetricCipher {
         case gcm(tagLength: Int)
         /// OFB, CFB with 8-bit and with 128-bit feedback (SP 800-38A §6.3–6.4).
         case ofb, cfb8, cfb128
-        /// CBC with ciphertext stealing, variant CS3 (SP 800-38A addendum: the last two blocks
-        /// always swapped, as RFC 2040 and Kerberos's RFC 3962): output as long as the input, at
-        /// least one block.
+        /// CBC with ciphertext stealing, variant CS1 of the SP 800-38A addendum (the partial
+        /// next-to-last block first, no swap; a whole number of blocks is plain CBC) — what NSS,
+        /// OpenSSL's CTS default and Kryoptic take PKCS#11's CKM_AES_CTS to be. Output as long
+        /// as the input, at least one block.
         case cts
         /// XTS (IEEE 1619, SP 800-38E) with a 16-byte tweak; the key is both AES keys.
         case xts
@@ -500,10 +501,10 @@ public final class SymmetricCipher {
         return total
     }
 
-    /// CBC-CS3: CBC up to the last full block before the tail; encrypting, the zero-padded tail
-    /// is chained after it and the two last blocks trade places (the stolen one cut to the
-    /// tail's length); decrypting, the next-to-last block is deciphered alone to recover the
-    /// stolen bytes, then the chain goes on with the rebuilt last full block.
+    /// CBC-CS1: CBC up to the last full block before the tail (C_{n-1}); encrypting, the
+    /// zero-padded tail is chained after it (E), and the output ends C_{n-1} cut to the tail's
+    /// length, then E; decrypting, E is deciphered alone to recover the bytes cut from C_{n-1},
+    /// then the chain goes on with the rebuilt C_{n-1}.
     private func runCTS(_ source: UnsafePointer<UInt8>, count: Int, into out: UnsafeMutablePointer<UInt8>) throws -> Int {
         guard count >= 16 else { throw CryptoError(.invalidInput, "CTS needs at least one block (16 bytes)") }
         func cbc(_ input: UnsafePointer<UInt8>, _ length: Int, _ output: UnsafeMutablePointer<UInt8>) throws {
@@ -520,33 +521,37 @@ public final class SymmetricCipher {
         var last = [UInt8](repeating: 0, count: 16)
         defer { wipe(&last) }
         if encrypting {
-            // C[0..<head-16] as CBC; E = CBC-next(tail ‖ 0…); out = … ‖ E ‖ C_{n-1}[0..<tail].
+            // C_1 … C_{n-1} as CBC; E = CBC-next(tail ‖ 0…); out = … ‖ C_{n-1}[0..<tail] ‖ E.
             try cbc(source, head, out)
-            var stolen = Array(UnsafeBufferPointer(start: out + head - 16, count: 16))
-            defer { wipe(&stolen) }
             var padded = [UInt8](repeating: 0, count: 16)
             defer { wipe(&padded) }
             for i in 0..<tailLength { padded[i] = source[head + i] }
-            try padded.withUnsafeBufferPointer { p in try cbc(p.baseAddress!, 16, &last) }
-            for i in 0..<16 { out[head - 16 + i] = last[i] }
-            for i in 0..<tailLength { out[head + i] = stolen[i] }
+            try padded.withUnsafeBufferPointer { p in
+                guard let base = p.baseAddress else { throw CryptoError.library("CTS buffer") }
+                try cbc(base, 16, &last)
+            }
+            for i in 0..<16 { out[head - 16 + tailLength + i] = last[i] }
             return count
         }
         guard let blockDecryptor else { throw CryptoError.library("CTS block context") }
-        // The blocks before the swapped pair, as CBC (the chain value stays in the context).
+        // The blocks before C_{n-1}, as CBC (the chain value stays in the context).
         try cbc(source, head - 16, out)
-        // Z = D(E) = (tail ‖ 0…) ⊕ C_{n-1}: C_{n-1} = tail bytes of the input ‖ Z[tail...].
+        // Input: … ‖ C_{n-1}[0..<tail] ‖ E. Z = D(E) = (P_n ‖ 0…) ⊕ C_{n-1}, so
+        // C_{n-1} = C_{n-1}[0..<tail] ‖ Z[tail...] and P_n = Z[0..<tail] ⊕ C_{n-1}[0..<tail].
+        let cut = source + head - 16, e = cut + tailLength
         var z = [UInt8](repeating: 0, count: 16)
         defer { wipe(&z) }
         var written: Int32 = 0
-        guard EVP_CipherUpdate(blockDecryptor, &z, &written, source + head - 16, 16) == 1 else { throw CryptoError.library("CTS block") }
+        guard EVP_CipherUpdate(blockDecryptor, &z, &written, e, 16) == 1 else { throw CryptoError.library("CTS block") }
         var previous = [UInt8](repeating: 0, count: 16)
         defer { wipe(&previous) }
-        for i in 0..<16 { previous[i] = i < tailLength ? source[head + i] : z[i] }
-        // P_{n-1} = CBC-next(C_{n-1}); P_n = Z[0..<tail] ⊕ C_{n-1}[0..<tail].
-        try previous.withUnsafeBufferPointer { p in try cbc(p.baseAddress!, 16, &last) }
-        for i in 0..<16 { out[head - 16 + i] = last[i] }
+        for i in 0..<16 { previous[i] = i < tailLength ? cut[i] : z[i] }
+        try previous.withUnsafeBufferPointer { p in
+            guard let base = p.baseAddress else { throw CryptoError.library("CTS buffer") }
+            try cbc(base, 16, &last)
+        }
         for i in 0..<tailLength { out[head + i] = z[i] ^ previous[i] }
+        for i in 0..<16 { out[head - 16 + i] = last[i] }
         return count
     }
 

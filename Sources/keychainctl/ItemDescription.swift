@@ -72,6 +72,9 @@ struct ItemDescription {
         }
         if keyType == .aes { return "AES-\((object[.valueLength].flatMap(AttributeValue.decodeULong) ?? 0).multipliedReportingOverflow(by: 8).partialValue)" }
         if keyType == .genericSecret { return "generic-secret" }
+        if keyType == .chacha20 { return "ChaCha20" }
+        if keyType == .aesXTS { return "AES-XTS-\((object[.valueLength].flatMap(AttributeValue.decodeULong) ?? 0).multipliedReportingOverflow(by: 4).partialValue)" }
+        if keyType == .hkdf { return "HKDF" }
         return nil
     }
 

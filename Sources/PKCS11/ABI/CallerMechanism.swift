@@ -105,7 +105,10 @@ struct CallerMechanism: Sendable {
                              nonce: try bytes(params.nonce, params.nonceBits / 8, what: "ChaCha20 nonce"))
         case 0x4021:  // CKM_CHACHA20_POLY1305 (3.0)
             let params = try read(AEADNonceParameters.self, raw)
-            return .aead(nonce: try bytes(params.nonce, params.nonceLength, what: "ChaCha20-Poly1305 nonce"),
+            // ulNonceLen: "in bits" says the 3.0 text (96, 64), in bytes say NSS, Kryoptic and the
+            // name (12, 8); neither reading of one is a valid length in the other, so both are taken.
+            let nonceBytes = params.nonceLength == 96 || params.nonceLength == 64 ? params.nonceLength / 8 : params.nonceLength
+            return .aead(nonce: try bytes(params.nonce, nonceBytes, what: "ChaCha20-Poly1305 nonce"),
                          additionalData: try bytes(params.aad, params.aadLength, what: "ChaCha20-Poly1305 AAD"))
         default:
             // Flat parameters: an IV, or the other party's public value (CKM_DH_PKCS_DERIVE).

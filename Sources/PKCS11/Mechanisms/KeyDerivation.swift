@@ -66,6 +66,23 @@ extension ModuleState {
         }
     }
 
+    /// HKDF's input key material: a secret key with CKA_DERIVE (CKK_HKDF or CKK_GENERIC_SECRET),
+    /// or — PKCS#11 3.0 §2.43's exception — a data object's CKA_VALUE, when the derivation
+    /// extracts with a salt (a data object's value is readable anyway: nothing is revealed).
+    func hkdfInput(_ handle: CK_OBJECT_HANDLE, base: ObjectAttributes, parameter: MechanismParameter, session: Session, token: Token,
+                   mechanism: Mechanism) throws(CKError) -> SecureBytes {
+        guard base.objectClass == .data else {
+            return try secretKey(handle, session: session, token: token, usage: .derive, mechanism: mechanism)
+        }
+        guard case .hkdf(true, _, _, let saltType, _, _, _) = parameter, saltType == 2 || saltType == 4 else {
+            throw Mechanisms.paramInvalid("a data object is HKDF input only to extract with a salt (CKF_HKDF_SALT_DATA or _KEY)")
+        }
+        guard !base.hasSealedSecrets, let value = base[.value], !value.isEmpty else {
+            throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "this data object's value cannot be HKDF input")
+        }
+        return SecureBytes(value)
+    }
+
     /// CKF_HKDF_SALT_KEY: the salt is a secret key's value (CKK_HKDF or CKK_GENERIC_SECRET); it is
     /// not the key being used, so CKA_DERIVE is not asked of it.
     private func hkdfSaltKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token) throws(CKError) -> SecureBytes {
@@ -85,15 +102,6 @@ extension ModuleState {
         guard count < secret.count else { return secret }
         let result = SecureBytes(count: count)
         secret.withUnsafeBytes { source in result.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: source.prefix(count))) } }
-        return result
-    }
-
-    /// The bytes `from`..<`from + count` of `secret`.
-    static func slice(_ secret: SecureBytes, from: Int, count: Int) -> SecureBytes {
-        let result = SecureBytes(count: count)
-        secret.withUnsafeBytes { source in
-            result.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[from..<(from + count)])) }
-        }
         return result
     }
 
@@ -145,19 +153,12 @@ extension ModuleState {
             guard size >= 1, size <= 4096 else { throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "a derived key of \(size) bytes") }
             sizes.append(size)
         }
-        let total = sizes.reduce(0, +)
-        let material: SecureBytes
         do {
-            material = try SP800108.derive(mode, prf: prf, key: base, fields: fields, iv: iv, length: total)
+            return try SP800108.derive(mode, prf: prf, key: base, fields: fields, iv: iv, keyLengths: sizes)
         } catch let error as CryptoError where error.code == .limitExceeded {
             throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), error.reason)
         } catch {
             throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)")
-        }
-        var offset = 0
-        return sizes.map { size in
-            defer { offset += size }
-            return Self.slice(material, from: offset, count: size)
         }
     }
 

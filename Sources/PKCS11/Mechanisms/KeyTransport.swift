@@ -6,7 +6,8 @@ import KeychainCrypto
 extension ModuleState {
     /// How a wrapping mechanism encrypts key material with a wrapping key.
     private enum Wrapper {
-        case aes(KeyWrap.Mode, SecureBytes)
+        /// AES key wrap, with the caller's initial value or the RFC's default (nil).
+        case aes(KeyWrap.Mode, SecureBytes, iv: [UInt8]?)
         case rsa(AsymmetricKey, RSACipher.Padding)
         /// CKM_RSA_AES_KEY_WRAP with the one-time AES key's length in bytes.
         case rsaAES(AsymmetricKey, RSACipher.Padding, aesKeyLength: Int)
@@ -35,8 +36,9 @@ extension ModuleState {
         }
         let usage: AttributeType = wrapping ? .wrap : .unwrap
         if let mode = entry.keyWrap {
-            try mechanism.parameter.requireEmpty()
-            return .aes(mode, try secretKey(key, session: session, token: token, usage: usage, mechanism: entry))
+            // PKCS#11 §2.14.3: an optional initial value, 8 bytes for KW, 4 for KWP.
+            let iv: [UInt8]? = mechanism.parameter.isEmpty ? nil : try mechanism.parameter.flatBytes(count: KeyWrap.ivLength(mode), what: "key wrap IV")
+            return .aes(mode, try secretKey(key, session: session, token: token, usage: usage, mechanism: entry), iv: iv)
         }
         if entry.wrapsWithRSAAndAES {
             guard case .rsaAESKeyWrap(let bits, let oaep) = mechanism.parameter else {
@@ -82,8 +84,8 @@ extension ModuleState {
             let material = try translating { () throws(KeychainError) in try KeyTransport.material(of: target) }
             let wrapped: [UInt8]
             switch wrapper {
-            case .aes(let mode, let wrappingSecret):
-                do { wrapped = try KeyWrap.wrap(mode, key: wrappingSecret, material: material) } catch {
+            case .aes(let mode, let wrappingSecret, let iv):
+                do { wrapped = try KeyWrap.wrap(mode, key: wrappingSecret, material: material, iv: iv) } catch {
                     throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "AES key wrap cannot wrap \(material.count) bytes with this mechanism")
                 }
             case .rsa(let rsa, let padding):
@@ -110,11 +112,11 @@ extension ModuleState {
             let wrapper = try wrapper(mechanism, key: unwrappingKey, wrapping: false, session: session, token: token)
             let material: SecureBytes
             switch wrapper {
-            case .aes(let mode, let secret):
+            case .aes(let mode, let secret, let iv):
                 guard wrapped.count >= 16, wrapped.count % 8 == 0, wrapped.count <= AttributeTable.maximumValueLength + 16 else {
                     throw CKError(CK_RV(CKR_WRAPPED_KEY_LEN_RANGE), "wrapped key length")
                 }
-                do { material = try KeyWrap.unwrap(mode, key: secret, wrapped: Array(wrapped)) } catch {
+                do { material = try KeyWrap.unwrap(mode, key: secret, wrapped: Array(wrapped), iv: iv) } catch {
                     throw CKError(CK_RV(CKR_WRAPPED_KEY_INVALID), "the wrapped key does not verify")
                 }
             case .rsa(let rsa, let padding):
@@ -189,7 +191,7 @@ extension ModuleState {
                 fullTemplate = try Self.mergedDeriveTemplate(template, base: base)
                 shared = try Self.ecdhSecret(kdf: kdf, sharedData: sharedData, publicData: publicData, key: key, cofactor: cofactor, template: fullTemplate)
             case .hkdf(let dataObject):
-                let secret = try secretKey(baseKey, session: session, token: token, usage: .derive, mechanism: entry)
+                let secret = try hkdfInput(baseKey, base: base, parameter: mechanism.parameter, session: session, token: token, mechanism: entry)
                 fullTemplate = dataObject ? template : try Self.mergedDeriveTemplate(template, base: base)
                 shared = try hkdfSecret(mechanism.parameter, base: secret, template: fullTemplate, session: session, token: token)
                 if dataObject { return (try storeDerivedData(shared, template: fullTemplate, session: session, token: token), []) }
