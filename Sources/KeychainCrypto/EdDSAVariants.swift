@@ -8,8 +8,9 @@ import Glibc
 /// The private key enters libgcrypt as a canonical S-expression in libgcrypt's secure memory,
 /// so the copy it parses is secure memory too and is wiped when released.
 enum EdDSAVariant {
-    /// libgcrypt may be used by the host too; asking for a version initialises it once.
-    private static let ready: Bool = gcry_check_version("1.9.0") != nil
+    /// libgcrypt may be used by the host too: it is prepared once, without dropping a setuid
+    /// host's privileges or writing to its stderr (kc_gcry_prepare in Sources/CGcrypt).
+    private static let ready: Bool = kc_gcry_prepare() != 0
 
     static func sign(_ message: [UInt8], key: AsymmetricKey, prehash: Bool, context: [UInt8]) throws -> [UInt8] {
         guard ready else { throw CryptoError.library("libgcrypt 1.9 or later is needed") }

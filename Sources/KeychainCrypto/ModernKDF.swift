@@ -4,8 +4,15 @@ internal import COpenSSL
 public enum HKDF {
     /// PRK = HMAC-Hash(salt, IKM); an empty salt is a string of HashLen zeros (RFC 5869 §2.2).
     public static func extract(_ digest: Digest.Algorithm, salt: [UInt8], inputKey: SecureBytes) throws -> SecureBytes {
-        let effectiveSalt = salt.isEmpty ? [UInt8](repeating: 0, count: digest.outputSize) : salt
-        var prk = try inputKey.withUnsafeBytes { ikm in try effectiveSalt.withUnsafeBytes { s in try Digest.hmac(digest, key: s, data: ikm) } }
+        try salt.withUnsafeBytes { try extract(digest, salt: $0, inputKey: inputKey) }
+    }
+
+    /// `extract` with the salt where it is (a salt key's value stays in its SecureBytes).
+    public static func extract(_ digest: Digest.Algorithm, salt: UnsafeRawBufferPointer, inputKey: SecureBytes) throws -> SecureBytes {
+        let zeros = [UInt8](repeating: 0, count: digest.outputSize)
+        var prk = try inputKey.withUnsafeBytes { ikm in
+            try zeros.withUnsafeBytes { zero in try Digest.hmac(digest, key: salt.isEmpty ? zero : salt, data: ikm) }
+        }
         defer { wipe(&prk) }
         return SecureBytes(prk)
     }
@@ -21,7 +28,11 @@ public enum HKDF {
         var written = 0
         var counter: UInt8 = 1
         while written < length {
-            var block = previous + info + [counter]
+            var block: [UInt8] = []
+            block.reserveCapacity(previous.count + info.count + 1)
+            block += previous
+            block += info
+            block.append(counter)
             defer { wipe(&block) }
             let next = try pseudorandomKey.withUnsafeBytes { p in try block.withUnsafeBytes { b in try Digest.hmac(digest, key: p, data: b) } }
             wipe(&previous)
@@ -38,11 +49,16 @@ public enum HKDF {
 
 /// PBKDF2 (RFC 8018 §5.2) with an HMAC PRF, through OpenSSL's PKCS5_PBKDF2_HMAC.
 public enum PBKDF2 {
-    /// More than this is a denial of service through one call (a few seconds at most here).
+    /// More than this is a denial of service through one call.
     public static let maximumIterations = 10_000_000
+    /// Iterations × output blocks: 10 M HMACs, a few seconds here — the most one call may cost.
+    public static let maximumWork = 10_000_000
 
     public static func derive(_ digest: Digest.Algorithm, password: UnsafeRawBufferPointer, salt: [UInt8], iterations: Int, length: Int) throws -> SecureBytes {
         guard iterations >= 1, iterations <= maximumIterations else { throw CryptoError(.invalidInput, "PBKDF2 takes 1 to \(maximumIterations) iterations") }
+        guard iterations * ((length + digest.outputSize - 1) / digest.outputSize) <= maximumWork else {
+            throw CryptoError(.invalidInput, "PBKDF2: iterations × output blocks above \(maximumWork)")
+        }
         guard length > 0, length <= 1 << 16, password.count <= Int(Int32.max), salt.count <= Int(Int32.max) else {
             throw CryptoError(.invalidInput, "PBKDF2 length")
         }
@@ -129,8 +145,14 @@ public enum SP800108 {
         func lengthValue(_ method: LengthMethod) -> UInt64 {
             method == .sumOfKeys ? UInt64(keyLengths.reduce(0, +)) * 8 : UInt64(length) * 8
         }
+        // The PRF input's size, reserved at once so that no growing copy of K(i−1) or A(i) is freed unwiped.
+        let inputCapacity = fields.reduce(h) { total, field in
+            if case .bytes(let bytes) = field { return total + bytes.count }
+            return total + 8
+        } + iv.count
         func serialize(counter: Int, chained: [UInt8]?, includeChained: Bool) -> [UInt8] {
             var input: [UInt8] = []
+            input.reserveCapacity(inputCapacity)
             for field in fields {
                 switch field {
                 case .iteration(let format):

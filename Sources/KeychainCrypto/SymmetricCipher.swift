@@ -146,7 +146,7 @@ public final class SymmetricCipher {
         }
         if case .ccm(let tagLength, let dataLength) = mode {
             guard (4...16).contains(tagLength), tagLength % 2 == 0, dataLength >= 0,
-                  iv.count >= 15 - 8 || dataLength < 1 << (8 * (15 - iv.count)),
+                  15 - iv.count >= 8 || dataLength < 1 << (8 * (15 - iv.count)),
                   EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, Int32(tagLength), nil) == 1 else {
                 throw CryptoError(.invalidInput, "CCM tag length or message length")
             }
@@ -318,7 +318,7 @@ public final class SymmetricCipher {
             guard heldCiphertext.count + input.count <= Self.maximumHeldInput else {
                 throw CryptoError(.invalidInput, "\(mode) holds at most \(Self.maximumHeldInput) bytes")
             }
-            heldCiphertext += input
+            hold(input)
             return []
         }
         try spendCounter(input.count)
@@ -329,6 +329,20 @@ public final class SymmetricCipher {
         }
         buffered += input.count - Int(length)
         return Array(out.prefix(Int(length)))
+    }
+
+    /// Appends to the held input (plaintext for CCM, XTS and CTS encryption): a growing array is
+    /// moved by hand, so the storage it leaves is wiped rather than freed as it is.
+    private func hold(_ input: UnsafeRawBufferPointer) {
+        let needed = heldCiphertext.count + input.count
+        if needed > heldCiphertext.capacity {
+            var grown: [UInt8] = []
+            grown.reserveCapacity(max(needed, heldCiphertext.capacity * 2))
+            grown += heldCiphertext
+            wipe(&heldCiphertext)
+            heldCiphertext = grown
+        }
+        heldCiphertext += input
     }
 
     /// Ends the operation. Block modes without padding need whole blocks; GCM decryption fails

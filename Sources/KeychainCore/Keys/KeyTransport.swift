@@ -79,7 +79,7 @@ public enum KeyTransport {
         guard length >= 1, length <= secret.count else { throw KeychainError(.keySizeRange, "cannot derive \(length) bytes from \(secret.count)") }
         var full = template.filter { $0.type != .objectClass && $0.type != .valueLength }
         full.append((.objectClass, AttributeValue.ulong(ObjectClass.secretKey.rawValue)))
-        var value = Array(secret.bytes.prefix(length))
+        var value = secret.withUnsafeBytes { Array($0.prefix(length)) }
         defer { wipe(&value) }
         if fixed != nil { DESParity.makeOdd(&value) }
         full.append((.value, value))

@@ -78,9 +78,11 @@ struct CallerMechanism: Sendable {
         case 0x402A, 0x402B:  // CKM_HKDF_DERIVE, CKM_HKDF_DATA (3.0)
             let params = try read(HKDFParameters.self, raw)
             guard params.extract <= 1, params.expand <= 1 else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "CK_BBOOL fields must be 0 or 1") }
+            // Only the fields the chosen steps use are read (the others may hold anything).
+            let readsSalt = params.extract == 1 && params.saltType == 2  // CKF_HKDF_SALT_DATA
             return .hkdf(extract: params.extract == 1, expand: params.expand == 1, prf: params.prf, saltType: params.saltType,
-                         salt: try bytes(params.salt, params.saltLength, what: "HKDF salt"), saltKey: params.saltKey,
-                         info: try bytes(params.info, params.infoLength, what: "HKDF info"))
+                         salt: readsSalt ? try bytes(params.salt, params.saltLength, what: "HKDF salt") : [], saltKey: params.saltKey,
+                         info: params.expand == 1 ? try bytes(params.info, params.infoLength, what: "HKDF info") : [])
         case UInt(CKM_PKCS5_PBKD2):
             return try pbkdf2(raw)
         case 0x3AC, 0x3AE:  // CKM_SP800_108_COUNTER_KDF, CKM_SP800_108_DOUBLE_PIPELINE_KDF (3.0)
@@ -107,6 +109,10 @@ struct CallerMechanism: Sendable {
             let params = try read(AEADNonceParameters.self, raw)
             // ulNonceLen: "in bits" says the 3.0 text (96, 64), in bytes say NSS, Kryoptic and the
             // name (12, 8); neither reading of one is a valid length in the other, so both are taken.
+            // Checked before pNonce is read: any other length could run past the caller's buffer.
+            guard [8, 12, 64, 96].contains(params.nonceLength) else {
+                throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "the ChaCha20-Poly1305 nonce must have 12 or 8 bytes (96 or 64 bits)")
+            }
             let nonceBytes = params.nonceLength == 96 || params.nonceLength == 64 ? params.nonceLength / 8 : params.nonceLength
             return .aead(nonce: try bytes(params.nonce, nonceBytes, what: "ChaCha20-Poly1305 nonce"),
                          additionalData: try bytes(params.aad, params.aadLength, what: "ChaCha20-Poly1305 AAD"))
@@ -130,17 +136,19 @@ struct CallerMechanism: Sendable {
     }
 
     /// CK_PKCS5_PBKD2_PARAMS2 (3.0: ulPasswordLen is the length) or CK_PKCS5_PBKD2_PARAMS (2.40:
-    /// a pointer to it) — the same size. A value up to 64 KiB is a length (no pointer is that
-    /// low on Linux: the first pages are never mapped); anything larger is read as the pointer
-    /// a 2.40 caller (NSS) gives.
+    /// a pointer to it) — the same size. A value up to 64 KiB is a length; an 8-aligned value
+    /// from 2^32 up is the pointer a 2.40 caller (NSS) gives (x86-64 Linux maps no user data
+    /// below 4 GiB for a 64-bit process's heap and stacks; a 2.40 caller's CK_ULONG is on one of
+    /// them); anything between is refused rather than guessed at.
     private static func pbkdf2(_ raw: UnsafeRawBufferPointer) throws(CKError) -> MechanismParameter {
         let params = try read(PBKDF2Parameters.self, raw)
         var passwordLength = params.passwordLength
         if passwordLength > maximumParameterLength {
-            guard let pointer = UnsafePointer<CK_ULONG>(bitPattern: UInt(passwordLength)) else {
+            guard passwordLength >= 1 << 32, passwordLength % 8 == 0,
+                  let pointer = UnsafeRawPointer(bitPattern: UInt(passwordLength)) else {
                 throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "bad PBKDF2 password length")
             }
-            passwordLength = pointer.pointee
+            passwordLength = pointer.loadUnaligned(as: CK_ULONG.self)
         }
         guard passwordLength <= maximumParameterLength, passwordLength == 0 || params.password != nil else {
             throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "bad PBKDF2 password")

@@ -162,13 +162,19 @@ public func C_DeriveKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ b: CK_O
     Exports.inSession(#function, s) { state throws(CKError) in
         guard let k else { throw CKError.argumentsBad }
         let mechanism = try CallerMechanism(m)
-        let derived = try state.deriveKey(s, mechanism: mechanism, baseKey: b, template: try CallerTemplate.read(t, count: c))
-        k.pointee = derived.key
-        // SP 800-108's additional keys: each CK_DERIVED_KEY's phKey, as the parameter gave them.
-        if case .sp800108(_, _, _, let additional) = mechanism.parameter {
+        // SP 800-108's additional keys: each CK_DERIVED_KEY's phKey gets its key's handle, or
+        // CK_INVALID_HANDLE when the derivation fails (no key is then left behind).
+        var additional: [AdditionalDerivedKey] = []
+        if case .sp800108(_, _, _, let keys) = mechanism.parameter { additional = keys }
+        do throws(CKError) {
+            let derived = try state.deriveKey(s, mechanism: mechanism, baseKey: b, template: try CallerTemplate.read(t, count: c))
+            k.pointee = derived.key
             for (entry, handle) in zip(additional, derived.additional) {
                 UnsafeMutablePointer<CK_OBJECT_HANDLE>(bitPattern: entry.handleAddress)?.pointee = handle
             }
+        } catch {
+            for entry in additional { UnsafeMutablePointer<CK_OBJECT_HANDLE>(bitPattern: entry.handleAddress)?.pointee = CK_OBJECT_HANDLE(CK_INVALID_HANDLE) }
+            throw error
         }
     }
 }

@@ -44,10 +44,12 @@ final class KeptCipher {
     /// The token's key for the kept cipher of `session` in one direction.
     static func slot(session: CK_SESSION_HANDLE, encrypting: Bool) -> UInt { UInt(session) &<< 1 | (encrypting ? 1 : 0) }
 
-    /// The mechanisms whose contexts are kept: AES in the modes a message loop uses.
+    /// The mechanisms whose contexts are kept: AES in the modes a message loop uses, and
+    /// ChaCha20-Poly1305.
     static func keeps(_ mechanism: CK_MECHANISM_TYPE) -> Bool {
         switch mechanism {
-        case CK_MECHANISM_TYPE(CKM_AES_GCM), CK_MECHANISM_TYPE(CKM_AES_CBC), CK_MECHANISM_TYPE(CKM_AES_CBC_PAD), CK_MECHANISM_TYPE(CKM_AES_ECB): return true
+        case CK_MECHANISM_TYPE(CKM_AES_GCM), CK_MECHANISM_TYPE(CKM_AES_CBC), CK_MECHANISM_TYPE(CKM_AES_CBC_PAD), CK_MECHANISM_TYPE(CKM_AES_ECB),
+             CK_MECHANISM_TYPE(Mechanisms.chacha20Poly1305): return true
         default: return false
         }
     }
@@ -78,6 +80,14 @@ enum SymmetricFastPath {
             return Parameters(iv: UnsafeRawBufferPointer(start: iv, count: Int(params.ulIvLen)),
                               associatedData: UnsafeRawBufferPointer(start: params.ulAADLen == 0 ? nil : params.pAAD, count: Int(params.ulAADLen)),
                               tagBits: params.ulTagBits)
+        case CK_MECHANISM_TYPE(Mechanisms.chacha20Poly1305):
+            // A 12-byte nonce as it is (the 8-byte form, and a length in bits, take the full path).
+            guard let raw = mechanism.pParameter, length == MemoryLayout<AEADNonceParameters>.size else { return nil }
+            let params = raw.loadUnaligned(as: AEADNonceParameters.self)
+            guard let nonce = params.nonce, params.nonceLength == 12,
+                  params.aadLength <= CallerMechanism.maximumParameterLength, params.aadLength == 0 || params.aad != nil else { return nil }
+            return Parameters(iv: UnsafeRawBufferPointer(start: nonce, count: 12),
+                              associatedData: UnsafeRawBufferPointer(start: params.aadLength == 0 ? nil : params.aad, count: Int(params.aadLength)))
         case CK_MECHANISM_TYPE(CKM_AES_CBC), CK_MECHANISM_TYPE(CKM_AES_CBC_PAD):
             guard let raw = mechanism.pParameter, length == SymmetricCipher.blockSize else { return nil }
             return Parameters(iv: UnsafeRawBufferPointer(start: raw, count: length))

@@ -55,7 +55,7 @@ extension ModuleState {
                 default:
                     throw Mechanisms.paramInvalid("ulSaltType must be CKF_HKDF_SALT_NULL, _DATA or _KEY")
                 }
-                prk = try saltBytes.withUnsafeBytes { s in try HKDF.extract(digest, salt: Array(s), inputKey: base) }
+                prk = try saltBytes.withUnsafeBytes { s in try HKDF.extract(digest, salt: s, inputKey: base) }
             }
             guard expand else { return Self.leading(prk, wanted) }
             return try HKDF.expand(digest, pseudorandomKey: prk, info: info, length: wanted)
@@ -179,6 +179,10 @@ extension ModuleState {
             if !full.contains(where: { $0.type == .keyType }) { full.append((.keyType, AttributeValue.ulong(KeyType.genericSecret.rawValue))) }
             guard let length = Self.templateLength(full) else { throw CKError(CK_RV(CKR_TEMPLATE_INCOMPLETE), "CKA_VALUE_LEN is required") }
             guard length >= 1, length <= 512 else { throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "no \(length)-byte key from PBKDF2") }
+            // The whole cost of the call: iterations for each output block of the hash.
+            guard Int(iterations) * ((length + digest.outputSize - 1) / digest.outputSize) <= PBKDF2.maximumWork else {
+                throw Mechanisms.paramInvalid("PBKDF2: iterations × output blocks above \(PBKDF2.maximumWork)")
+            }
             let secret: SecureBytes
             do {
                 secret = try password.withUnsafeBytes { try PBKDF2.derive(digest, password: $0, salt: salt, iterations: Int(iterations), length: length) }

@@ -97,7 +97,9 @@ extension ModuleState {
                 do { fresh = try Random.bytes(aesKeyLength) } catch { throw CKError(CK_RV(CKR_DEVICE_ERROR), "random generator failed") }
                 let oneTime = SecureBytes(fresh)
                 wipe(&fresh)
-                let header = try Self.rsa(oneTime.bytes, key: rsa, padding: padding, encrypting: true, modulusBytes: (rsa.bits + 7) / 8)
+                var oneTimeBytes = oneTime.bytes
+                defer { wipe(&oneTimeBytes) }
+                let header = try Self.rsa(oneTimeBytes, key: rsa, padding: padding, encrypting: true, modulusBytes: (rsa.bits + 7) / 8)
                 do { wrapped = header + (try KeyWrap.wrap(.kwp, key: oneTime, material: material)) } catch {
                     throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "AES key wrap cannot wrap \(material.count) bytes")
                 }

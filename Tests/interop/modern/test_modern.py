@@ -1708,6 +1708,54 @@ def mechanism_list_info():
 
 
 @test
+def refusals_before_reading_or_working():
+    """Refusals that must come before the module reads or works: a ChaCha20-Poly1305 ulNonceLen
+    that is neither 12/8 bytes nor 96/64 bits (192: XChaCha in bits) is refused without reading
+    192 bytes from a 24-byte nonce; PBKDF2 whose iterations × output blocks pass 10 million, or
+    whose ulPasswordLen is neither a length (≤ 64 KiB) nor a 2.40 pointer, is refused at once; a
+    failed SP 800-108 derivation sets each additional key's phKey to CK_INVALID_HANDLE."""
+    s = C.s
+    key = secret(CKK_CHACHA20, os.urandom(32), CKA_ENCRYPT, CKA_DECRYPT)
+    for length in (24, 192, 16, 128):
+        expect_rv(CKR_MECHANISM_PARAM_INVALID, "ChaCha20-Poly1305 ulNonceLen %d" % length, s.encrypt_init,
+                  chacha20_poly1305_params(os.urandom(24), b"", nonce_len=length), key)
+    template = derived_template(CKK_GENERIC_SECRET, 64)
+    start = time.monotonic()
+    expect_rv(CKR_MECHANISM_PARAM_INVALID, "PBKDF2-SHA-1, 10 M iterations × 4 blocks", s.generate_key,
+              pbkdf2_params(b"password", b"salt", 10_000_000, CKP_PKCS5_PBKD2_HMAC_SHA1), template)
+    if time.monotonic() - start > 1:
+        fail("the PBKDF2 refusal took %.1f s: the work was done before the check" % (time.monotonic() - start))
+    bad_length = pbkdf2_params(b"password", b"salt", 1, CKP_PKCS5_PBKD2_HMAC_SHA1)
+    bad_length.param.ulPasswordLen = 100000
+    expect_rv(CKR_MECHANISM_PARAM_INVALID, "PBKDF2 ulPasswordLen 100000", s.generate_key, bad_length, template)
+    base = secret(CKK_GENERIC_SECRET, os.urandom(32), CKA_DERIVE)
+    items = [("iter", 8, False), ("bytes", b"label")]
+    m = sp800_108_params(CKM_SP800_108_COUNTER_KDF, CKM_SHA256_HMAC, items,
+                         [{CKA_CLASS: CKO_SECRET_KEY, CKA_KEY_TYPE: CKK_GENERIC_SECRET, CKA_VALUE_LEN: 16, CKA_TOKEN: False}])
+    m.additional.handle_slots[0] = 0xDEAD
+    expect_rv(CKR_TEMPLATE_INCOMPLETE, "SP 800-108 whose first key has no length", s.derive_key, m, base,
+              {CKA_CLASS: CKO_SECRET_KEY, CKA_KEY_TYPE: CKK_GENERIC_SECRET, CKA_TOKEN: False})
+    eq(m.additional.handles(), [0], "the additional key's phKey after a failed derivation")
+
+
+@test
+def generic_secret_key_gen():
+    """CKM_GENERIC_SECRET_KEY_GEN makes a CKK_GENERIC_SECRET of CKA_VALUE_LEN bytes whose HMAC
+    (the module's SHA-256 HMAC) is pycryptodome's HMAC over the value read back; no length →
+    CKR_TEMPLATE_INCOMPLETE."""
+    s = C.s
+    check_mech(CKM_GENERIC_SECRET_KEY_GEN, CKF_GENERATE)
+    key = s.generate_key(mech(CKM_GENERIC_SECRET_KEY_GEN), derived_template(CKK_GENERIC_SECRET, 40, CKA_SIGN, CKA_VERIFY))
+    eq(s.get_ulong(key, CKA_KEY_TYPE), CKK_GENERIC_SECRET, "CKA_KEY_TYPE")
+    value = value_of(key)
+    eq(len(value), 40, "CKA_VALUE length")
+    data = os.urandom(33)
+    eq(s.sign(mech(CKM_SHA256_HMAC), key, data), HMAC.new(value, data, digestmod=SHA256).digest(), "HMAC-SHA-256 with the generated key")
+    expect_rv(CKR_TEMPLATE_INCOMPLETE, "generic secret without CKA_VALUE_LEN", s.generate_key, mech(CKM_GENERIC_SECRET_KEY_GEN),
+              derived_template(CKK_GENERIC_SECRET, None, CKA_SIGN))
+
+
+@test
 def post_quantum_not_listed():
     """CKM_ML_DSA (0x1D) and CKM_ML_KEM (0x17) are not listed: nothing here could verify them. If
     one is listed it must at least make a key pair (then the test is skipped, unverifiable)."""
