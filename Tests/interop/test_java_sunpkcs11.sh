@@ -143,6 +143,7 @@ for line in "ok: keystore entries $RSA and $EC (P11RSAPrivateKeyInternal, P11ECP
     "ok: AES/GCM/NoPadding encrypt and decrypt (58 bytes with tag, by $PROVIDER)" \
     "ok: AES/GCM/NoPadding refuses a tampered tag (" \
     "ok: AES/GCM/NoPadding refuses other AAD (" \
+    "ok: ChaCha20-Poly1305 as SunJCE computes it (58 bytes, the same as SunJCE's, by $PROVIDER; a tampered one refused)" \
     "all checks passed"; do
     expect_contains "$out" "$line" "SunPkcs11Check"
 done

@@ -1,4 +1,4 @@
-// Signature and AES-GCM checks of OpenJDK's SunPKCS11 provider against the keychain module,
+// Signature, AES-GCM and ChaCha20-Poly1305 checks of OpenJDK's SunPKCS11 provider against the keychain module,
 // run by Tests/interop/test_java_sunpkcs11.sh after keytool has put an RSA and an EC key pair
 // with their self-signed certificates on the token.
 // Usage: java SunPkcs11Check CONFIG PIN RSA_ALIAS EC_ALIAS
@@ -20,6 +20,8 @@ import javax.crypto.Cipher;
 import javax.crypto.KeyGenerator;
 import javax.crypto.SecretKey;
 import javax.crypto.spec.GCMParameterSpec;
+import javax.crypto.spec.IvParameterSpec;
+import javax.crypto.spec.SecretKeySpec;
 
 public final class SunPkcs11Check {
     private static int failures = 0;
@@ -170,6 +172,40 @@ public final class SunPkcs11Check {
             } catch (java.security.ProviderException e) {
                 return "ProviderException: " + describe(e);
             }
+        });
+
+        // ChaCha20-Poly1305 through the token (CKM_CHACHA20_POLY1305 on a key SunPKCS11 makes a
+        // CKK_CHACHA20 session object of), against SunJCE's own implementation.
+        byte[] chachaKey = new byte[32];
+        for (int i = 0; i < chachaKey.length; i++) chachaKey[i] = (byte) (7 * i + 1);
+        SecretKeySpec chacha = new SecretKeySpec(chachaKey, "ChaCha20");
+        check("ChaCha20-Poly1305 as SunJCE computes it", () -> {
+            Cipher enc = Cipher.getInstance("ChaCha20-Poly1305", p11);
+            enc.init(Cipher.ENCRYPT_MODE, chacha, new IvParameterSpec(iv));
+            enc.updateAAD(aad);
+            byte[] ours = enc.doFinal(plain);
+            Cipher reference = Cipher.getInstance("ChaCha20-Poly1305", "SunJCE");
+            reference.init(Cipher.ENCRYPT_MODE, chacha, new IvParameterSpec(iv));
+            reference.updateAAD(aad);
+            if (!Arrays.equals(ours, reference.doFinal(plain))) throw new GeneralSecurityException("ciphertext differs from SunJCE's");
+            Cipher dec = Cipher.getInstance("ChaCha20-Poly1305", p11);
+            dec.init(Cipher.DECRYPT_MODE, chacha, new IvParameterSpec(iv));
+            dec.updateAAD(aad);
+            if (!Arrays.equals(dec.doFinal(ours), plain)) throw new GeneralSecurityException("round trip differs");
+            byte[] bad = ours.clone();
+            bad[3] ^= 1;
+            Cipher refuse = Cipher.getInstance("ChaCha20-Poly1305", p11);
+            refuse.init(Cipher.DECRYPT_MODE, chacha, new IvParameterSpec(iv));
+            refuse.updateAAD(aad);
+            try {
+                refuse.doFinal(bad);
+                throw new IllegalStateException("tampered ChaCha20-Poly1305 ciphertext decrypted");
+            } catch (AEADBadTagException e) {
+                // expected
+            } catch (java.security.ProviderException e) {
+                // SunPKCS11 may wrap CKR_ENCRYPTED_DATA_INVALID so
+            }
+            return ours.length + " bytes, the same as SunJCE's, by " + enc.getProvider().getName() + "; a tampered one refused";
         });
 
         System.out.println(failures == 0 ? "all checks passed" : failures + " check(s) failed");
