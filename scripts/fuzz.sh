@@ -36,9 +36,14 @@ bin=$(swift build "${flags[@]}" --show-bin-path)
 corpus=Tests/fuzz/$target/corpus
 crashers=Tests/fuzz/$target/crashers
 mkdir -p "$corpus" "$crashers"
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
-[ "${FUZZ_GROW_CORPUS:-0}" = 1 ] && scratch=$corpus
+# New inputs: a scratch folder removed at exit, or (FUZZ_GROW_CORPUS=1) the committed corpus,
+# which the exit trap must then leave alone (it once removed it).
+if [ "${FUZZ_GROW_CORPUS:-0}" = 1 ]; then
+    scratch=$corpus
+else
+    scratch=$(mktemp -d)
+    trap 'rm -rf "$scratch"' EXIT
+fi
 # -timeout: an input running 10 s is a hang; -rss_limit_mb: a leak or runaway allocation.
 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 "$bin/$product" \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
