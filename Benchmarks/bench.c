@@ -156,23 +156,23 @@ static void signatures(const char *name, CK_MECHANISM_TYPE gen, unsigned char *p
     report(label, ok ? n / elapsed : -1, "op/s");
 }
 
-/* Encryption throughput (MiB/s) of one AES mechanism for messages of `size` bytes. */
-static void aes(const char *name, CK_MECHANISM_TYPE type, size_t size) {
-    CK_MECHANISM gen = {CKM_AES_KEY_GEN, NULL, 0};
+/* A 32-byte secret key for encryption made by `generator` (AES or ChaCha20 key generation). */
+static int encryption_key(CK_MECHANISM_TYPE generator, CK_OBJECT_HANDLE *key) {
+    CK_MECHANISM gen = {generator, NULL, 0};
     CK_ULONG len = 32;
     CK_BBOOL yes = CK_TRUE;
     CK_ATTRIBUTE t[] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_ENCRYPT, &yes, 1}};
-    CK_OBJECT_HANDLE key;
-    if (!TRY(p11->C_GenerateKey(session, &gen, t, 2, &key))) { report(name, -1, "MiB/s"); return; }
-    unsigned char iv[16] = {0};
-    CK_GCM_PARAMS gcm = {iv, 12, 96, NULL, 0, 128};
-    CK_MECHANISM m = {type, type == CKM_AES_GCM ? (void *)&gcm : (void *)iv, type == CKM_AES_GCM ? sizeof gcm : sizeof iv};
+    return TRY(p11->C_GenerateKey(session, &gen, t, 2, key));
+}
+
+/* Throughput (MiB/s) of whole C_EncryptInit + C_Encrypt operations on messages of `size` bytes. */
+static void encryption(const char *name, CK_MECHANISM *m, CK_OBJECT_HANDLE key, size_t size) {
     unsigned char *in = calloc(1, size), *out = malloc(size + 32);
     double bytes = 0, start = now(), elapsed;
     int ok;
     do {
         CK_ULONG outlen = size + 32;
-        ok = TRY(p11->C_EncryptInit(session, &m, key)) && TRY(p11->C_Encrypt(session, in, size, out, &outlen));
+        ok = TRY(p11->C_EncryptInit(session, m, key)) && TRY(p11->C_Encrypt(session, in, size, out, &outlen));
         bytes += size;
     } while (ok && (elapsed = now() - start) < budget);
     report(name, ok ? bytes / elapsed / 1048576.0 : -1, "MiB/s");
@@ -180,35 +180,30 @@ static void aes(const char *name, CK_MECHANISM_TYPE type, size_t size) {
     free(out);
 }
 
+/* One AES mechanism (AES-256; GCM with a 12-byte IV, the others a 16-byte one). */
+static void aes(const char *name, CK_MECHANISM_TYPE type, size_t size) {
+    CK_OBJECT_HANDLE key;
+    if (!encryption_key(CKM_AES_KEY_GEN, &key)) { report(name, -1, "MiB/s"); return; }
+    unsigned char iv[16] = {0};
+    CK_GCM_PARAMS gcm = {iv, 12, 96, NULL, 0, 128};
+    CK_MECHANISM m = {type, type == CKM_AES_GCM ? (void *)&gcm : (void *)iv, type == CKM_AES_GCM ? sizeof gcm : sizeof iv};
+    encryption(name, &m, key, size);
+}
+
 /* The PKCS#11 3.0 AEAD parameters the 2.40 header lacks (field for field as the specification). */
 struct ccm_params { CK_ULONG data_len; CK_BYTE_PTR nonce; CK_ULONG nonce_len; CK_BYTE_PTR aad; CK_ULONG aad_len; CK_ULONG mac_len; };
 struct chacha_poly_params { CK_BYTE_PTR nonce; CK_ULONG nonce_len; CK_BYTE_PTR aad; CK_ULONG aad_len; };
 
-/* AEAD throughput (MiB/s), one whole C_EncryptInit + C_Encrypt per message of `size` bytes:
- * ChaCha20-Poly1305 (CKM_CHACHA20_KEY_GEN key) or AES-256-CCM, 12-byte nonce, 16-byte tag. */
+/* ChaCha20-Poly1305 (CKM_CHACHA20_KEY_GEN key) or AES-256-CCM, 12-byte nonce, 16-byte tag. */
 static void aead(const char *name, int chacha, size_t size) {
-    CK_MECHANISM gen = {chacha ? 0x1225 /* CKM_CHACHA20_KEY_GEN */ : CKM_AES_KEY_GEN, NULL, 0};
-    CK_ULONG len = 32;
-    CK_BBOOL yes = CK_TRUE;
-    CK_ATTRIBUTE t[] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_ENCRYPT, &yes, 1}};
     CK_OBJECT_HANDLE key;
-    if (!TRY(p11->C_GenerateKey(session, &gen, t, 2, &key))) { report(name, -1, "MiB/s"); return; }
+    if (!encryption_key(chacha ? 0x1225 /* CKM_CHACHA20_KEY_GEN */ : CKM_AES_KEY_GEN, &key)) { report(name, -1, "MiB/s"); return; }
     unsigned char nonce[12] = {0};
     struct ccm_params ccm = {size, nonce, sizeof nonce, NULL, 0, 16};
     struct chacha_poly_params poly = {nonce, sizeof nonce, NULL, 0};
     CK_MECHANISM m = {chacha ? 0x4021 /* CKM_CHACHA20_POLY1305 */ : 0x1088 /* CKM_AES_CCM */,
                       chacha ? (void *)&poly : (void *)&ccm, chacha ? sizeof poly : sizeof ccm};
-    unsigned char *in = calloc(1, size), *out = malloc(size + 32);
-    double bytes = 0, start = now(), elapsed;
-    int ok;
-    do {
-        CK_ULONG outlen = size + 32;
-        ok = TRY(p11->C_EncryptInit(session, &m, key)) && TRY(p11->C_Encrypt(session, in, size, out, &outlen));
-        bytes += size;
-    } while (ok && (elapsed = now() - start) < budget);
-    report(name, ok ? bytes / elapsed / 1048576.0 : -1, "MiB/s");
-    free(in);
-    free(out);
+    encryption(name, &m, key, size);
 }
 
 static void sha256(size_t size) {

@@ -49,22 +49,29 @@ run() {
     fi
 }
 
+# speed MEASURE ALGORITHM BYTES [-aead]: `openssl speed -evp ALGORITHM` on BYTES-byte messages, as
+# "openssl MEASURE MiB/s" (its result line starts with the algorithm's name, its figure is in
+# 1000s of bytes per second); nothing when openssl gives no result.
+speed() {
+    openssl speed -seconds "$openssl_seconds" "${@:4}" -evp "$2" -bytes "$3" 2>/dev/null |
+        awk -v measure="$1" -v algorithm="$2" 'toupper($1) == toupper(algorithm) { print "openssl", measure, $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
+}
+
 for round in $(seq 1 "$rounds"); do
     KEYCHAIN_PKCS11_KDF_LOG_N=10 run keychain "$seconds"
     run softhsm "$seconds"
-    # -aead: each 1 KiB message is a whole AEAD operation (new IV, AAD, data, tag), as each of
-    # ours is C_EncryptInit + C_Encrypt; without it openssl streams updates through one context.
-    openssl speed -seconds "$openssl_seconds" -aead -evp aes-256-gcm -bytes 1024 2>/dev/null | awk '/^AES-256-GCM/ { print "openssl aes256.gcm.1KiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
-    openssl speed -seconds "$openssl_seconds" -evp aes-256-gcm -bytes 1048576 2>/dev/null | awk '/^AES-256-GCM/ { print "openssl aes256.gcm.1MiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
-    openssl speed -seconds "$openssl_seconds" -evp aes-256-cbc -bytes 1024 2>/dev/null | awk '/^AES-256-CBC/ { print "openssl aes256.cbc.1KiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
-    openssl speed -seconds "$openssl_seconds" -evp aes-256-cbc -bytes 1048576 2>/dev/null | awk '/^AES-256-CBC/ { print "openssl aes256.cbc.1MiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
-    # ChaCha20-Poly1305 and AES-CCM: -aead at 1 KiB (a whole AEAD operation per message, as
-    # ours); CCM is always whole operations in openssl speed (its length comes first).
-    openssl speed -seconds "$openssl_seconds" -aead -evp chacha20-poly1305 -bytes 1024 2>/dev/null | awk '/^ChaCha20-Poly1305/ { print "openssl chacha20poly1305.1KiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
-    openssl speed -seconds "$openssl_seconds" -evp chacha20-poly1305 -bytes 1048576 2>/dev/null | awk '/^ChaCha20-Poly1305/ { print "openssl chacha20poly1305.1MiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
-    openssl speed -seconds "$openssl_seconds" -aead -evp aes-256-ccm -bytes 1024 2>/dev/null | awk '/^AES-256-CCM/ { print "openssl aes256.ccm.1KiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
-    openssl speed -seconds "$openssl_seconds" -evp aes-256-ccm -bytes 1048576 2>/dev/null | awk '/^AES-256-CCM/ { print "openssl aes256.ccm.1MiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
-    openssl speed -seconds "$openssl_seconds" -evp sha256 -bytes 1048576 2>/dev/null | awk '/^sha256/ { print "openssl digest.sha256.1MiB", $NF / 1.048576 / 1000, "MiB/s" }' >>"$work/results"
+    # -aead at 1 KiB: each message is a whole AEAD operation (new IV, AAD, data, tag), as each of
+    # ours is C_EncryptInit + C_Encrypt; without it openssl streams updates through one context
+    # (AES-CBC has no such mode; CCM is whole operations in openssl speed either way).
+    speed aes256.gcm.1KiB aes-256-gcm 1024 -aead
+    speed aes256.gcm.1MiB aes-256-gcm 1048576
+    speed aes256.cbc.1KiB aes-256-cbc 1024
+    speed aes256.cbc.1MiB aes-256-cbc 1048576
+    speed chacha20poly1305.1KiB chacha20-poly1305 1024 -aead
+    speed chacha20poly1305.1MiB chacha20-poly1305 1048576
+    speed aes256.ccm.1KiB aes-256-ccm 1024 -aead
+    speed aes256.ccm.1MiB aes-256-ccm 1048576
+    speed digest.sha256.1MiB sha256 1048576
     # Threads in one process (1, 2, 4 signers on one token key; a signer's latency while another
     # thread logs in and out of a second token or generates RSA-3072 pairs), next to
     # `openssl speed` with 1, 2 and 4 processes (-multi) doing the same signatures.

@@ -160,9 +160,7 @@ public enum SP800108 {
                 case .counter(let format):
                     if includeChained { input += format.encode(UInt64(counter)) }
                 case .length(let method, let format):
-                    let value = lengthValue(method)
-                    guard value <= format.maximum else { continue }
-                    input += format.encode(value)
+                    input += format.encode(lengthValue(method))  // fits: checked before the first block
                 case .bytes(let bytes): input += bytes
                 }
             }

@@ -5,17 +5,9 @@ import KeychainCrypto
 /// The PKCS#11 3.0 key derivation functions: HKDF (§2.43), SP 800-108 (§2.44) and PBKDF2
 /// through C_GenerateKey (§2.63 of 2.40 current mechanisms).
 extension ModuleState {
-    /// The hash a CK_HKDF_PARAMS prfHashMechanism names (CKM_SHA_1 … CKM_SHA3_512).
-    static func hkdfDigest(_ mechanism: CK_MECHANISM_TYPE) -> Digest.Algorithm? {
-        guard let algorithm = Mechanisms.compatible[mechanism]?.digest, algorithm != .md5 else { return nil }
-        return algorithm
-    }
-
     /// The length a derive template asks for: CKA_VALUE_LEN, or the one length of its key type.
     static func templateLength(_ template: Template) -> Int? {
-        if let given = template.first(where: { $0.type == .valueLength }).flatMap({ AttributeValue.decodeULong($0.value) }) {
-            return Int(clamping: given)
-        }
+        if let given = requestedLength(template) { return given }
         let keyType = template.first { $0.type == .keyType }.flatMap { AttributeValue.decodeULong($0.value) }.map(KeyType.init(rawValue:))
         if let fixed = keyType?.blockCipher?.keyLength { return fixed }
         if let lengths = keyType?.secretLengths, lengths.count == 1 { return lengths[0] }
@@ -29,7 +21,7 @@ extension ModuleState {
             throw Mechanisms.paramInvalid("HKDF needs CK_HKDF_PARAMS")
         }
         guard extract || expand else { throw Mechanisms.paramInvalid("HKDF must extract, expand or both") }
-        guard let digest = Self.hkdfDigest(prf) else { throw Mechanisms.paramInvalid("unsupported HKDF hash mechanism 0x\(String(prf, radix: 16))") }
+        guard let digest = Mechanisms.parameterDigest(prf) else { throw Mechanisms.paramInvalid("unsupported HKDF hash mechanism 0x\(String(prf, radix: 16))") }
         let wanted = Self.templateLength(template) ?? (expand ? nil : digest.outputSize)
         guard let wanted else { throw CKError(CK_RV(CKR_TEMPLATE_INCOMPLETE), "HKDF-Expand needs CKA_VALUE_LEN (or a key type of one length)") }
         guard wanted >= 1 else { throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "CKA_VALUE_LEN must be at least 1") }

@@ -69,8 +69,9 @@ extension ModuleState {
         }
     }
 
-    /// Removes an object this module just stored (undoing half of a failed pair).
-    private func destroyStored(_ handle: CK_OBJECT_HANDLE, token: Token) throws(CKError) {
+    /// Removes an object this module just stored (undoing half of a failed pair, or the keys an
+    /// SP 800-108 derivation stored before one failed).
+    func destroyStored(_ handle: CK_OBJECT_HANDLE, token: Token) throws(CKError) {
         if case .token(let rowID)? = entry(handle)?.location {
             try translating { () throws(KeychainError) in try token.keychain.remove(id: rowID, master: token.writingMaster) }
         }

@@ -212,12 +212,7 @@ extension ModuleState {
                 fullTemplate = try Self.mergedDeriveTemplate(template, base: base)
                 shared = try Self.encryptedData(mechanism.parameter, mode: mode, algorithm: entry.blockCipher, key: secret, template: fullTemplate)
             }
-            let id = try Self.newUniqueID()
-            let bySO = token.login == .securityOfficer
-            let object = try translating { () throws(KeychainError) in
-                try KeyTransport.derivedObject(shared, template: fullTemplate, base: base, uniqueID: id.text, bySecurityOfficer: bySO, policy: configuration.keyPolicy)
-            }
-            return (try store(object, uid: id.bytes, session: session, token: token), [])
+            return try storeDerived([shared], templates: [fullTemplate], base: base, session: session, token: token)
         }
     }
 
@@ -226,7 +221,8 @@ extension ModuleState {
         try translating { () throws(KeychainError) in try NestedTemplate.merge(template, with: .deriveTemplate, of: base) }
     }
 
-    /// Several derived keys, stored together: if one cannot be stored, none is left.
+    /// Derived keys (one, or SP 800-108's several), stored together: if one cannot be stored,
+    /// none is left.
     private func storeDerived(_ secrets: [SecureBytes], templates: [Template], base: ObjectAttributes, session: Session,
                               token: Token) throws(CKError) -> (key: CK_OBJECT_HANDLE, additional: [CK_OBJECT_HANDLE]) {
         let bySO = token.login == .securityOfficer
@@ -243,17 +239,10 @@ extension ModuleState {
         do throws(CKError) {
             for (object, id) in objects { handles.append(try store(object, uid: id.bytes, session: session, token: token)) }
         } catch {
-            for stored in handles { try? destroyDerived(stored, token: token) }
+            for stored in handles { try? destroyStored(stored, token: token) }
             throw error
         }
         return (handles[0], Array(handles.dropFirst()))
-    }
-
-    private func destroyDerived(_ handle: CK_OBJECT_HANDLE, token: Token) throws(CKError) {
-        if case .token(let rowID)? = entry(handle)?.location {
-            try translating { () throws(KeychainError) in try token.keychain.remove(id: rowID, master: token.writingMaster) }
-        }
-        tables.writing { handles.remove(handle) }
     }
 
     /// CKM_HKDF_DATA's result: a data object (class CKO_DATA by default) whose CKA_VALUE is the
@@ -271,7 +260,6 @@ extension ModuleState {
         let object = try translating { () throws(KeychainError) in
             try ObjectTemplate.create(full, uniqueID: id.text, bySecurityOfficer: bySO, policy: configuration.keyPolicy)
         }
-        try checkWritable(token: object.isToken, private: object.isPrivate, session: session, login: token.login)
         return try store(object, uid: id.bytes, session: session, token: token)
     }
 
@@ -374,7 +362,8 @@ extension ModuleState {
         }
     }
 
-    private static func requestedLength(_ template: Template) -> Int? {
+    /// CKA_VALUE_LEN of a template, when it has one.
+    static func requestedLength(_ template: Template) -> Int? {
         template.first { $0.type == .valueLength }.flatMap { AttributeValue.decodeULong($0.value) }.map { Int(clamping: $0) }
     }
 

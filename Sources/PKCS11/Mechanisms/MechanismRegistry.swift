@@ -180,9 +180,9 @@ enum Mechanisms {
             $0.macLengthIsParameter = true
         }
         // The modes PKCS#11 3.0 adds to AES, and ChaCha20 (3.0 §2.x); key sizes in bytes.
-        let streamModes: [(UInt, SymmetricCipher.Mode)] = [(UInt(CKM_AES_OFB), .ofb), (UInt(CKM_AES_CFB8), .cfb8), (UInt(CKM_AES_CFB128), .cfb128),
-                                                           (UInt(CKM_AES_CTS), .cts)]
-        for (type, mode) in streamModes {
+        let ivModes: [(UInt, SymmetricCipher.Mode)] = [(UInt(CKM_AES_OFB), .ofb), (UInt(CKM_AES_CFB8), .cfb8), (UInt(CKM_AES_CFB128), .cfb128),
+                                                       (UInt(CKM_AES_CTS), .cts)]
+        for (type, mode) in ivModes {
             table.add(type, 16, 32, encryptDecrypt) {
                 $0.keyTypes = [.aes]
                 $0.cipher = { p throws(CKError) in .symmetric(mode, iv: try p.flatBytes(count: 16, what: "IV"), associatedData: []) }
@@ -388,8 +388,8 @@ enum Mechanisms {
         }
     }
 
-    /// The hash a PSS or OAEP parameter names (CKM_SHA_1 … CKM_SHA3_512; not MD5).
-    private static func sha2Digest(_ mechanism: CK_MECHANISM_TYPE) -> Digest.Algorithm? {
+    /// The hash a PSS, OAEP or HKDF parameter names (CKM_SHA_1 … CKM_SHA3_512; not MD5).
+    static func parameterDigest(_ mechanism: CK_MECHANISM_TYPE) -> Digest.Algorithm? {
         guard let algorithm = compatible[mechanism]?.digest, algorithm != .md5 else { return nil }
         return algorithm
     }
@@ -398,7 +398,7 @@ enum Mechanisms {
     /// parameter's hash must be the mechanism's.
     private static func pssScheme(_ parameter: MechanismParameter, key: AsymmetricKey, mechanismDigest: Digest.Algorithm?) throws(CKError) -> SignatureScheme {
         guard case .rsaPSS(let hashType, let mgfType, let saltLength) = parameter else { throw paramInvalid("PSS needs CK_RSA_PKCS_PSS_PARAMS") }
-        guard let hash = sha2Digest(hashType), let mgf = mgf1(mgfType) else { throw paramInvalid("unsupported PSS hash or MGF") }
+        guard let hash = parameterDigest(hashType), let mgf = mgf1(mgfType) else { throw paramInvalid("unsupported PSS hash or MGF") }
         if let mechanismDigest, mechanismDigest != hash { throw paramInvalid("the PSS hash must be the mechanism's hash") }
         let maximumSalt = (key.bits + 7) / 8 - hash.outputSize - 2
         guard saltLength <= CK_ULONG(max(maximumSalt, 0)) else { throw paramInvalid("PSS salt of \(saltLength) bytes is too long for this key") }
@@ -410,7 +410,7 @@ enum Mechanisms {
         guard case .rsaOAEP(let hashType, let mgfType, let source, let sourceLength, let label) = parameter else {
             throw paramInvalid("OAEP needs CK_RSA_PKCS_OAEP_PARAMS")
         }
-        guard let hash = sha2Digest(hashType), let mgf = mgf1(mgfType) else { throw paramInvalid("unsupported OAEP hash or MGF") }
+        guard let hash = parameterDigest(hashType), let mgf = mgf1(mgfType) else { throw paramInvalid("unsupported OAEP hash or MGF") }
         if source != CK_RSA_PKCS_OAEP_SOURCE_TYPE(CKZ_DATA_SPECIFIED), source != 0 || sourceLength != 0 {
             throw paramInvalid("OAEP source must be CKZ_DATA_SPECIFIED")
         }
