@@ -92,6 +92,22 @@ public final class KeychainDatabase {
         try database.run("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = value + excluded.value", [.text(key), .integer(delta)])
     }
 
+    /// Every meta value whose key starts with `prefix`, with its key (blobs; integers as nil).
+    public func metaBlobs(prefix: String) throws -> [(key: String, value: [UInt8]?)] {
+        var rows: [(key: String, value: [UInt8]?)] = []
+        try database.query("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", [.integer(Int64(prefix.utf8.count)), .text(prefix)]) { s in
+            rows.append((s.text(0), s.isNull(1) ? nil : s.blob(1)))
+        }
+        return rows
+    }
+
+    /// Removes the meta value `key`; whether there was one.
+    @discardableResult
+    public func deleteMeta(_ key: String) throws -> Bool {
+        try database.run("DELETE FROM meta WHERE key = ?", [.text(key)])
+        return database.changes > 0
+    }
+
     /// Removes every meta value whose key starts with `prefix`.
     public func deleteMeta(prefix: String) throws {
         try database.run("DELETE FROM meta WHERE substr(key, 1, ?) = ?", [.integer(Int64(prefix.utf8.count)), .text(prefix)])

@@ -75,6 +75,81 @@ final class KeychainTests: XCTestCase {
         XCTAssertEqual(try keychain.info().userPIN.failures, 0)
     }
 
+    // The bookkeeping behind concurrent logins (Keychain.beginAttempt): evaluations in flight are
+    // counted before they run, a right PIN clears only the failures already known.
+
+    func test_a_right_pin_does_not_clear_wrong_guesses_still_in_flight() throws {
+        let keychain = try makeKeychain(userPIN: userPIN)
+        let counter = Keychain.Meta.failures(.user)
+        let wrong = try keychain.beginAttempt(counter, locked: "locked")
+        let right = try keychain.beginAttempt(counter, locked: "locked")
+        keychain.finishAttempt(right, right: true)
+        keychain.finishAttempt(wrong, right: false)
+        XCTAssertEqual(try keychain.info().userPIN.failures, 1)
+    }
+
+    func test_no_more_evaluations_start_than_the_limit_leaves_room_for() throws {
+        let keychain = try makeKeychain(userPIN: userPIN)
+        let counter = Keychain.Meta.failures(.user)
+        try keychain.store.write { try keychain.store.setMeta(counter, integer: 7) }
+        var inFlight: [PINAttempt] = []
+        for _ in 0..<3 { inFlight.append(try keychain.beginAttempt(counter, locked: "locked")) }
+        // 7 known + 3 in flight = the limit: a fourth waits; the three turn out wrong, so it is
+        // refused as locked without ever being evaluated.
+        let pending = inFlight
+        let finisher = Thread {
+            for attempt in pending { usleep(100_000); keychain.finishAttempt(attempt, right: false) }
+        }
+        finisher.start()
+        let started = ProcessIdentity.monotonicSeconds()
+        XCTAssertEqual(code { _ = try keychain.beginAttempt(counter, locked: "locked") }, .pinLocked)
+        XCTAssertGreaterThan(ProcessIdentity.monotonicSeconds() - started, 0.25)
+        XCTAssertEqual(try keychain.info().userPIN.failures, 10)
+    }
+
+    func test_an_evaluation_whose_process_died_counts_as_a_failure() throws {
+        let keychain = try makeKeychain(userPIN: userPIN)
+        let counter = Keychain.Meta.failures(.user)
+        // A marker as a process that no longer exists left it: the child's identity, after it exited.
+        let child = fork()
+        if child == 0 { _exit(0) }
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        let me = ProcessIdentity.current()
+        let dead = ProcessIdentity(pid: Int64(child), startTime: me.startTime, namespace: me.namespace)
+        try keychain.store.write { try keychain.store.setMeta(counter + ".attempt.dead", blob: dead.marker(started: Int64(time(nil)))) }
+        // One of this process's own markers stays live.
+        let live = try keychain.beginAttempt(counter, locked: "locked")
+        XCTAssertEqual(try keychain.info().userPIN.failures, 1)
+        XCTAssertNil(try keychain.store.metaBlob(counter + ".attempt.dead"))
+        XCTAssertTrue(ProcessIdentity.isLive(marker: try keychain.store.metaBlob(live.marker), now: Int64(time(nil)), lease: Keychain.attemptLease))
+        keychain.finishAttempt(live, right: false)
+        XCTAssertEqual(try keychain.info().userPIN.failures, 2)
+        // A marker older than the lease counts as a failure too, whoever holds it.
+        XCTAssertFalse(ProcessIdentity.isLive(marker: me.marker(started: Int64(time(nil)) - Keychain.attemptLease - 1), now: Int64(time(nil)), lease: Keychain.attemptLease))
+        XCTAssertFalse(ProcessIdentity.isLive(marker: [1, 2, 3], now: Int64(time(nil)), lease: Keychain.attemptLease))
+    }
+
+    func test_a_full_room_makes_a_login_wait_for_a_finishing_evaluation() throws {
+        let keychain = try makeKeychain(userPIN: userPIN)
+        let counter = Keychain.Meta.failures(.user)
+        var inFlight: [PINAttempt] = []
+        for _ in 0..<Keychain.concurrentEvaluations { inFlight.append(try keychain.beginAttempt(counter, locked: "locked")) }
+        let first = inFlight[0]
+        let finisher = Thread {
+            usleep(200_000)
+            keychain.finishAttempt(first, right: true)
+        }
+        finisher.start()
+        let started = ProcessIdentity.monotonicSeconds()
+        let waited = try keychain.beginAttempt(counter, locked: "locked")
+        XCTAssertGreaterThan(ProcessIdentity.monotonicSeconds() - started, 0.15)
+        keychain.finishAttempt(waited, right: true)
+        for attempt in inFlight.dropFirst() { keychain.finishAttempt(attempt, right: true) }
+        XCTAssertEqual(try keychain.info().userPIN.failures, 0)
+        XCTAssertNoThrow(try unlock(keychain, .user, userPIN))
+    }
+
     func test_change_pin_keeps_private_objects_readable() throws {
         let keychain = try makeKeychain(userPIN: userPIN)
         let id = try keychain.add(try dataObject(label: "p", value: [9, 9], isPrivate: true), uid: Array(repeating: 1, count: 16), master: try unlock(keychain, .user, userPIN))

@@ -11,11 +11,18 @@
  *                              every object: each creation acknowledged before the kill is present
  *                              once and intact, nothing else is visible but the one in flight, and
  *                              the acknowledged PIN (or the one being set) opens the keychain
- *   concurrency P T SECONDS    P processes x T threads, each thread in its own session creating,
- *                              finding, signing with the shared token key, verifying and destroying
- *                              token objects for SECONDS; then the objects on the token must be
- *                              exactly the ones that were created and not destroyed
- * Internal (started by the above): writer START PIN, verify ACKFILE full|recent, worker ID T SECONDS OUTFILE.
+ *   concurrency P T SECONDS    P processes x T threads, each thread opening its own session and
+ *                              calling C_Login with the right PIN at the same moment (CKR_OK or
+ *                              CKR_USER_ALREADY_LOGGED_IN, nothing else), then creating, finding,
+ *                              signing with the shared token key, verifying and destroying token
+ *                              objects for SECONDS; then the objects on the token must be exactly
+ *                              the ones that were created and not destroyed
+ *   guess P T MAXIMUM          P processes x T threads guessing wrong user PINs at the same moment
+ *                              until CKR_PIN_LOCKED: exactly MAXIMUM guesses may be answered
+ *                              CKR_PIN_INCORRECT (evaluated) in all, every other one CKR_PIN_LOCKED,
+ *                              and afterwards the right PIN is refused with CKR_PIN_LOCKED too
+ * Internal (started by the above): writer START PIN, verify ACKFILE full|recent,
+ * worker ID T SECONDS OUTFILE START_AT, guesser T START_AT.
  *
  * Prints "ok: ..." lines and a summary; any "FAIL: ..." makes the exit status non-zero.
  *
@@ -69,6 +76,20 @@ static double now_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Wall-clock time: a moment that several processes agree on. */
+static double wall_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void wait_until(double moment)
+{
+    double left = moment - wall_seconds();
+    if (left > 0) usleep((useconds_t)(left * 1e6));
 }
 
 static void load_module(int threads)
@@ -549,7 +570,7 @@ static int cmd_crash(int cycles)
 
 struct worker {
     int process, thread;
-    double seconds;
+    double seconds, start_at;
     CK_SLOT_ID slot;
     long created, destroyed, signatures, finds;
     char **survivors;
@@ -560,6 +581,11 @@ static void *worker_thread(void *argument)
 {
     struct worker *w = argument;
     CK_SESSION_HANDLE session = open_session(w->slot);
+    /* Every thread of every process logs in at the same moment: the first of each process is
+     * logged in, the others find it so; a right PIN is never refused. */
+    wait_until(w->start_at);
+    CK_RV login = p11->C_Login(session, CKU_USER, (CK_UTF8CHAR_PTR) "1234", 4);
+    if (login != CKR_OK && login != CKR_USER_ALREADY_LOGGED_IN) die("worker C_Login (right PIN, all threads at once)", login);
     CK_OBJECT_HANDLE private_key = find_key(session, CKO_PRIVATE_KEY), public_key = find_key(session, CKO_PUBLIC_KEY);
     CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
     unsigned char value[1600], digest[32], signature[128];
@@ -609,12 +635,10 @@ static void *worker_thread(void *argument)
     return NULL;
 }
 
-static int cmd_worker(int process, int threads, double seconds, const char *out_path)
+static int cmd_worker(int process, int threads, double seconds, const char *out_path, double start_at)
 {
     load_module(1);
     CK_SLOT_ID slot = find_slot(TOKEN_LABEL);
-    CK_SESSION_HANDLE login_session = open_session(slot);
-    CHECK(p11->C_Login(login_session, CKU_USER, (CK_UTF8CHAR_PTR) "1234", 4), "worker C_Login");
     pthread_t ids[64];
     struct worker workers[64];
     if (threads > 64) threads = 64;
@@ -623,6 +647,7 @@ static int cmd_worker(int process, int threads, double seconds, const char *out_
         workers[t].process = process;
         workers[t].thread = t;
         workers[t].seconds = seconds;
+        workers[t].start_at = start_at;
         workers[t].slot = slot;
         if (pthread_create(&ids[t], NULL, worker_thread, &workers[t]) != 0) die("pthread_create", CKR_GENERAL_ERROR);
     }
@@ -654,17 +679,20 @@ static int cmd_concurrency(int processes, int threads, double seconds)
     pid_t pids[64];
     if (processes > 64) processes = 64;
     double started = now_seconds();
+    /* All logins at one moment, after every process has loaded the module. */
+    char start_arg[32];
+    snprintf(start_arg, sizeof start_arg, "%.3f", wall_seconds() + 1.5);
     for (int p = 0; p < processes; p++) {
         char id[16], thread_arg[16], seconds_arg[32], out[4096];
         snprintf(id, sizeof id, "%d", p);
         snprintf(thread_arg, sizeof thread_arg, "%d", threads);
         snprintf(seconds_arg, sizeof seconds_arg, "%g", seconds);
         snprintf(out, sizeof out, "%s/../survivors-%d", dir ? dir : ".", p);
-        char *argv[] = {self_path, (char *)module_path, "worker", id, thread_arg, seconds_arg, out, NULL};
+        char *argv[] = {self_path, (char *)module_path, "worker", id, thread_arg, seconds_arg, out, start_arg, NULL};
         pids[p] = spawn(-1, argv);
     }
     /* A worker that has not finished long after its time is hung (a deadlock): fail. */
-    double limit = now_seconds() + seconds + 120;
+    double limit = now_seconds() + 1.5 + seconds + 120;
     int failed = 0;
     for (int p = 0; p < processes; p++) {
         int status = 0;
@@ -767,10 +795,121 @@ static int cmd_concurrency(int processes, int threads, double seconds)
     return 0;
 }
 
+/* ---- guessing ------------------------------------------------------------------------------- */
+
+struct guesser {
+    CK_SLOT_ID slot;
+    double start_at;
+    long evaluated, locked;
+};
+
+/* Wrong PINs until the token answers CKR_PIN_LOCKED; any other answer fails. */
+static void *guesser_thread(void *argument)
+{
+    struct guesser *g = argument;
+    CK_SESSION_HANDLE session = open_session(g->slot);
+    wait_until(g->start_at);
+    for (int i = 0; i < 1000; i++) {
+        char wrong[16];
+        snprintf(wrong, sizeof wrong, "9%07d", (int)((getpid() * 131 + i) % 10000000));
+        CK_RV rv = p11->C_Login(session, CKU_USER, (CK_UTF8CHAR_PTR)wrong, strlen(wrong));
+        if (rv == CKR_PIN_INCORRECT) { g->evaluated++; continue; }
+        if (rv == CKR_PIN_LOCKED) { g->locked++; break; }
+        die("guesser C_Login (wrong PIN)", rv);
+    }
+    CHECK(p11->C_CloseSession(session), "guesser C_CloseSession");
+    return NULL;
+}
+
+/* One guessing process: prints "evaluated N" for the driver. */
+static int cmd_guesser(int threads, double start_at)
+{
+    load_module(1);
+    CK_SLOT_ID slot = find_slot(TOKEN_LABEL);
+    pthread_t ids[64];
+    struct guesser guessers[64];
+    if (threads > 64) threads = 64;
+    for (int t = 0; t < threads; t++) {
+        memset(&guessers[t], 0, sizeof guessers[t]);
+        guessers[t].slot = slot;
+        guessers[t].start_at = start_at;
+        if (pthread_create(&ids[t], NULL, guesser_thread, &guessers[t]) != 0) die("pthread_create", CKR_GENERAL_ERROR);
+    }
+    long evaluated = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(ids[t], NULL);
+        if (guessers[t].locked != 1) die("a guesser never saw CKR_PIN_LOCKED", CKR_GENERAL_ERROR);
+        evaluated += guessers[t].evaluated;
+    }
+    CHECK(p11->C_Finalize(NULL), "guesser C_Finalize");
+    printf("evaluated %ld\n", evaluated);
+    return 0;
+}
+
+static int cmd_guess(int processes, int threads, long maximum)
+{
+    char start_arg[32], thread_arg[16];
+    snprintf(start_arg, sizeof start_arg, "%.3f", wall_seconds() + 1.5);
+    snprintf(thread_arg, sizeof thread_arg, "%d", threads);
+    if (processes > 64) processes = 64;
+    int fds[64];
+    pid_t pids[64];
+    for (int p = 0; p < processes; p++) {
+        int pipe_fds[2];
+        if (pipe(pipe_fds) != 0) die("pipe", CKR_GENERAL_ERROR);
+        char *argv[] = {self_path, (char *)module_path, "guesser", thread_arg, start_arg, NULL};
+        pids[p] = spawn(pipe_fds[1], argv);
+        close(pipe_fds[1]);
+        fds[p] = pipe_fds[0];
+    }
+    long evaluated = 0;
+    int failed = 0;
+    for (int p = 0; p < processes; p++) {
+        char out[4096];
+        size_t used = 0;
+        ssize_t n;
+        while (used < sizeof out - 1 && (n = read(fds[p], out + used, sizeof out - 1 - used)) > 0) used += (size_t)n;
+        out[used] = 0;
+        close(fds[p]);
+        int status = 0;
+        waitpid(pids[p], &status, 0);
+        long count = -1;
+        char *line = strstr(out, "evaluated ");
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !line || sscanf(line, "evaluated %ld", &count) != 1) {
+            printf("FAIL: guessing process %d ended with status 0x%x: %s\n", p, status, out);
+            failed = 1;
+            continue;
+        }
+        evaluated += count;
+    }
+    if (failed) return 1;
+    if (evaluated != maximum) {
+        printf("FAIL: %ld wrong PINs were evaluated by %d processes x %d threads at once; the limit is %ld\n", evaluated, processes, threads, maximum);
+        return 1;
+    }
+    load_module(0);
+    CK_SESSION_HANDLE session = open_session(find_slot(TOKEN_LABEL));
+    CK_RV rv = p11->C_Login(session, CKU_USER, (CK_UTF8CHAR_PTR) "1234", 4);
+    if (rv != CKR_PIN_LOCKED) {
+        printf("FAIL: the right PIN after the limit answered 0x%lx, not CKR_PIN_LOCKED\n", (unsigned long)rv);
+        return 1;
+    }
+    CK_TOKEN_INFO info;
+    CHECK(p11->C_GetTokenInfo(find_slot(TOKEN_LABEL), &info), "C_GetTokenInfo");
+    if (!(info.flags & CKF_USER_PIN_LOCKED)) {
+        printf("FAIL: CKF_USER_PIN_LOCKED is not set after the limit\n");
+        return 1;
+    }
+    CHECK(p11->C_Finalize(NULL), "C_Finalize");
+    printf("ok: %d processes x %d threads guessing at once: exactly %ld wrong PINs evaluated (the limit), then CKR_PIN_LOCKED for every guess and for the right PIN\n",
+           processes, threads, evaluated);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s MODULE setup | crash CYCLES | concurrency PROCESSES THREADS SECONDS\n", argv[0]);
+        fprintf(stderr, "usage: %s MODULE setup | crash CYCLES | concurrency PROCESSES THREADS SECONDS | guess PROCESSES THREADS MAXIMUM\n", argv[0]);
         return 2;
     }
     module_path = argv[1];
@@ -783,7 +922,9 @@ int main(int argc, char **argv)
     if (strcmp(command, "writer") == 0 && argc == 5) cmd_writer(atol(argv[3]), argv[4]);
     if (strcmp(command, "verify") == 0 && argc == 5) return cmd_verify(argv[3], strcmp(argv[4], "full") == 0);
     if (strcmp(command, "concurrency") == 0 && argc == 6) return cmd_concurrency(atoi(argv[3]), atoi(argv[4]), atof(argv[5]));
-    if (strcmp(command, "worker") == 0 && argc == 7) return cmd_worker(atoi(argv[3]), atoi(argv[4]), atof(argv[5]), argv[6]);
+    if (strcmp(command, "worker") == 0 && argc == 8) return cmd_worker(atoi(argv[3]), atoi(argv[4]), atof(argv[5]), argv[6], atof(argv[7]));
+    if (strcmp(command, "guess") == 0 && argc == 6) return cmd_guess(atoi(argv[3]), atoi(argv[4]), atol(argv[5]));
+    if (strcmp(command, "guesser") == 0 && argc == 5) return cmd_guesser(atoi(argv[3]), atof(argv[4]));
     fprintf(stderr, "unknown subcommand or wrong arguments\n");
     return 2;
 }

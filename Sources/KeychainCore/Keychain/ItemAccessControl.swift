@@ -131,19 +131,24 @@ extension Keychain {
     }
 
     /// `object` with the secret its application password seals, checked against `password`.
-    /// Each attempt is charged to the item's failure counter before the password is evaluated
+    /// Each attempt is counted against the item's failure counter before the password is evaluated
     /// (as PINs are); at the keychain's limit the item's password locks until the SO re-sets the
     /// user PIN.
     public func reveal(_ object: ObjectAttributes, applicationPassword password: UnsafeRawBufferPointer) throws(KeychainError) -> ObjectAttributes {
         guard object[.sealedSecrets] != nil else { return object }
         guard let uniqueID = object[.uniqueID] else { throw KeychainError(.recordCorrupted, "an item with an application password has no unique ID") }
         let counter = Meta.applicationPasswordFailures(uniqueID)
-        try lock.held { () throws(KeychainError) in
-            try chargeAttempt(counter, locked: "this item's application password is locked (too many wrong entries): the SO unlocks it by re-setting the user PIN")
+        let attempt = try lock.held { () throws(KeychainError) in
+            try beginAttempt(counter, locked: "this item's application password is locked (too many wrong entries): the SO unlocks it by re-setting the user PIN")
         }
         // Counted: the password's KDF runs with the lock let go.
-        let revealed = try ApplicationPasswordSeal.open(object, password: password)
-        lock.held { refundAttempt(counter) }
-        return revealed
+        do {
+            let revealed = try ApplicationPasswordSeal.open(object, password: password)
+            lock.held { finishAttempt(attempt, right: true) }
+            return revealed
+        } catch {
+            lock.held { finishAttempt(attempt, right: false) }
+            throw error
+        }
     }
 }

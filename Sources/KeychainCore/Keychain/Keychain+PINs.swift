@@ -38,36 +38,8 @@ extension Keychain {
         }
     }
 
-    /// Charges one attempt against the failure counter `counter` before any secret is evaluated,
-    /// in one write transaction (SQLite's write lock, taken up front, makes check-and-charge a
-    /// single step across threads and processes). A locked counter, or any failure to charge
-    /// durably, refuses the attempt: nothing is evaluated that is not already counted.
-    func chargeAttempt(_ counter: String, locked: String) throws(KeychainError) {
-        do {
-            try store.write {
-                let failures = try store.metaInteger(counter) ?? 0
-                let maximum = try store.metaInteger(Meta.maximumFailures) ?? PINPolicy.defaultMaximumFailures
-                guard failures < maximum else { throw KeychainError(.pinLocked, locked) }
-                try store.setMeta(counter, integer: failures + 1)
-            }
-        } catch let error as KeychainError {
-            throw error
-        } catch {
-            // Read-only file system, full disk, a writer holding the file: not evaluated at all.
-            let underlying = KeychainError(error)
-            throw KeychainError(underlying.code == .storageFull ? .storageFull : .storageFailure,
-                                "this attempt could not be counted, so the PIN was not checked: \(underlying.reason)")
-        }
-    }
-
-    /// A successful attempt clears its counter (the charge and earlier failures). A refund that
-    /// cannot be written leaves the counter charged: that errs toward locking, never toward guesses.
-    func refundAttempt(_ counter: String) {
-        _ = try? store.write { try store.setMeta(counter, integer: 0) }
-    }
-
-    /// Checks `pin` and returns the master key. Every attempt is charged before the PIN is
-    /// evaluated and refunded only when it was right; at the limit the PIN locks.
+    /// Checks `pin` and returns the master key. Every attempt is counted before the PIN is
+    /// evaluated (`beginAttempt`); at the limit the PIN locks.
     public func unlock(_ owner: PINOwner, pin: UnsafeRawBufferPointer) throws(KeychainError) -> MasterKey {
         try lock.held { () throws(KeychainError) -> MasterKey in
             let (verifier, wrapped) = try translatingErrors { () throws -> (PINVerifier?, [UInt8]?) in
@@ -80,20 +52,30 @@ extension Keychain {
             guard let verifier, let wrapped else {
                 throw KeychainError(owner == .user ? .userPINNotInitialized : .keychainUnrecognized, "the \(owner) PIN is not set")
             }
-            try chargeAttempt(Meta.failures(owner), locked: "the \(owner) PIN is locked")
+            let attempt = try beginAttempt(Meta.failures(owner), locked: "the \(owner) PIN is locked")
             // The attempt is counted: scrypt runs with the lock let go.
-            let master = try lock.released { () throws(KeychainError) -> SecureBytes in
+            let opened = lock.released { () -> Result<SecureBytes, KeychainError> in
                 do {
                     let kek = try verifier.keyEncryptionKey(pin: pin)
-                    return try AESGCM.open(wrapped, key: kek, associatedData: verifier.associatedData(owner: owner))
+                    return .success(try AESGCM.open(wrapped, key: kek, associatedData: verifier.associatedData(owner: owner)))
                 } catch let error as CryptoError where error.code == .authenticationFailed {
-                    throw KeychainError(.pinIncorrect, "wrong \(owner) PIN")
+                    return .failure(KeychainError(.pinIncorrect, "wrong \(owner) PIN"))
                 } catch {
-                    throw KeychainError(error)
+                    return .failure(KeychainError(error))
                 }
             }
-            guard master.count == AESGCM.keySize else { throw KeychainError(.keychainUnrecognized, "master key damaged") }
-            refundAttempt(Meta.failures(owner))
+            let master: SecureBytes
+            switch opened {
+            case .success(let key) where key.count == AESGCM.keySize:
+                master = key
+                finishAttempt(attempt, right: true)
+            case .success:
+                finishAttempt(attempt, right: false)
+                throw KeychainError(.keychainUnrecognized, "master key damaged")
+            case .failure(let error):
+                finishAttempt(attempt, right: false)
+                throw error
+            }
             do {
                 // A raised KDF cost takes effect at this PIN's next successful login: re-wrap now
                 // (scrypt again, unlocked; stored only if the wrapping did not change meanwhile).
