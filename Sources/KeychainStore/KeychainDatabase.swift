@@ -19,6 +19,7 @@ public final class KeychainDatabase {
 
     /// Opens an existing keychain file; `create` makes a new one (mode 0600).
     public init(path: String, create: Bool) throws {
+        if !create { try FileHeader.check(path) }
         database = try Database(path: path, create: create)
         try Migrations.migrate(database)
     }

@@ -45,17 +45,24 @@ struct SlotTable {
         var byPath: [String: Slot] = [:]
         for slot in slots.values { if let path = slot.path { byPath[path] = slot } }
         var refreshed = HandleMap<Slot>()
+        var opened: [(path: String, keychain: Keychain, stored: CK_SLOT_ID?)] = []
         for path in files {
             if let slot = byPath[path] {
                 refreshed[slot.id] = slot
                 continue
             }
-            let keychain: Keychain
-            do { keychain = try Keychain.open(at: path) } catch {
+            do {
+                let keychain = try Keychain.open(at: path)
+                opened.append((path, keychain, (try? keychain.info(countingObjects: false).slotID).flatMap { $0 }.map { CK_SLOT_ID($0) }))
+            } catch {
                 logger.warning("skipping \(path): \(error.reason)")
-                continue
             }
-            let stored = (try? keychain.info(countingObjects: false).slotID).flatMap { $0 }.map { CK_SLOT_ID($0) }
+        }
+        // Of two files claiming one ID (a keychain and a copy of it), the file the ID was given
+        // to keeps it, whatever the names' order; the other gets an ID of its own.
+        let holders = opened.filter { $0.keychain.holdsSlotID() }.map(\.path)
+        opened = opened.filter { holders.contains($0.path) } + opened.filter { !holders.contains($0.path) }
+        for (path, keychain, stored) in opened {
             let id: CK_SLOT_ID?
             if let stored, stored < CK_SLOT_ID(KeychainDirectory.maximumSlotID), refreshed[stored] == nil,
                slots[stored].map({ $0.path == path }) ?? true {

@@ -266,17 +266,24 @@ extension Keychain {
 /// replaced by an older copy. Written without fsync: a lost update makes the record lag, which
 /// can only hide a rollback to a very recent state, never flag a good file. The file stays open
 /// while the keychain is (one pread per check, flock + pread + pwrite per write).
+///
+/// One record per keychain salt *and* file location: a copy of a keychain beside it (same salt,
+/// another path) keeps its own record, so writes to the copy never make the original look
+/// rolled back. A record of the salt alone (written by earlier builds) is read as the starting
+/// point until the location has a record of its own.
 final class EpochCounter {
     let path: String?
+    private let legacyPath: String?
     private var fd: Int32 = -1
 
-    init(deviceKeyPath: String, keychainSalt: [UInt8]) {
+    init(deviceKeyPath: String, keychainSalt: [UInt8], keychainPath: String) {
         let folder = deviceKeyPath.lastIndex(of: "/").map { String(deviceKeyPath[..<$0]) } ?? "."
-        if let digest = try? Digest.hash(.sha256, Array("keychain-pkcs11 epoch".utf8) + keychainSalt) {
-            path = folder + "/epochs/" + String(decoding: Hex.digits(digest.prefix(16)), as: UTF8.self)
-        } else {
-            path = nil
+        let location = realpath(keychainPath, nil).map { resolved in defer { free(resolved) }; return String(cString: resolved) } ?? keychainPath
+        func record(_ name: [UInt8]) -> String? {
+            (try? Digest.hash(.sha256, Array("keychain-pkcs11 epoch".utf8) + name)).map { folder + "/epochs/" + String(decoding: Hex.digits($0.prefix(16)), as: UTF8.self) }
         }
+        path = record(keychainSalt + [0] + Array(location.utf8))
+        legacyPath = record(keychainSalt)
     }
 
     deinit { if fd >= 0 { close(fd) } }
@@ -304,8 +311,12 @@ final class EpochCounter {
     }
 
     func read() -> UInt64? {
-        guard let fd = descriptor(create: false) else { return nil }
-        return value(fd)
+        if let fd = descriptor(create: false) { return value(fd) }
+        guard let legacyPath else { return nil }
+        let legacy = open(legacyPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard legacy >= 0 else { return nil }
+        defer { close(legacy) }
+        return value(legacy)
     }
 
     func raise(to epoch: UInt64) { write(epoch, onlyUp: true) }

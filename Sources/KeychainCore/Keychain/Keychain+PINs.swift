@@ -34,8 +34,28 @@ extension Keychain {
     /// Records a slot ID for a file that had none, or whose ID another file already uses.
     public func assignSlotID(_ slotID: UInt) throws(KeychainError) {
         try lock.held { () throws(KeychainError) -> Void in
-            try translatingErrors { try store.write { try store.setMeta(Meta.slotID, integer: Int64(bitPattern: UInt64(slotID))) } }
+            try translatingErrors {
+                try store.write {
+                    try store.setMeta(Meta.slotID, integer: Int64(bitPattern: UInt64(slotID)))
+                    if let inode = Self.inode(of: path) { try store.setMeta(Meta.slotFile, integer: inode) }
+                }
+            }
         }
+    }
+
+    /// Whether this file is the one its slot ID was given to (not a copy of it): its inode is the
+    /// one recorded with the ID. False for files of earlier builds, which recorded none.
+    public func holdsSlotID() -> Bool {
+        lock.held {
+            guard let recorded = try? store.metaInteger(Meta.slotFile), let inode = Self.inode(of: path) else { return false }
+            return recorded == inode
+        }
+    }
+
+    static func inode(of path: String) -> Int64? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Int64(bitPattern: UInt64(info.st_ino))
     }
 
     /// Checks `pin` and returns the master key. Every attempt is counted before the PIN is

@@ -77,6 +77,9 @@ public final class Keychain: @unchecked Sendable {
         static let label = "token.label"
         static let serial = "token.serial"
         static let slotID = "token.slot_id"
+        /// The inode of the file the slot ID was given to: of two files that claim one ID (a
+        /// keychain and a copy of it), the one still at that inode keeps it.
+        static let slotFile = "token.slot_file"
         static let publicKey = "key.public_record"
         static let maximumFailures = "pin.maximum_failures"
         static let minimumLength = "pin.minimum_length"
@@ -102,7 +105,7 @@ public final class Keychain: @unchecked Sendable {
             throw KeychainError(.keychainUnrecognized, "\(store.path) is not an initialised keychain")
         }
         keychainSalt = publicKey
-        epochCounter = EpochCounter(deviceKeyPath: deviceKey.path, keychainSalt: publicKey)
+        epochCounter = EpochCounter(deviceKeyPath: deviceKey.path, keychainSalt: publicKey, keychainPath: store.path)
     }
 
     /// Opens an existing keychain file; `deviceKey` is the device key its `…ThisDeviceOnly`
@@ -127,6 +130,7 @@ public final class Keychain: @unchecked Sendable {
                 try store.setMeta(Meta.publicKey, blob: try Random.bytes(AESGCM.keySize))
                 try store.setMeta(Meta.serial, blob: Hex.digits(try Random.bytes(8)))
                 try store.setMeta(Meta.slotID, integer: Int64(bitPattern: UInt64(slotID)))
+                if let inode = Self.inode(of: path) { try store.setMeta(Meta.slotFile, integer: inode) }
                 try store.setMeta(Meta.maximumFailures, integer: policy.maximumFailures)
                 try store.setMeta(Meta.minimumLength, integer: Int64(policy.minimumLength))
                 try store.setMeta(Meta.maximumLength, integer: Int64(policy.maximumLength))

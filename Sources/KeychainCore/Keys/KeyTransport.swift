@@ -21,8 +21,10 @@ public enum KeyTransport {
     /// The object C_UnwrapKey creates from `material` and the caller's template, which must
     /// name the class and key type. The key has been outside the token: never "always
     /// sensitive", never "never extractable".
+    /// `zeroPadded`: the material came from ECB or CBC, padded with zero bytes to whole blocks;
+    /// it is cut to the template's CKA_VALUE_LEN or the key type's fixed length (PKCS#11 §2.10).
     public static func unwrappedObject(_ material: SecureBytes, template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool,
-                                       policy: KeyPolicy) throws(KeychainError) -> ObjectAttributes {
+                                       policy: KeyPolicy, zeroPadded: Bool = false) throws(KeychainError) -> ObjectAttributes {
         guard let classValue = template.first(where: { $0.type == .objectClass })?.value,
               let rawClass = AttributeValue.decodeULong(classValue) else {
             throw KeychainError(.templateIncomplete, "the unwrap template must give CKA_CLASS")
@@ -33,6 +35,18 @@ public enum KeyTransport {
         }
         var full = template
         switch ObjectClass(rawValue: rawClass) {
+        case .secretKey where zeroPadded:
+            let keyType = template.first(where: { $0.type == .keyType }).flatMap { AttributeValue.decodeULong($0.value) }.map(KeyType.init(rawValue:))
+            var length = keyType?.blockCipher?.keyLength ?? material.count
+            if let lengthValue = template.first(where: { $0.type == .valueLength })?.value {
+                guard let raw = AttributeValue.decodeULong(lengthValue) else { throw KeychainError(.attributeValueInvalid, "CKA_VALUE_LEN") }
+                length = Int(clamping: raw)
+            }
+            guard length >= 1, length <= material.count else {
+                throw KeychainError(.wrappedKeyInvalid, "the unwrapped value has \(material.count) bytes, fewer than the \(length) the template asks for")
+            }
+            full = full.filter { $0.type != .valueLength }
+            full.append((.value, material.withUnsafeBytes { Array($0.prefix(length)) }))
         case .secretKey:
             full.append((.value, material.bytes))
         case .privateKey:

@@ -11,6 +11,8 @@ extension ModuleState {
         case rsa(AsymmetricKey, RSACipher.Padding)
         /// CKM_RSA_AES_KEY_WRAP with the one-time AES key's length in bytes.
         case rsaAES(AsymmetricKey, RSACipher.Padding, aesKeyLength: Int)
+        /// A block cipher mode (ECB, CBC, CBC with padding) of AES or DES.
+        case block(SymmetricCipher.Mode, SymmetricCipher.Algorithm, SecureBytes, iv: [UInt8])
     }
 
     /// The wrapping (or unwrapping) key's problems carry their own codes:
@@ -50,6 +52,9 @@ extension ModuleState {
             let rsa = try asymmetricKey(key, session: session, token: token, objectClass: wrapping ? .publicKey : .privateKey, usage: usage, mechanism: entry)
             return .rsaAES(rsa, padding, aesKeyLength: Int(bits / 8))
         }
+        if entry.wrapsWithBlockCipher, let makeSpec = entry.cipher, case .symmetric(let mode, let iv, _) = try makeSpec(mechanism.parameter) {
+            return .block(mode, entry.blockCipher, try secretKey(key, session: session, token: token, usage: usage, mechanism: entry), iv: iv)
+        }
         guard let makeSpec = entry.cipher, case .rsa(let padding) = try makeSpec(mechanism.parameter) else {
             throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a wrapping mechanism")
         }
@@ -64,6 +69,11 @@ extension ModuleState {
             let wrapper = try wrapper(mechanism, key: wrappingKey, wrapping: true, session: session, token: token)
             let target = try keyAttributes(key, session: session, token: token)
             let wrapping = try keyAttributes(wrappingKey, session: session, token: token)
+            // PKCS#11 §5.18 C_WrapKey: CKA_EXTRACTABLE false is CKR_KEY_UNEXTRACTABLE, before any
+            // other reason not to wrap (those are CKR_KEY_NOT_WRAPPABLE).
+            guard target.objectClass != .secretKey && target.objectClass != .privateKey || target.bool(.extractable) else {
+                throw CKError(CK_RV(CKR_KEY_UNEXTRACTABLE), "the key is not extractable (CKA_EXTRACTABLE = FALSE)")
+            }
             guard !target.hasSealedSecrets else {
                 throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "a key sealed by its application password is not wrapped")
             }
@@ -88,6 +98,17 @@ extension ModuleState {
                 do { wrapped = try KeyWrap.wrap(mode, key: wrappingSecret, material: material, iv: iv) } catch {
                     throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "AES key wrap cannot wrap \(material.count) bytes with this mechanism")
                 }
+            case .block(let mode, let algorithm, let secret, let iv):
+                guard target.objectClass == .secretKey || mode == .cbcPad else {
+                    throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "ECB and CBC wrap secret keys only (CBC_PAD wraps private keys too)")
+                }
+                var input = material.bytes
+                defer { wipe(&input) }
+                // §2.10: ECB and CBC pad the value with zero bytes to whole blocks.
+                if mode != .cbcPad, input.count % algorithm.blockSize != 0 {
+                    input += [UInt8](repeating: 0, count: algorithm.blockSize - input.count % algorithm.blockSize)
+                }
+                wrapped = try Self.blockCipher(mode, algorithm, key: secret, iv: iv, input: input, encrypting: true)
             case .rsa(let rsa, let padding):
                 guard target.objectClass == .secretKey else { throw CKError(CK_RV(CKR_KEY_NOT_WRAPPABLE), "RSA wraps secret keys only") }
                 wrapped = try Self.rsa(material.bytes, key: rsa, padding: padding, encrypting: true, modulusBytes: (rsa.bits + 7) / 8)
@@ -113,7 +134,17 @@ extension ModuleState {
         try withSession(handle) { session, token throws(CKError) in
             let wrapper = try wrapper(mechanism, key: unwrappingKey, wrapping: false, session: session, token: token)
             let material: SecureBytes
+            var zeroPadded = false
             switch wrapper {
+            case .block(let mode, let algorithm, let secret, let iv):
+                guard wrapped.count >= algorithm.blockSize, wrapped.count % algorithm.blockSize == 0,
+                      wrapped.count <= AttributeTable.maximumValueLength + algorithm.blockSize else {
+                    throw CKError(CK_RV(CKR_WRAPPED_KEY_LEN_RANGE), "wrapped key length")
+                }
+                var plain = try Self.blockCipher(mode, algorithm, key: secret, iv: iv, input: Array(wrapped), encrypting: false)
+                material = SecureBytes(plain)
+                wipe(&plain)
+                zeroPadded = mode != .cbcPad
             case .aes(let mode, let secret, let iv):
                 guard wrapped.count >= 16, wrapped.count % 8 == 0, wrapped.count <= AttributeTable.maximumValueLength + 16 else {
                     throw CKError(CK_RV(CKR_WRAPPED_KEY_LEN_RANGE), "wrapped key length")
@@ -151,9 +182,25 @@ extension ModuleState {
             }
             let object = try translating { () throws(KeychainError) in
                 let full = try NestedTemplate.merge(template, with: .unwrapTemplate, of: unwrapping)
-                return try KeyTransport.unwrappedObject(material, template: full, uniqueID: id.text, bySecurityOfficer: bySO, policy: configuration.keyPolicy)
+                return try KeyTransport.unwrappedObject(material, template: full, uniqueID: id.text, bySecurityOfficer: bySO, policy: configuration.keyPolicy,
+                                                        zeroPadded: zeroPadded)
             }
             return try store(object, uid: id.bytes, session: session, token: token)
+        }
+    }
+
+    /// One whole block-cipher pass for C_WrapKey / C_UnwrapKey. A CBC_PAD blob whose padding
+    /// does not check is CKR_WRAPPED_KEY_INVALID.
+    private static func blockCipher(_ mode: SymmetricCipher.Mode, _ algorithm: SymmetricCipher.Algorithm, key: SecureBytes, iv: [UInt8],
+                                    input: [UInt8], encrypting: Bool) throws(CKError) -> [UInt8] {
+        do {
+            let cipher = try SymmetricCipher(mode: mode, key: key, iv: iv, encrypting: encrypting, algorithm: algorithm)
+            var head = try input.withUnsafeBytes { try cipher.update($0) }
+            var tail = try cipher.finish()
+            defer { wipe(&head); wipe(&tail) }
+            return head + tail
+        } catch {
+            throw encrypting ? CKError(CK_RV(CKR_DEVICE_ERROR), "the block cipher failed") : CKError(CK_RV(CKR_WRAPPED_KEY_INVALID), "the wrapped key does not decrypt")
         }
     }
 

@@ -50,6 +50,9 @@ struct Mechanism: Sendable {
     var keyWrap: KeyWrap.Mode?
     /// CKM_RSA_AES_KEY_WRAP: a one-time AES key under RSA-OAEP, then the key under it (KWP).
     var wrapsWithRSAAndAES = false
+    /// The block-cipher modes that PKCS#11 lets wrap (…_ECB, …_CBC, …_CBC_PAD): the key's value
+    /// encrypted with the mechanism's `cipher` (§2.10: zero-padded to whole blocks for ECB and CBC).
+    var wrapsWithBlockCipher = false
     var derivation: Derivation?
     /// CKM_PKCS5_PBKD2: C_GenerateKey derives the key from a password in the parameter.
     var derivesFromPassword = false

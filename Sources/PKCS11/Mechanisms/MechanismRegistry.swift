@@ -154,8 +154,9 @@ enum Mechanisms {
         table.add(UInt(CKM_AES_KEY_GEN), 16, 32, UInt(CKF_GENERATE)) { $0.generates = .aes }
         let aesModes: [(UInt, SymmetricCipher.Mode)] = [(UInt(CKM_AES_ECB), .ecb), (UInt(CKM_AES_CBC), .cbc), (UInt(CKM_AES_CBC_PAD), .cbcPad)]
         for (type, mode) in aesModes {
-            table.add(type, 16, 32, encryptDecrypt) {
+            table.add(type, 16, 32, encryptDecrypt | wrapUnwrap) {
                 $0.keyTypes = [.aes]
+                $0.wrapsWithBlockCipher = true
                 $0.cipher = { p throws(CKError) in
                     if mode == .ecb { try p.requireEmpty(); return .symmetric(.ecb, iv: [], associatedData: []) }
                     return .symmetric(mode, iv: try p.flatBytes(count: SymmetricCipher.blockSize, what: "IV"), associatedData: [])
@@ -303,8 +304,9 @@ enum Mechanisms {
                         (UInt(CKM_DES_CBC_PAD), .cbcPad, .des, [.des], 56, 56)]
         }
         for (type, mode, algorithm, keyTypes, min, max) in ciphers {
-            table.add(type, min, max, encryptDecrypt) {
+            table.add(type, min, max, encryptDecrypt | UInt(CKF_WRAP | CKF_UNWRAP)) {
                 $0.keyTypes = keyTypes
+                $0.wrapsWithBlockCipher = true
                 $0.blockCipher = algorithm
                 $0.cipher = { p throws(CKError) in
                     if mode == .ecb { try p.requireEmpty(); return .symmetric(.ecb, iv: [], associatedData: []) }
