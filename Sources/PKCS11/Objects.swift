@@ -75,6 +75,13 @@ extension ModuleState {
             if template.contains(where: { $0.type == .objectClass && AttributeValue.decodeULong($0.value) == ObjectClass.credential.rawValue }) {
                 return try presentCredential(template, session: session, token: token)
             }
+            // PKCS#11 §4.6.3, X.509 certificate objects: CKA_SUBJECT "must be specified when the
+            // object is created" (SoftHSM and pkcs11-check hold to it); the other names and the
+            // serial may be left to the DER. The Swift API and keychainctl derive it.
+            if Self.value(of: .objectClass, in: template) == ObjectClass.certificate.rawValue,
+               Self.value(of: .certificateType, in: template) == UInt(CKC_X_509), !template.contains(where: { $0.type == .subject }) {
+                throw CKError(CK_RV(CKR_TEMPLATE_INCOMPLETE), "an X.509 certificate object needs CKA_SUBJECT")
+            }
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
             let object = try translating { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: id.text, bySecurityOfficer: bySO, policy: configuration.keyPolicy) }
@@ -83,6 +90,10 @@ extension ModuleState {
             // write one (DESIGN §4).
             return try store(object, uid: id.bytes, session: session, token: token)
         }
+    }
+
+    private static func value(of type: AttributeType, in template: Template) -> UInt? {
+        template.first { $0.type == type }.flatMap { AttributeValue.decodeULong($0.value) }
     }
 
     func copyObject(_ handle: CK_SESSION_HANDLE, object source: CK_OBJECT_HANDLE, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {

@@ -49,11 +49,13 @@ extension ModuleState {
             if token.login == wanted {
                 throw CKError(CK_RV(CKR_USER_ALREADY_LOGGED_IN), "already logged in")
             }
-            if token.login != .none {
-                throw CKError(CK_RV(CKR_USER_ANOTHER_ALREADY_LOGGED_IN), "another user is logged in")
-            }
+            // §5.5 C_Login: the SO cannot log in while read-only sessions exist, whoever else is
+            // logged in.
             if wanted == .securityOfficer, sessions(on: session.slotID).contains(where: { !$0.readWrite }) {
                 throw CKError(CK_RV(CKR_SESSION_READ_ONLY_EXISTS), "close read-only sessions before the SO logs in")
+            }
+            if token.login != .none {
+                throw CKError(CK_RV(CKR_USER_ANOTHER_ALREADY_LOGGED_IN), "another user is logged in")
             }
             // The PIN is checked with no module lock held (scrypt); the login state is set after,
             // checked again (another thread may have logged in meanwhile).

@@ -363,11 +363,14 @@ final class CipherAndTransportTests: ModuleTestCase {
     func test_certificate_attributes_come_from_the_der() {
         let session = session()
         let der = hex("3082017230820119a00302010202021234300a06082a8648ce3d04030230183116301406035504030c0d4b6579636861696e2054657374301e170d3236313132323030303033305a170d3336313131393030303033305a30183116301406035504030c0d4b6579636861696e20546573743059301306072a8648ce3d020106082a8648ce3d03010703420004107fcdb8e7fbf82b1566890d0acb4da2ad558f7980c15b64f9cf323ccfda98c10825484e4b72b12aaf5e4f7368367a6a49a6cba7c260b1708c8449aff754ad90a3533051301d0603551d0e0416041492b4d707a0d234f073091439f8f6e1f9895e5e1d301f0603551d2304183016801492b4d707a0d234f073091439f8f6e1f9895e5e1d300f0603551d130101ff040530030101ff300a06082a8648ce3d04030203470030440220060173d81ef7f58f296d292af7144e0b98e33280edb5fc2672a0d724d32cbc4b0220312f287399395789b084fa6a8891dd8453d0e076e6fb16600f535adc42cc607e")
-        let base: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_CERTIFICATE))), (UInt(CKA_CERTIFICATE_TYPE), Self.ulong(UInt(CKC_X_509))),
+        var base: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_CERTIFICATE))), (UInt(CKA_CERTIFICATE_TYPE), Self.ulong(UInt(CKC_X_509))),
                                        (UInt(CKA_VALUE), der), (UInt(CKA_TOKEN), [1])]
-        var certificate: CK_OBJECT_HANDLE = 0
-        XCTAssertRV(withTemplate(base) { p11.C_CreateObject!(session, $0, $1, &certificate) }, CKR_OK)
         let name = hex("30183116301406035504030c0d4b6579636861696e2054657374")
+        var certificate: CK_OBJECT_HANDLE = 0
+        // §4.6.3: CKA_SUBJECT must be given at creation; issuer and serial come from the DER.
+        XCTAssertRV(withTemplate(base) { p11.C_CreateObject!(session, $0, $1, &certificate) }, CKR_TEMPLATE_INCOMPLETE)
+        base.append((UInt(CKA_SUBJECT), name))
+        XCTAssertRV(withTemplate(base) { p11.C_CreateObject!(session, $0, $1, &certificate) }, CKR_OK)
         XCTAssertEqual(value(session, certificate, UInt(CKA_SUBJECT)).1, name)
         XCTAssertEqual(value(session, certificate, UInt(CKA_ISSUER)).1, name)
         XCTAssertEqual(value(session, certificate, UInt(CKA_SERIAL_NUMBER)).1, [0x02, 0x02, 0x12, 0x34])

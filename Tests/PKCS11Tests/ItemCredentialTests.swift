@@ -154,7 +154,8 @@ extension MechanismTests {
         XCTAssertRV(withTemplate([(UInt(CKA_VALUE_LEN), Self.ulong(32)), (UInt(CKA_WRAP), [1])]) { template, count in
             mechanism(UInt(CKM_AES_KEY_GEN)) { p11.C_GenerateKey!(session, $0, template, count, &aes) }
         }, CKR_OK)
-        XCTAssertRV(mechanism(0x210A /* CKM_AES_KEY_WRAP_PAD */) { p11.C_WrapKey!(session, $0, aes, privateKey, &wrapped, &wrappedLength) }, CKR_KEY_NOT_WRAPPABLE)
+        // Not extractable (the default): §5.18 names that first, before its application password.
+        XCTAssertRV(mechanism(0x210A /* CKM_AES_KEY_WRAP_PAD */) { p11.C_WrapKey!(session, $0, aes, privateKey, &wrapped, &wrappedLength) }, CKR_KEY_UNEXTRACTABLE)
         _ = present(session, privateKey, "key-pw", expect: CKR_ATTRIBUTE_VALUE_INVALID)
         _ = present(session, 0xFFFF, "key-pw", expect: CKR_ATTRIBUTE_VALUE_INVALID)
         var point = value(session, publicKey, UInt(CKA_EC_POINT)).1 ?? []

@@ -59,7 +59,7 @@ final class ObjectTests: ModuleTestCase {
         XCTAssertRV(withTemplate([(klass, Self.ulong(UInt(CKO_HW_FEATURE)))]) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_ATTRIBUTE_VALUE_INVALID)
         XCTAssertRV(withTemplate([(klass, Self.ulong(UInt(CKO_CERTIFICATE)))]) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_TEMPLATE_INCOMPLETE)
         XCTAssertRV(withTemplate([(klass, Self.ulong(UInt(CKO_CERTIFICATE))), (UInt(CKA_CERTIFICATE_TYPE), Self.ulong(UInt(CKC_X_509))),
-                                  (value, [0x30, 0x03, 0x02, 0x01, 0x01])]) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_ATTRIBUTE_VALUE_INVALID)
+                                  (UInt(CKA_SUBJECT), [0x30, 0x00]), (value, [0x30, 0x03, 0x02, 0x01, 0x01])]) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_ATTRIBUTE_VALUE_INVALID)
         var nullValue = CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_LABEL), pValue: nil, ulValueLen: 5)
         XCTAssertRV(p11.C_CreateObject!(session, &nullValue, 1, &handle), CKR_ARGUMENTS_BAD)
         var small = [UInt8](repeating: 0x41, count: 8)

@@ -49,7 +49,21 @@ enum CallerTemplate {
             }
             template.append((type, Array(UnsafeRawBufferPointer(start: value, count: length))))
         }
-        return template
+        return withoutRepeats(template)
+    }
+
+    /// An attribute named again with the same value counts once (PKCS#11 §4.1 encourages it, and
+    /// PyKCS11's and SoftHSM's callers rely on it); named again with another value it stays, and
+    /// the object rules refuse it (CKR_TEMPLATE_INCONSISTENT).
+    private static func withoutRepeats(_ template: Template) -> Template {
+        var firstValue: [AttributeType: [UInt8]] = [:]
+        return template.filter { type, value in
+            guard let earlier = firstValue[type] else {
+                firstValue[type] = value
+                return true
+            }
+            return earlier != value
+        }
     }
 
     /// The caller's array itself, for C_GetAttributeValue which writes lengths back.

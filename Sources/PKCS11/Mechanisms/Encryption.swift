@@ -90,6 +90,10 @@ extension ModuleState {
         try step(handle, encrypting ? .encrypt : .decrypt, .update) { operation throws(CKError) in
             switch operation.engine {
             case .symmetric(let cipher) where cipher.updatesHoldInput:
+                // A length query answers an upper bound (§5.2 allows one: the input's length, so
+                // that a caller sizing its buffer from it goes on to send the input) and takes
+                // nothing; the real call holds the input and releases nothing before the tag.
+                if output.isLengthQuery { return ((), try output.reserve(input.count)) }
                 _ = try Self.run(encrypting: encrypting) { try cipher.update(input) }
                 output.deliverNothing()
             case .symmetric(let cipher):

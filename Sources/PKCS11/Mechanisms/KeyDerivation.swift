@@ -22,8 +22,9 @@ extension ModuleState {
         }
         guard extract || expand else { throw Mechanisms.paramInvalid("HKDF must extract, expand or both") }
         guard let digest = Mechanisms.parameterDigest(prf) else { throw Mechanisms.paramInvalid("unsupported HKDF hash mechanism 0x\(String(prf, radix: 16))") }
-        let wanted = Self.templateLength(template) ?? (expand ? nil : digest.outputSize)
-        guard let wanted else { throw CKError(CK_RV(CKR_TEMPLATE_INCOMPLETE), "HKDF-Expand needs CKA_VALUE_LEN (or a key type of one length)") }
+        // PKCS#11 3.0's HKDF text takes the length from the template and says nothing of a
+        // template without one: then the output is HashLen bytes, as Kryoptic derives.
+        let wanted = Self.templateLength(template) ?? digest.outputSize
         guard wanted >= 1 else { throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "CKA_VALUE_LEN must be at least 1") }
         if !expand, wanted > digest.outputSize {
             throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "HKDF-Extract gives \(digest.outputSize) bytes with this hash")
@@ -183,10 +184,17 @@ extension ModuleState {
             }
             let id = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
-            let object = try translating { () throws(KeychainError) in
+            var object = try translating { () throws(KeychainError) in
                 try KeyTransport.derivedObject(secret, template: full, base: ObjectAttributes(), uniqueID: id.text, bySecurityOfficer: bySO,
                                                policy: configuration.keyPolicy)
             }
+            // Made by C_GenerateKey on the token: CKA_LOCAL (PKCS#11 §4.7: "generated locally …
+            // with a C_GenerateKey or C_GenerateKeyPair call"), its mechanism, and the history
+            // flags of a key that never existed outside.
+            object[.local] = AttributeValue.bool(true)
+            object[.keyGenMechanism] = AttributeValue.ulong(UInt(CKM_PKCS5_PBKD2))
+            object[.alwaysSensitive] = AttributeValue.bool(object.bool(.sensitive))
+            object[.neverExtractable] = AttributeValue.bool(!object.bool(.extractable))
             return try store(object, uid: id.bytes, session: session, token: token)
         }
     }

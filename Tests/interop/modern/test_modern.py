@@ -1121,6 +1121,9 @@ def hkdf_extract_expand_separately():
         prk_key = secret(CKK_GENERIC_SECRET, h(prk), CKA_DERIVE)
         d = s.derive_key(hkdf_mech(prf_mech, False, True, None, info), prk_key, derived_template(length=length))
         eq(value_of(d), h(okm), "case %s expand only from PRK" % name)
+        # A generic secret without CKA_VALUE_LEN: HashLen bytes (as Kryoptic), not a refusal.
+        d = s.derive_key(hkdf_mech(prf_mech, True, True, salt, info), base, derived_template())
+        eq(value_of(d), h(okm)[:len(h(prk))], "case %s extract+expand, CKA_VALUE_LEN omitted: T(1)" % name)
 
 
 @test
@@ -1218,6 +1221,9 @@ def pbkdf2_rfc6070():
         t = {**PBKDF2_TEMPLATE, CKA_VALUE_LEN: len(h(dk))}
         k = s.generate_key(pbkdf2_params(password, salt, iterations, CKP_PKCS5_PBKD2_HMAC_SHA1), t)
         eq(value_of(k), h(dk), "RFC 6070 %r/%r c=%d" % (password, salt, iterations))
+        # Made by C_GenerateKey on the token: CKA_LOCAL (PKCS#11 §4.7) and its mechanism.
+        eq(s.get_bool(k, CKA_LOCAL), True, "CKA_LOCAL of a PBKDF2 key")
+        eq(s.get_ulong(k, CKA_KEY_GEN_MECHANISM), CKM_PKCS5_PBKD2, "CKA_KEY_GEN_MECHANISM of a PBKDF2 key")
 
 
 @test
