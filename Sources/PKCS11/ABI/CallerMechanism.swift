@@ -63,6 +63,13 @@ struct CallerMechanism: Sendable {
         case UInt(CKM_AES_ECB_ENCRYPT_DATA), UInt(CKM_DES3_ECB_ENCRYPT_DATA):
             let params = try read(CK_KEY_DERIVATION_STRING_DATA.self, raw)
             return .derivationData(iv: [], data: SecureBytes(try bytes(params.pData, params.ulLen, what: "data to encrypt")))
+        case UInt(CKM_CONCATENATE_BASE_AND_DATA), UInt(CKM_CONCATENATE_DATA_AND_BASE), UInt(CKM_XOR_BASE_AND_DATA):
+            let params = try read(CK_KEY_DERIVATION_STRING_DATA.self, raw)
+            return .derivationData(iv: [], data: SecureBytes(try bytes(params.pData, params.ulLen, what: "derivation data")))
+        case UInt(CKM_CONCATENATE_BASE_AND_KEY):
+            return .keyHandle(try read(CK_OBJECT_HANDLE.self, raw))
+        case UInt(CKM_EXTRACT_KEY_FROM_KEY):
+            return .bitIndex(try read(CK_ULONG.self, raw))  // CK_EXTRACT_PARAMS
         case UInt(CKM_AES_CBC_ENCRYPT_DATA):
             let params = try read(CK_AES_CBC_ENCRYPT_DATA_PARAMS.self, raw)
             return .derivationData(iv: withUnsafeBytes(of: params.iv) { Array($0) },
@@ -287,6 +294,10 @@ enum MechanismParameter: Sendable {
     case aead(nonce: [UInt8], additionalData: [UInt8])
     /// CK_KEY_DERIVATION_STRING_DATA (no IV) and the CBC encrypt-data parameters.
     case derivationData(iv: [UInt8], data: SecureBytes)
+    /// CKM_CONCATENATE_BASE_AND_KEY's other key.
+    case keyHandle(CK_OBJECT_HANDLE)
+    /// CK_EXTRACT_PARAMS: the base key's bit that becomes the new key's first.
+    case bitIndex(CK_ULONG)
 
     var isEmpty: Bool {
         switch self {

@@ -258,13 +258,17 @@ extension ModuleState {
                 let secret = try secretKey(baseKey, session: session, token: token, usage: .derive, mechanism: entry)
                 fullTemplate = try Self.mergedDeriveTemplate(template, base: base)
                 shared = try Self.encryptedData(mechanism.parameter, mode: mode, algorithm: entry.blockCipher, key: secret, template: fullTemplate)
+            case .simple(let kind):
+                let derived = try simpleDerivation(kind, parameter: mechanism.parameter, baseKey: baseKey, base: base, template: template,
+                                                   session: session, token: token, mechanism: entry)
+                return try storeDerived([derived.value], templates: [derived.template], base: derived.history, session: session, token: token)
             }
             return try storeDerived([shared], templates: [fullTemplate], base: base, session: session, token: token)
         }
     }
 
     /// The caller's template with the base key's CKA_DERIVE_TEMPLATE.
-    private static func mergedDeriveTemplate(_ template: Template, base: ObjectAttributes) throws(CKError) -> Template {
+    static func mergedDeriveTemplate(_ template: Template, base: ObjectAttributes) throws(CKError) -> Template {
         try translating { () throws(KeychainError) in try NestedTemplate.merge(template, with: .deriveTemplate, of: base) }
     }
 

@@ -263,6 +263,17 @@ enum Mechanisms {
                 $0.derivation = .sp800108(mode)
             }
         }
+        // Simple derivations from secret keys' values (current mechanisms §2.42), with the
+        // defences of SimpleDerivation.swift for sensitive keys.
+        let simple: [(UInt, SimpleDerivation)] = [(UInt(CKM_CONCATENATE_BASE_AND_KEY), .baseAndKey), (UInt(CKM_CONCATENATE_BASE_AND_DATA), .baseAndData),
+                                                  (UInt(CKM_CONCATENATE_DATA_AND_BASE), .dataAndBase), (UInt(CKM_XOR_BASE_AND_DATA), .xorBaseAndData),
+                                                  (UInt(CKM_EXTRACT_KEY_FROM_KEY), .extractKeyFromKey)]
+        for (type, kind) in simple {
+            table.add(type, 1, 512, UInt(CKF_DERIVE)) {
+                $0.keyTypes = KeyType.genericLike.filter { $0 != .hkdf } + [.aes, .des2, .des3]
+                $0.derivation = .simple(kind)
+            }
+        }
         // Keys derived by encrypting data with an AES key (current mechanisms §2.15).
         table.add(UInt(CKM_AES_ECB_ENCRYPT_DATA), 16, 32, UInt(CKF_DERIVE)) {
             $0.keyTypes = [.aes]
