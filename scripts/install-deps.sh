@@ -18,6 +18,8 @@ packages=(
     softhsm2
     # python-pkcs11's own test suite (scripts/python-pkcs11-tests.sh): a venv and its Cython build
     python3-venv python3-dev
+    # PyKCS11's own test suite (scripts/pykcs11-tests.sh): SWIG and a C++ compiler build its extension
+    swig g++
     # the plot in Docs/performance.md (scripts/bench.sh)
     gnuplot-nox
     # pam_keychain.so: its headers, and pamtester to drive it (test_pam.sh)

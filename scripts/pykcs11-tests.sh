@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Runs PyKCS11 1.5.20's own unit-test suite (its sdist's test/, fetched from PyPI) against a
+# PKCS#11 module on a fresh token made as PyKCS11's CI makes its SoftHSM one (label "A token",
+# user PIN 1234, SO PIN 123456: the suite hard-codes both PINs and takes the first slot with a
+# token, getSlotList(tokenPresent=True)[0]), and ends with
+# "pykcs11: N passed, N failed, N skipped" (exit 0 only when nothing failed).
+#
+# Usage: scripts/pykcs11-tests.sh MODULE_PATH KEYCHAINCTL_PATH
+# With MODULE_PATH …/libsofthsm2.so the token is made with softhsm2-util in a private
+# SOFTHSM2_CONF instead (KEYCHAINCTL_PATH may then be omitted): the comparison run.
+# The suite finds the module through PYKCS11LIB (PyKCS11Lib.load() with no argument reads it).
+# The sdist and a venv with PyKCS11 (built from the sdist), pytest, pytest-timeout and asn1crypto
+# are cached in $PYKCS11_CACHE (default /tmp/pykcs11-1.5.20); needs network to PyPI on the first
+# run, and the Debian packages of scripts/install-deps.sh (python3-venv, python3-dev, swig and
+# g++ for the SWIG-generated C++ extension).
+set -euo pipefail
+version=1.5.20
+[ $# -ge 1 ] || { echo "usage: $0 MODULE_PATH KEYCHAINCTL_PATH" >&2; exit 64; }
+here=$(cd "$(dirname "$0")" && pwd)
+MODULE=$(realpath "$1")
+[ -f "$MODULE" ] || { echo "pykcs11: no module at $1" >&2; exit 64; }
+softhsm=false
+[ "$(basename "$MODULE")" = libsofthsm2.so ] && softhsm=true
+if ! $softhsm; then
+    [ $# -ge 2 ] && [ -x "$2" ] || { echo "usage: $0 MODULE_PATH KEYCHAINCTL_PATH" >&2; exit 64; }
+    KEYCHAINCTL=$(realpath "$2")
+fi
+cache=${PYKCS11_CACHE:-/tmp/pykcs11-$version}
+# Debian's interpreter (python3-venv, python3-dev), not one that happens to come first in PATH.
+python=/usr/bin/python3
+[ -x "$python" ] || python=python3
+
+# The venv, built once: PyKCS11 from the unpacked sdist (SWIG wraps its C++ sources; built
+# without build isolation so that Debian's swig is used rather than one fetched for the build),
+# the test dependencies, and two copies of test/ away from the source tree:
+#   suite/test    as shipped: the SoftHSM comparison run uses it;
+#   ungated/test  with the SoftHSM version gates switched off (below): any other module's run.
+if [ ! -f "$cache/ready" ]; then
+    echo "pykcs11: preparing $cache (PyPI download and build, once)"
+    command -v swig >/dev/null || { echo "pykcs11: swig is missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
+    rm -rf "$cache" && mkdir -p "$cache/sdist" "$cache/suite" "$cache/ungated"
+    pip_log="$cache/setup.log"
+    {
+        "$python" -m venv "$cache/venv"
+        "$cache/venv/bin/pip" download --no-binary pykcs11 --no-deps "pykcs11==$version" -d "$cache/sdist"
+        tar -xzf "$cache/sdist/pykcs11-$version.tar.gz" -C "$cache/sdist"
+        "$cache/venv/bin/pip" install setuptools wheel pytest pytest-timeout asn1crypto
+        "$cache/venv/bin/pip" install --no-build-isolation "$cache/sdist/pykcs11-$version"
+    } >"$pip_log" 2>&1 || { tail -n 30 "$pip_log" >&2; echo "pykcs11: setup failed, see $pip_log" >&2; exit 1; }
+    cp -r "$cache/sdist/pykcs11-$version/test" "$cache/suite/"
+    cp -r "$cache/sdist/pykcs11-$version/test" "$cache/ungated/"
+    # The gates: the suite reads C_GetInfo's libraryVersion into self.SoftHSMversion and skips
+    # nineteen tests (generateKey/generateKeyPair, RSA X.509/OAEP/PSS, ECDSA, wrapping, AES-GCM,
+    # CKM_CONCATENATE_*) with "only supported by SoftHSM >= 2" / "not supported by SoftHSM <= 2.6"
+    # when that version is low; our module's version (0.1) is no SoftHSM version, so in the
+    # ungated copy each such `if self.SoftHSMversion …:` line becomes `if False and …:`. Nothing
+    # else is touched: no assertion, and not the manufacturerID gates (`self.manufacturer
+    # .startswith("SoftHSM")`, skipping what SoftHSM lacks), which skip nothing for another module.
+    # The manufacturerID *assertions* of test_info and test_LowLevel stay as they are.
+    sed -i -E 's/^([[:space:]]*)if (self\.SoftHSMversion[^:]*):$/\1if False and \2:  # gate off: scripts\/pykcs11-tests.sh/' \
+        "$cache"/ungated/test/*.py
+    gates=$(cat "$cache"/ungated/test/*.py | grep -c 'if False and self\.SoftHSMversion')
+    left=$(cat "$cache"/ungated/test/*.py | grep -c 'if self\.SoftHSMversion' || true)
+    if [ "$gates" -ne 19 ] || [ "$left" -ne 0 ]; then
+        echo "pykcs11: expected 19 SoftHSM version gates in test/, switched off $gates ($left left)" >&2
+        exit 1
+    fi
+    touch "$cache/ready"
+fi
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+# The PINs test_pin, test_init and test_LowLevel use, and the label of PyKCS11's CI.
+so_pin=123456
+user_pin=1234
+label="A token"
+# Private state for both kinds of module: a fresh keychain folder with a cheap PIN KDF, and
+# SoftHSM's own token folder.
+export KEYCHAIN_PKCS11_DIR="$WORK/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="$WORK/state/device-key"
+export KEYCHAIN_PKCS11_KDF_LOG_N=10
+mkdir "$WORK/tokens"
+printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$WORK/tokens" >"$WORK/softhsm2.conf"
+export SOFTHSM2_CONF="$WORK/softhsm2.conf"
+if $softhsm; then
+    softhsm2-util --init-token --free --label "$label" --so-pin "$so_pin" --pin "$user_pin" >/dev/null
+    suite=$cache/suite
+else
+    # The token made as the interop tests make theirs; it is the first slot with a token, before
+    # the module's empty slot.
+    export MODULE KEYCHAINCTL WORK
+    # shellcheck source=../Tests/interop/lib.sh
+    . "$here/../Tests/interop/lib.sh"
+    new_keychain "$label" "$so_pin" "$user_pin"
+    kc list | grep -q "$label" || fail "keychainctl list does not show the keychain $label"
+    suite=$cache/ungated
+fi
+
+export PYKCS11LIB="$MODULE"
+log=${PYKCS11_LOG:-$cache/pytest-$(basename "$MODULE" .so).log}
+junit="$cache/junit-$(basename "$MODULE" .so).xml"
+rm -f "$junit"
+status=0
+# 120 s per test (pytest-timeout); the outer timeout guards a hang inside a C call.
+(cd "$suite" && timeout --kill-after=30 1800 "$cache/venv/bin/python" -m pytest test \
+    -p no:cacheprovider --timeout 120 -rfEs -v --junitxml "$junit") >"$log" 2>&1 || status=$?
+echo "pykcs11: full pytest output in $log"
+if [ ! -f "$junit" ]; then
+    tail -n 20 "$log" >&2
+    echo "pykcs11: pytest ended with status $status and no results"
+    exit 1
+fi
+# junit counts: xfailed tests are "skipped", errors (setUp) count as failures, and each subTest
+# (test_asymetric_ECC's EdDSA schemes and RFC 8032 vectors) is counted too, as pytest reports it.
+# A failure that is the suite's SoftHSM assumption or one of this module's documented choices
+# (Docs/conformance.md, "PyKCS11") is listed with its reason and counted apart, but only with
+# the very CK_RV or message given here: the same test failing another way is a failure.
+known=""
+$softhsm || known=$(cat <<'KNOWN'
+test.test_info.TestUtil|test_getInfo|'Keychain PKCS#11|compares C_GetInfo's manufacturerID and libraryDescription with SoftHSM's own strings
+test.test_info.TestUtil|test_getSlotInfo|'Keychain PKCS#11|compares C_GetSlotInfo's manufacturerID with SoftHSM's own string
+test.test_info.TestUtil|test_getTokenInfo|'Keychain PKCS#11|compares C_GetTokenInfo's manufacturerID with SoftHSM's own string
+test.test_LowLevel.TestUtil|test_LowLevel|'Keychain PKCS#11|compares C_GetInfo's manufacturerID with SoftHSM's own string (the calls after it pass)
+test.test_asymetric_ECC.TestEDDSA|test_sign_text|CKR_MECHANISM_PARAM_INVALID|Ed25519 with CK_EDDSA_PARAMS {phFlag FALSE, no context}: an empty Ed25519ctx, which RFC 8032 5.1 says should not be used; refused, pure Ed25519 takes no parameter
+test.test_gc.TestUtil|test_gc|CKR_USER_NOT_LOGGED_IN|C_Logout with nobody logged in: PKCS#11 5.5 gives CKR_USER_NOT_LOGGED_IN, SoftHSM answers CKR_OK
+test.test_load.TestUtil|test_invalid_load|1 != 0|follows from test_gc's failure, which keeps a reference to the loaded library (passes when run alone)
+test.test_wrap.TestUtil|test_wrapKey|CKR_KEY_FUNCTION_NOT_PERMITTED|the wrapping key's template asks for no role: it gets the data roles, not CKA_WRAP (Docs/security.md 3a)
+test.test_wrap.TestUtil|test_wrapKey_OAEP|CKR_KEY_NOT_WRAPPABLE|the AES key to wrap is sensitive by default, and sensitive keys wrap only under CKA_TRUSTED keys (Docs/security.md 3a)
+test.test_wrap.TestUtil|test_wrapKey_UNWRAP_TEMPLATE|CKR_KEY_NOT_WRAPPABLE|the AES key to wrap is sensitive by default, and sensitive keys wrap only under CKA_TRUSTED keys (Docs/security.md 3a)
+KNOWN
+)
+read -r passed failed skipped assumed < <(KNOWN="$known" "$cache/venv/bin/python" - "$junit" <<'EOF'
+import os, sys, xml.etree.ElementTree as ET
+known = [line.split("|", 3) for line in os.environ["KNOWN"].splitlines() if line]
+root = ET.parse(sys.argv[1]).getroot()
+passed = failed = skipped = assumed = 0
+for case in root.iter("testcase"):
+    outcome = [c for c in case if c.tag in ("failure", "error", "skipped")]
+    if not outcome:
+        passed += 1
+        continue
+    if outcome[0].tag == "skipped":
+        skipped += 1
+        continue
+    text = (outcome[0].get("message") or "") + (outcome[0].text or "")
+    match = [k for k in known if k[0] == case.get("classname") and k[1] == case.get("name") and k[2] in text]
+    if match:
+        assumed += 1
+        print("pykcs11: suite assumption, not counted as a failure: %s::%s: %s" % (case.get("classname"), case.get("name"), match[0][3]), file=sys.stderr)
+    else:
+        failed += 1
+print(passed, failed, skipped, assumed)
+EOF
+)
+grep -E '^(SUB)?(FAILED|ERROR)' "$log" || true
+tail -n 1 "$log"
+echo "pykcs11: $passed passed, $failed failed, $skipped skipped, $assumed suite assumptions"
+[ "$failed" -eq 0 ]
