@@ -15,16 +15,10 @@
 # g++ for the SWIG-generated C++ extension).
 set -euo pipefail
 version=1.5.20
-[ $# -ge 1 ] || { echo "usage: $0 MODULE_PATH KEYCHAINCTL_PATH" >&2; exit 64; }
 here=$(cd "$(dirname "$0")" && pwd)
-MODULE=$(realpath "$1")
-[ -f "$MODULE" ] || { echo "pykcs11: no module at $1" >&2; exit 64; }
-softhsm=false
-[ "$(basename "$MODULE")" = libsofthsm2.so ] && softhsm=true
-if ! $softhsm; then
-    [ $# -ge 2 ] && [ -x "$2" ] || { echo "usage: $0 MODULE_PATH KEYCHAINCTL_PATH" >&2; exit 64; }
-    KEYCHAINCTL=$(realpath "$2")
-fi
+# shellcheck source=suite-common.sh
+. "$here/suite-common.sh"
+suite_arguments pykcs11 "$@"
 cache=${PYKCS11_CACHE:-/tmp/pykcs11-$version}
 # Debian's interpreter (python3-venv, python3-dev), not one that happens to come first in PATH.
 python=/usr/bin/python3
@@ -68,32 +62,12 @@ if [ ! -f "$cache/ready" ]; then
     touch "$cache/ready"
 fi
 
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-# The PINs test_pin, test_init and test_LowLevel use, and the label of PyKCS11's CI.
+# The PINs test_pin, test_init and test_LowLevel use, and the label of PyKCS11's CI; the token is
+# the first slot with a token, before our module's empty slot.
 so_pin=123456
 user_pin=1234
-label="A token"
-# Private state for both kinds of module: a fresh keychain folder with a cheap PIN KDF, and
-# SoftHSM's own token folder.
-export KEYCHAIN_PKCS11_DIR="$WORK/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="$WORK/state/device-key"
-export KEYCHAIN_PKCS11_KDF_LOG_N=10
-mkdir "$WORK/tokens"
-printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$WORK/tokens" >"$WORK/softhsm2.conf"
-export SOFTHSM2_CONF="$WORK/softhsm2.conf"
-if $softhsm; then
-    softhsm2-util --init-token --free --label "$label" --so-pin "$so_pin" --pin "$user_pin" >/dev/null
-    suite=$cache/suite
-else
-    # The token made as the interop tests make theirs; it is the first slot with a token, before
-    # the module's empty slot.
-    export MODULE KEYCHAINCTL WORK
-    # shellcheck source=../Tests/interop/lib.sh
-    . "$here/../Tests/interop/lib.sh"
-    new_keychain "$label" "$so_pin" "$user_pin"
-    kc list | grep -q "$label" || fail "keychainctl list does not show the keychain $label"
-    suite=$cache/ungated
-fi
+suite_token "A token" "$so_pin" "$user_pin"
+if $softhsm; then suite=$cache/suite; else suite=$cache/ungated; fi
 
 export PYKCS11LIB="$MODULE"
 log=${PYKCS11_LOG:-$cache/pytest-$(basename "$MODULE" .so).log}

@@ -13,16 +13,10 @@
 # gcc for the Cython extension; opensc for pkcs11-tool).
 set -euo pipefail
 version=0.10.1
-[ $# -ge 1 ] || { echo "usage: $0 MODULE_PATH KEYCHAINCTL_PATH" >&2; exit 64; }
 here=$(cd "$(dirname "$0")" && pwd)
-MODULE=$(realpath "$1")
-[ -f "$MODULE" ] || { echo "python-pkcs11: no module at $1" >&2; exit 64; }
-softhsm=false
-[ "$(basename "$MODULE")" = libsofthsm2.so ] && softhsm=true
-if ! $softhsm; then
-    [ $# -ge 2 ] && [ -x "$2" ] || { echo "usage: $0 MODULE_PATH KEYCHAINCTL_PATH" >&2; exit 64; }
-    KEYCHAINCTL=$(realpath "$2")
-fi
+# shellcheck source=suite-common.sh
+. "$here/suite-common.sh"
+suite_arguments python-pkcs11 "$@"
 cache=${PYTHON_PKCS11_CACHE:-/tmp/python-pkcs11-$version}
 # Debian's interpreter (python3-venv, python3-dev), not one that happens to come first in PATH.
 python=/usr/bin/python3
@@ -46,27 +40,10 @@ if [ ! -f "$cache/ready" ]; then
     touch "$cache/ready"
 fi
 
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 so_pin=12345678
 user_pin=1234
-# Private state for both kinds of module, whichever is under test or the second one below:
-# a fresh keychain folder with a cheap PIN KDF, and SoftHSM's own token folder.
-export KEYCHAIN_PKCS11_DIR="$WORK/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="$WORK/state/device-key"
-export KEYCHAIN_PKCS11_KDF_LOG_N=10
-mkdir "$WORK/tokens"
-printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$WORK/tokens" >"$WORK/softhsm2.conf"
-export SOFTHSM2_CONF="$WORK/softhsm2.conf"
-if $softhsm; then
-    softhsm2-util --init-token --free --label TEST --so-pin "$so_pin" --pin "$user_pin" >/dev/null
-else
-    # The token made as the interop tests make theirs.
-    export MODULE KEYCHAINCTL WORK
-    # shellcheck source=../Tests/interop/lib.sh
-    . "$here/../Tests/interop/lib.sh"
-    new_keychain TEST "$so_pin" "$user_pin"
-    kc list | grep -qw TEST || fail "keychainctl list does not show the keychain TEST"
-fi
+# Private state for both kinds of module, whichever is under test or the second one below.
+suite_token TEST "$so_pin" "$user_pin"
 # test_multilib loads PKCS11_MODULE2 next to the module under test (else it is skipped):
 # SoftHSM by default when it is installed and not the module under test.
 softhsm_lib=/usr/lib/softhsm/libsofthsm2.so

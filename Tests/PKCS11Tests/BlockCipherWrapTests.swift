@@ -9,14 +9,6 @@ final class BlockCipherWrapTests: ModuleTestCase {
     private let wrapRoles: [(UInt, [UInt8])] = [(UInt(CKA_WRAP), [1]), (UInt(CKA_UNWRAP), [1])]
     private let readable: [(UInt, [UInt8])] = [(UInt(CKA_EXTRACTABLE), [1]), (UInt(CKA_SENSITIVE), [0])]
 
-    private func secretKey(_ session: CK_SESSION_HANDLE, type: UInt, value: [UInt8], extra: [(UInt, [UInt8])] = []) -> CK_OBJECT_HANDLE {
-        var handle: CK_OBJECT_HANDLE = 0
-        let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(type)),
-                                           (UInt(CKA_VALUE), value)] + extra
-        XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_OK)
-        return handle
-    }
-
     private func withMechanism(_ type: UInt, iv: [UInt8], _ body: (UnsafeMutablePointer<CK_MECHANISM>) -> CK_RV) -> CK_RV {
         guard !iv.isEmpty else { return mechanism(type, body) }
         var iv = iv

@@ -19,15 +19,6 @@ final class CipherAndTransportTests: ModuleTestCase {
         return session
     }
 
-    /// A session secret key with a known value.
-    private func secretKey(_ session: CK_SESSION_HANDLE, type: UInt, value: [UInt8], extra: [(UInt, [UInt8])] = []) -> CK_OBJECT_HANDLE {
-        var handle: CK_OBJECT_HANDLE = 0
-        let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(type)),
-                                           (UInt(CKA_VALUE), value)] + extra
-        XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_OK)
-        return handle
-    }
-
     /// C_Encrypt or C_Decrypt of `input` in one call, with a length query first.
     private func crypt(_ session: CK_SESSION_HANDLE, encrypt: Bool, _ input: [UInt8]) -> (CK_RV, [UInt8]) {
         var input = input

@@ -109,6 +109,15 @@ class ModuleTestCase: XCTestCase {
         return p11.C_Login!(session, CK_USER_TYPE(type), &pin, CK_ULONG(pin.count))
     }
 
+    /// A secret key with a known value, made by C_CreateObject (a session key unless `extra` says).
+    func secretKey(_ session: CK_SESSION_HANDLE, type: UInt, value: [UInt8], extra: [(UInt, [UInt8])] = []) -> CK_OBJECT_HANDLE {
+        var handle: CK_OBJECT_HANDLE = 0
+        let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(type)),
+                                           (UInt(CKA_VALUE), value)] + extra
+        XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_OK)
+        return handle
+    }
+
     /// Calls `body` with a CK_ATTRIBUTE array built from (type, bytes) pairs.
     func withTemplate<R>(_ attributes: [(UInt, [UInt8])], _ body: (UnsafeMutablePointer<CK_ATTRIBUTE>?, CK_ULONG) -> R) -> R {
         var storage = attributes.map { $0.1 }

@@ -7,12 +7,9 @@ import XCTest
 final class SimpleDerivationTests: ModuleTestCase {
     private let readable: [(UInt, [UInt8])] = [(UInt(CKA_SENSITIVE), [0]), (UInt(CKA_EXTRACTABLE), [1])]
 
+    /// A session secret key for deriving from, with a known value.
     private func secretKey(_ session: CK_SESSION_HANDLE, _ value: [UInt8], type: UInt = UInt(CKK_GENERIC_SECRET), extra: [(UInt, [UInt8])]) -> CK_OBJECT_HANDLE {
-        var handle: CK_OBJECT_HANDLE = 0
-        let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(type)),
-                                           (UInt(CKA_VALUE), value), (UInt(CKA_DERIVE), [1]), (UInt(CKA_TOKEN), [0])] + extra
-        XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &handle) }, CKR_OK)
-        return handle
+        secretKey(session, type: type, value: value, extra: [(UInt(CKA_DERIVE), [1]), (UInt(CKA_TOKEN), [0])] + extra)
     }
 
     private func derived(_ extra: [(UInt, [UInt8])]) -> [(UInt, [UInt8])] {

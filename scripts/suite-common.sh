@@ -1,0 +1,45 @@
+# Shared by the scripts that run a third-party PKCS#11 test suite against a module
+# (python-pkcs11-tests.sh, pykcs11-tests.sh): sourced, not run.
+#
+# suite_arguments NAME "$@"   MODULE (absolute), softhsm (true when MODULE is SoftHSM's), and for
+#                             our module KEYCHAINCTL; a usage error exits 64.
+# suite_token LABEL SO_PIN USER_PIN
+#                             a private WORK folder (removed at exit) with a fresh keychain folder
+#                             (cheap PIN KDF) and SoftHSM's own token folder, and the token LABEL
+#                             made in the module under test: by keychainctl's interop helpers for
+#                             ours, by softhsm2-util for SoftHSM.
+
+suite_arguments() {
+    local name=$1
+    shift
+    [ $# -ge 1 ] || { echo "usage: $0 MODULE_PATH KEYCHAINCTL_PATH" >&2; exit 64; }
+    MODULE=$(realpath "$1")
+    [ -f "$MODULE" ] || { echo "$name: no module at $1" >&2; exit 64; }
+    softhsm=false
+    [ "$(basename "$MODULE")" = libsofthsm2.so ] && softhsm=true
+    if ! $softhsm; then
+        [ $# -ge 2 ] && [ -x "$2" ] || { echo "usage: $0 MODULE_PATH KEYCHAINCTL_PATH" >&2; exit 64; }
+        KEYCHAINCTL=$(realpath "$2")
+    fi
+}
+
+suite_token() {
+    local label=$1 so_pin=$2 user_pin=$3
+    WORK=$(mktemp -d)
+    trap 'rm -rf "$WORK"' EXIT
+    export KEYCHAIN_PKCS11_DIR="$WORK/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="$WORK/state/device-key"
+    export KEYCHAIN_PKCS11_KDF_LOG_N=10
+    mkdir "$WORK/tokens"
+    printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$WORK/tokens" >"$WORK/softhsm2.conf"
+    export SOFTHSM2_CONF="$WORK/softhsm2.conf"
+    if $softhsm; then
+        softhsm2-util --init-token --free --label "$label" --so-pin "$so_pin" --pin "$user_pin" >/dev/null
+    else
+        # The token made as the interop tests make theirs.
+        export MODULE KEYCHAINCTL WORK
+        # shellcheck source=../Tests/interop/lib.sh
+        . "$(dirname "${BASH_SOURCE[0]}")/../Tests/interop/lib.sh"
+        new_keychain "$label" "$so_pin" "$user_pin"
+        kc list | grep -q -- "$label" || fail "keychainctl list does not show the keychain $label"
+    fi
+}
