@@ -57,10 +57,16 @@ extension ModuleState {
             if token.login != .none {
                 throw CKError(CK_RV(CKR_USER_ANOTHER_ALREADY_LOGGED_IN), "another user is logged in")
             }
-            // The PIN is checked with no module lock held (scrypt); the login state is set after,
-            // checked again (another thread may have logged in meanwhile).
-            let master = try checkPIN(wanted == .user ? .user : .securityOfficer, pin, of: token)
-            try token.logIn(wanted, master: master)
+            // The PIN is checked with no module lock held (scrypt), one login of this process at a
+            // time per token: a thread that waited finds the token logged in (what it would get a
+            // moment later anyway) rather than evaluating its PIN too. The login state is set
+            // after, checked again.
+            try token.loginGate.withLock { () throws(CKError) in
+                if token.login == wanted { throw CKError(CK_RV(CKR_USER_ALREADY_LOGGED_IN), "already logged in") }
+                if token.login != .none { throw CKError(CK_RV(CKR_USER_ANOTHER_ALREADY_LOGGED_IN), "another user is logged in") }
+                let master = try checkPIN(wanted == .user ? .user : .securityOfficer, pin, of: token)
+                try token.logIn(wanted, master: master)
+            }
             session.pinJustPresented = wanted == .user
         }
     }

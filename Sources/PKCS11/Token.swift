@@ -14,6 +14,10 @@ final class Token: @unchecked Sendable {
 
     let slotID: CK_SLOT_ID
     let keychain: Keychain
+    /// Held while this process checks a user or SO PIN for the token: threads logging in at once
+    /// take turns, and those after a success find the token logged in instead of each running
+    /// scrypt again. Nothing but logins waits for it.
+    let loginGate = PThreadMutex()
     private let lock = PThreadMutex()
     private var currentLogin: Login = .none
     private var master: MasterKey?

@@ -570,7 +570,7 @@ static int cmd_crash(int cycles)
 
 struct worker {
     int process, thread;
-    double seconds, start_at;
+    double seconds, start_at, login_seconds;
     CK_SLOT_ID slot;
     long created, destroyed, signatures, finds;
     char **survivors;
@@ -584,7 +584,9 @@ static void *worker_thread(void *argument)
     /* Every thread of every process logs in at the same moment: the first of each process is
      * logged in, the others find it so; a right PIN is never refused. */
     wait_until(w->start_at);
+    double asked = now_seconds();
     CK_RV login = p11->C_Login(session, CKU_USER, (CK_UTF8CHAR_PTR) "1234", 4);
+    w->login_seconds = now_seconds() - asked;
     if (login != CKR_OK && login != CKR_USER_ALREADY_LOGGED_IN) die("worker C_Login (right PIN, all threads at once)", login);
     CK_OBJECT_HANDLE private_key = find_key(session, CKO_PRIVATE_KEY), public_key = find_key(session, CKO_PUBLIC_KEY);
     CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
@@ -654,8 +656,10 @@ static int cmd_worker(int process, int threads, double seconds, const char *out_
     FILE *out = fopen(out_path, "w");
     if (!out) die("open the survivors file", CKR_GENERAL_ERROR);
     long created = 0, destroyed = 0, signatures = 0, finds = 0;
+    double slowest_login = 0;
     for (int t = 0; t < threads; t++) {
         pthread_join(ids[t], NULL);
+        if (workers[t].login_seconds > slowest_login) slowest_login = workers[t].login_seconds;
         created += workers[t].created;
         destroyed += workers[t].destroyed;
         signatures += workers[t].signatures;
@@ -664,7 +668,8 @@ static int cmd_worker(int process, int threads, double seconds, const char *out_
     }
     fclose(out);
     CHECK(p11->C_Finalize(NULL), "worker C_Finalize");
-    printf("process %d: %ld created, %ld found, %ld signed and verified, %ld destroyed\n", process, created, finds, signatures, destroyed);
+    printf("process %d: %ld created, %ld found, %ld signed and verified, %ld destroyed; slowest login %.0f ms\n", process, created, finds,
+           signatures, destroyed, slowest_login * 1000);
     return 0;
 }
 

@@ -14,6 +14,7 @@ out=$("$stress" "$MODULE" concurrency 4 4 "${STRESS_SECONDS:-15}" 2>&1)
 status=$?
 echo "$out"
 echo "$out" | sed -n "s/^ok: /figure: /p"
+echo "figure: slowest of the 16 simultaneous right-PIN logins, per process: $(echo "$out" | sed -n 's/.*slowest login \([0-9]*\) ms$/\1/p' | tr '\n' ' ')ms"
 [ "$status" -eq 0 ] || fail "4 x 4 concurrency with simultaneous logins (exit $status)"
 expect_contains "$out" "ok: 4 processes x 4 threads" "the summary"
 expect_not_contains "$out" "FAIL" "the concurrency run"
