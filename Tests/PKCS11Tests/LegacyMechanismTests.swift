@@ -7,7 +7,8 @@ import XCTest
 /// The legacy mechanisms SoftHSM offers (DES, triple DES, MD5; DESIGN §10), with published or
 /// OpenSSL-computed vectors, and their absence under `key_policy = modern`.
 final class LegacyMechanismTests: ModuleTestCase {
-    private func secretKey(_ session: CK_SESSION_HANDLE, type: UInt, value: [UInt8], expect: UInt = CKR_OK, _ message: String = "") -> CK_OBJECT_HANDLE {
+    /// A secret key that derives, readable (the tests compare derived values).
+    private func derivableKey(_ session: CK_SESSION_HANDLE, type: UInt, value: [UInt8], expect: UInt = CKR_OK, _ message: String = "") -> CK_OBJECT_HANDLE {
         var handle: CK_OBJECT_HANDLE = 0
         let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(type)),
                                            (UInt(CKA_VALUE), value), (UInt(CKA_DERIVE), [1]), (UInt(CKA_EXTRACTABLE), [1]), (UInt(CKA_SENSITIVE), [0])]
@@ -48,14 +49,14 @@ final class LegacyMechanismTests: ModuleTestCase {
 
     func test_triple_des_matches_openssl_and_takes_two_and_three_key_keys() {
         let session = userSession()
-        let three = secretKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"))
+        let three = derivableKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"))
         var result = crypt(session, UInt(CKM_DES3_ECB), iv: [], key: three, encrypt: true, Self.message)
         XCTAssertRV(result.0, CKR_OK)
         XCTAssertEqual(result.1, hex("314f8327fa7a09a84362760cc13ba7daff55c5f80faaac45"), "openssl enc -des-ede3")
         result = crypt(session, UInt(CKM_DES3_ECB), iv: [], key: three, encrypt: false, result.1)
         XCTAssertEqual(result.1, Self.message)
 
-        let two = secretKey(session, type: UInt(CKK_DES2), value: hex("0123456789abcdef23456789abcdef01"))
+        let two = derivableKey(session, type: UInt(CKK_DES2), value: hex("0123456789abcdef23456789abcdef01"))
         result = crypt(session, UInt(CKM_DES3_CBC_PAD), iv: hex("1234567890abcdef"), key: two, encrypt: true, Self.message)
         XCTAssertEqual(result.1, hex("134b98f8eeb3f6079f1a82e0640d5f2f8e090661c42864a149f0cf718dd78b61"), "openssl enc -des-ede-cbc")
         result = crypt(session, UInt(CKM_DES3_CBC_PAD), iv: hex("1234567890abcdef"), key: two, encrypt: false, result.1)
@@ -64,11 +65,11 @@ final class LegacyMechanismTests: ModuleTestCase {
                     CKR_MECHANISM_PARAM_INVALID, "a triple-DES IV has 8 bytes")
         XCTAssertRV(crypt(session, UInt(CKM_DES3_CBC), iv: hex("1234567890abcdef"), key: two, encrypt: true, [1, 2, 3]).0, CKR_DATA_LEN_RANGE)
 
-        _ = secretKey(session, type: UInt(CKK_DES3), value: [UInt8](repeating: 1, count: 16), expect: CKR_ATTRIBUTE_VALUE_INVALID)
+        _ = derivableKey(session, type: UInt(CKK_DES3), value: [UInt8](repeating: 1, count: 16), expect: CKR_ATTRIBUTE_VALUE_INVALID)
         // Parity bits are not part of the key: a key written with any parity is taken as given.
-        let evenParity = secretKey(session, type: UInt(CKK_DES2), value: [UInt8](repeating: 3, count: 16))
+        let evenParity = derivableKey(session, type: UInt(CKK_DES2), value: [UInt8](repeating: 3, count: 16))
         XCTAssertEqual(value(session, evenParity, UInt(CKA_VALUE)).1, [UInt8](repeating: 3, count: 16))
-        let aes = secretKey(session, type: UInt(CKK_AES), value: [UInt8](repeating: 1, count: 24))
+        let aes = derivableKey(session, type: UInt(CKK_AES), value: [UInt8](repeating: 1, count: 24))
         XCTAssertRV(crypt(session, UInt(CKM_DES3_ECB), iv: [], key: aes, encrypt: true, Self.message).0, CKR_KEY_TYPE_INCONSISTENT)
         XCTAssertEqual(value(session, three, UInt(CKA_VALUE_LEN)).0, CK_RV(CKR_ATTRIBUTE_TYPE_INVALID), "DES keys have no CKA_VALUE_LEN")
     }
@@ -103,7 +104,7 @@ final class LegacyMechanismTests: ModuleTestCase {
             throw XCTSkip("OpenSSL's legacy provider is not installed: single DES is not offered")
         }
         let session = userSession()
-        let key = secretKey(session, type: UInt(CKK_DES), value: hex("0123456789abcdef"))
+        let key = derivableKey(session, type: UInt(CKK_DES), value: hex("0123456789abcdef"))
         let result = crypt(session, UInt(CKM_DES_CBC), iv: hex("1234567890abcdef"), key: key, encrypt: true, Self.message)
         XCTAssertRV(result.0, CKR_OK)
         XCTAssertEqual(result.1, hex("e5c7cdde872bf27c43e934008c389c0f683788499a7c05f6"))
@@ -112,7 +113,7 @@ final class LegacyMechanismTests: ModuleTestCase {
     func test_des3_cmac_md5_and_md5_hmac_match_their_vectors() {
         let session = userSession()
         var data = Self.message
-        let three = secretKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"))
+        let three = derivableKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"))
         var mac = [UInt8](repeating: 0, count: 16)
         var length = CK_ULONG(mac.count)
         XCTAssertRV(mechanism(UInt(CKM_DES3_CMAC)) { p11.C_SignInit!(session, $0, three) }, CKR_OK)
@@ -126,7 +127,7 @@ final class LegacyMechanismTests: ModuleTestCase {
         XCTAssertEqual(Array(mac.prefix(Int(length))), hex("900150983cd24fb0d6963f7d28e17f72"), "RFC 1321")
 
         // RFC 2104's first test case.
-        let hmacKey = secretKey(session, type: UInt(CKK_GENERIC_SECRET), value: [UInt8](repeating: 0x0b, count: 16))
+        let hmacKey = derivableKey(session, type: UInt(CKK_GENERIC_SECRET), value: [UInt8](repeating: 0x0b, count: 16))
         var hiThere = Array("Hi There".utf8)
         length = CK_ULONG(mac.count)
         XCTAssertRV(mechanism(UInt(CKM_MD5_HMAC)) { p11.C_SignInit!(session, $0, hmacKey) }, CKR_OK)
@@ -136,7 +137,7 @@ final class LegacyMechanismTests: ModuleTestCase {
 
     func test_encrypt_data_derivations_take_whole_blocks_and_enough_of_them() {
         let session = userSession()
-        let aes = secretKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"))
+        let aes = derivableKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"))
         func derive(_ type: UInt, _ parameter: [UInt8], base: CK_OBJECT_HANDLE, keyType: UInt, length: UInt?) -> (CK_RV, [UInt8]) {
             var key: CK_OBJECT_HANDLE = 0
             var template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(keyType)),
@@ -162,7 +163,7 @@ final class LegacyMechanismTests: ModuleTestCase {
         }, CKR_MECHANISM_PARAM_INVALID, "16 bytes of data cannot make a 32-byte key")
 
         // Triple DES, CBC: a DES3 key from 24 bytes of data, under the two-key vector's key and IV.
-        let two = secretKey(session, type: UInt(CKK_DES2), value: hex("0123456789abcdef23456789abcdef01"))
+        let two = derivableKey(session, type: UInt(CKK_DES2), value: hex("0123456789abcdef23456789abcdef01"))
         var message = Self.message
         let derived = message.withUnsafeMutableBytes { buffer in
             var params = CK_DES_CBC_ENCRYPT_DATA_PARAMS()
@@ -193,13 +194,13 @@ final class LegacyMechanismTests: ModuleTestCase {
         var info = CK_MECHANISM_INFO()
         XCTAssertRV(p11.C_GetMechanismInfo!(1, CK_MECHANISM_TYPE(CKM_MD5), &info), CKR_MECHANISM_INVALID)
         XCTAssertRV(mechanism(UInt(CKM_MD5)) { p11.C_DigestInit!(session, $0) }, CKR_MECHANISM_INVALID)
-        _ = secretKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"), expect: CKR_ATTRIBUTE_VALUE_INVALID,
+        _ = derivableKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"), expect: CKR_ATTRIBUTE_VALUE_INVALID,
                       "no DES key objects under the modern policy either")
     }
 
     func test_cbc_macs_are_the_last_block_of_zero_padded_cbc() {
         let session = userSession()
-        let aes = secretKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"))
+        let aes = derivableKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"))
         func mac(_ type: UInt, _ parameter: [UInt8], key: CK_OBJECT_HANDLE, _ data: [UInt8]) -> (CK_RV, [UInt8]) {
             var data = data
             var out = [UInt8](repeating: 0, count: 32)
@@ -218,7 +219,7 @@ final class LegacyMechanismTests: ModuleTestCase {
         XCTAssertRV(mac(UInt(CKM_AES_MAC_GENERAL), Self.ulong(17), key: aes, [1]).0, CKR_MECHANISM_PARAM_INVALID)
         XCTAssertRV(mac(UInt(CKM_AES_MAC), Self.ulong(8), key: aes, [1]).0, CKR_MECHANISM_PARAM_INVALID, "CKM_AES_MAC takes no parameter")
         // Triple DES: the last block of CBC with a zero IV (openssl enc -des-ede3-cbc).
-        let three = secretKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"))
+        let three = derivableKey(session, type: UInt(CKK_DES3), value: hex("0123456789abcdef23456789abcdef01456789abcdef0123"))
         XCTAssertEqual(mac(UInt(CKM_DES3_MAC), [], key: three, Self.message).1, hex("5351c9f3"))
         XCTAssertEqual(mac(UInt(CKM_DES3_MAC_GENERAL), Self.ulong(8), key: three, Self.message).1, hex("5351c9f385748c81"))
     }
