@@ -95,7 +95,7 @@ test.test_info.TestUtil|test_getSlotInfo|'Keychain PKCS#11|compares C_GetSlotInf
 test.test_info.TestUtil|test_getTokenInfo|'Keychain PKCS#11|compares C_GetTokenInfo's manufacturerID with SoftHSM's own string
 test.test_LowLevel.TestUtil|test_LowLevel|'Keychain PKCS#11|compares C_GetInfo's manufacturerID with SoftHSM's own string (the calls after it pass)
 test.test_asymetric_ECC.TestEDDSA|test_sign_text|CKR_MECHANISM_PARAM_INVALID|Ed25519 with CK_EDDSA_PARAMS {phFlag FALSE, no context}: an empty Ed25519ctx, which RFC 8032 5.1 says should not be used; refused, pure Ed25519 takes no parameter
-test.test_gc.TestUtil|test_gc|CKR_USER_NOT_LOGGED_IN|C_Logout with nobody logged in: PKCS#11 5.5 gives CKR_USER_NOT_LOGGED_IN, SoftHSM answers CKR_OK
+test.test_gc.TestUtil|test_gc|CKR_USER_NOT_LOGGED_IN|C_Logout with nobody logged in: its return values include CKR_USER_NOT_LOGGED_IN ("a session cannot be logged out unless it is logged in"), SoftHSM answers CKR_OK
 test.test_load.TestUtil|test_invalid_load|1 != 0|follows from test_gc's failure, which keeps a reference to the loaded library (passes when run alone)
 test.test_wrap.TestUtil|test_wrapKey|CKR_KEY_FUNCTION_NOT_PERMITTED|the wrapping key's template asks for no role: it gets the data roles, not CKA_WRAP (Docs/security.md 3a)
 test.test_wrap.TestUtil|test_wrapKey_OAEP|CKR_KEY_NOT_WRAPPABLE|the AES key to wrap is sensitive by default, and sensitive keys wrap only under CKA_TRUSTED keys (Docs/security.md 3a)

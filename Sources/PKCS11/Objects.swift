@@ -75,7 +75,7 @@ extension ModuleState {
             if template.contains(where: { $0.type == .objectClass && AttributeValue.decodeULong($0.value) == ObjectClass.credential.rawValue }) {
                 return try presentCredential(template, session: session, token: token)
             }
-            // PKCS#11 §4.6.3, X.509 certificate objects: CKA_SUBJECT "must be specified when the
+            // PKCS#11, X.509 certificate objects: CKA_SUBJECT "must be specified when the
             // object is created" (SoftHSM and pkcs11-check hold to it); the other names and the
             // serial may be left to the DER. The Swift API and keychainctl derive it.
             if Self.value(of: .objectClass, in: template) == ObjectClass.certificate.rawValue,

@@ -49,7 +49,7 @@ extension ModuleState {
             if token.login == wanted {
                 throw CKError(CK_RV(CKR_USER_ALREADY_LOGGED_IN), "already logged in")
             }
-            // §5.5 C_Login: the SO cannot log in while read-only sessions exist, whoever else is
+            // C_Login: the SO cannot log in while read-only sessions exist, whoever else is
             // logged in.
             if wanted == .securityOfficer, sessions(on: session.slotID).contains(where: { !$0.readWrite }) {
                 throw CKError(CK_RV(CKR_SESSION_READ_ONLY_EXISTS), "close read-only sessions before the SO logs in")

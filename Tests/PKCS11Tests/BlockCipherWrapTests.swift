@@ -4,7 +4,7 @@ import XCTest
 
 /// C_WrapKey and C_UnwrapKey with the block-cipher modes PKCS#11's mechanism table lets wrap
 /// (CKM_AES_ECB, CKM_AES_CBC, CKM_AES_CBC_PAD and the DES3 ones), with published vectors, and
-/// the return codes §5.18 fixes for keys that may not leave.
+/// the return codes C_WrapKey fixes for keys that may not leave.
 final class BlockCipherWrapTests: ModuleTestCase {
     private let wrapRoles: [(UInt, [UInt8])] = [(UInt(CKA_WRAP), [1]), (UInt(CKA_UNWRAP), [1])]
     private let readable: [(UInt, [UInt8])] = [(UInt(CKA_EXTRACTABLE), [1]), (UInt(CKA_SENSITIVE), [0])]
@@ -154,7 +154,7 @@ final class BlockCipherWrapTests: ModuleTestCase {
         XCTAssertEqual(value(session, unwrapped, UInt(CKA_PUBLIC_KEY_INFO)).1, info)
     }
 
-    /// PKCS#11 §5.18: CKR_KEY_UNEXTRACTABLE when CKA_EXTRACTABLE is false, whatever else holds;
+    /// PKCS#11 C_WrapKey: CKR_KEY_UNEXTRACTABLE when CKA_EXTRACTABLE is false, whatever else holds;
     /// CKR_KEY_NOT_WRAPPABLE for an extractable key that may not be wrapped this way (here: a
     /// sensitive key under a key that is not trusted). The same for every wrapping mechanism.
     func test_unextractable_and_unwrappable_keys_get_their_own_codes() {

@@ -358,7 +358,7 @@ final class CipherAndTransportTests: ModuleTestCase {
                                        (UInt(CKA_VALUE), der), (UInt(CKA_TOKEN), [1])]
         let name = hex("30183116301406035504030c0d4b6579636861696e2054657374")
         var certificate: CK_OBJECT_HANDLE = 0
-        // §4.6.3: CKA_SUBJECT must be given at creation; issuer and serial come from the DER.
+        // X.509 certificate objects: CKA_SUBJECT must be given at creation; issuer and serial come from the DER.
         XCTAssertRV(withTemplate(base) { p11.C_CreateObject!(session, $0, $1, &certificate) }, CKR_TEMPLATE_INCOMPLETE)
         base.append((UInt(CKA_SUBJECT), name))
         XCTAssertRV(withTemplate(base) { p11.C_CreateObject!(session, $0, $1, &certificate) }, CKR_OK)

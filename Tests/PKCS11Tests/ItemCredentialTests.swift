@@ -154,7 +154,7 @@ extension MechanismTests {
         XCTAssertRV(withTemplate([(UInt(CKA_VALUE_LEN), Self.ulong(32)), (UInt(CKA_WRAP), [1])]) { template, count in
             mechanism(UInt(CKM_AES_KEY_GEN)) { p11.C_GenerateKey!(session, $0, template, count, &aes) }
         }, CKR_OK)
-        // Not extractable (the default): §5.18 names that first, before its application password.
+        // Not extractable (the default): C_WrapKey names that first, before its application password.
         XCTAssertRV(mechanism(0x210A /* CKM_AES_KEY_WRAP_PAD */) { p11.C_WrapKey!(session, $0, aes, privateKey, &wrapped, &wrappedLength) }, CKR_KEY_UNEXTRACTABLE)
         _ = present(session, privateKey, "key-pw", expect: CKR_ATTRIBUTE_VALUE_INVALID)
         _ = present(session, 0xFFFF, "key-pw", expect: CKR_ATTRIBUTE_VALUE_INVALID)

@@ -32,7 +32,7 @@ final class SessionTests: ModuleTestCase {
         XCTAssertEqual(state(ro), CK_STATE(CKS_RO_USER_FUNCTIONS))
         XCTAssertEqual(state(rw), CK_STATE(CKS_RW_USER_FUNCTIONS), "login is shared by the application's sessions")
         XCTAssertRV(login(rw), CKR_USER_ALREADY_LOGGED_IN)
-        // §5.5: a read-only session keeps the SO out, whoever is logged in (pkcs11-check's order).
+        // C_Login: a read-only session keeps the SO out, whoever is logged in (pkcs11-check's order).
         XCTAssertRV(login(rw, CKU_SO, pin: soPIN), CKR_SESSION_READ_ONLY_EXISTS)
         let other = openSession(makeToken(label: "other"), readWrite: true)
         XCTAssertRV(login(other), CKR_OK)

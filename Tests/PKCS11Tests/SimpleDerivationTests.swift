@@ -2,7 +2,7 @@ import CPKCS11
 import XCTest
 @testable import PKCS11
 
-/// PKCS#11 §2.42's simple derivations (concatenation, XOR, extraction), with the specification's
+/// PKCS#11's miscellaneous simple key derivations (concatenation, XOR, extraction), with the specification's
 /// example, and the defences that keep a sensitive key from being read a few bits at a time.
 final class SimpleDerivationTests: ModuleTestCase {
     private let readable: [(UInt, [UInt8])] = [(UInt(CKA_SENSITIVE), [0]), (UInt(CKA_EXTRACTABLE), [1])]

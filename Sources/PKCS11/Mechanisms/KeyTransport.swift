@@ -69,7 +69,7 @@ extension ModuleState {
             let wrapper = try wrapper(mechanism, key: wrappingKey, wrapping: true, session: session, token: token)
             let target = try keyAttributes(key, session: session, token: token)
             let wrapping = try keyAttributes(wrappingKey, session: session, token: token)
-            // PKCS#11 §5.18 C_WrapKey: CKA_EXTRACTABLE false is CKR_KEY_UNEXTRACTABLE, before any
+            // PKCS#11 C_WrapKey: CKA_EXTRACTABLE false is CKR_KEY_UNEXTRACTABLE, before any
             // other reason not to wrap (those are CKR_KEY_NOT_WRAPPABLE).
             guard target.objectClass != .secretKey && target.objectClass != .privateKey || target.bool(.extractable) else {
                 throw CKError(CK_RV(CKR_KEY_UNEXTRACTABLE), "the key is not extractable (CKA_EXTRACTABLE = FALSE)")

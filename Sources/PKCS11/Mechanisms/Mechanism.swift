@@ -22,7 +22,7 @@ enum Derivation {
     /// The base key encrypts the parameter's data (CKM_AES_ECB_ENCRYPT_DATA, …_CBC_…, and the
     /// triple-DES ones).
     case encryptData(SymmetricCipher.Mode)
-    /// PKCS#11 §2.42's simple derivations from secret keys' values: concatenation with data or
+    /// PKCS#11's "miscellaneous simple key derivation" mechanisms: secret keys' values: concatenation with data or
     /// another key, XOR with data, bits taken out of the base key.
     case simple(SimpleDerivation)
 }

@@ -263,7 +263,7 @@ enum Mechanisms {
                 $0.derivation = .sp800108(mode)
             }
         }
-        // Simple derivations from secret keys' values (current mechanisms §2.42), with the
+        // Simple derivations from secret keys' values (current mechanisms, "Miscellaneous simple key derivation mechanisms"), with the
         // defences of SimpleDerivation.swift for sensitive keys.
         let simple: [(UInt, SimpleDerivation)] = [(UInt(CKM_CONCATENATE_BASE_AND_KEY), .baseAndKey), (UInt(CKM_CONCATENATE_BASE_AND_DATA), .baseAndData),
                                                   (UInt(CKM_CONCATENATE_DATA_AND_BASE), .dataAndBase), (UInt(CKM_XOR_BASE_AND_DATA), .xorBaseAndData),

@@ -2,7 +2,7 @@ import CPKCS11
 import KeychainCore
 import KeychainCrypto
 
-/// PKCS#11 current mechanisms §2.42, "miscellaneous simple key derivation": a new secret key made
+/// PKCS#11 current mechanisms, "Miscellaneous simple key derivation mechanisms": a new secret key made
 /// of other keys' values — CKM_CONCATENATE_BASE_AND_KEY, _BASE_AND_DATA, _DATA_AND_BASE,
 /// CKM_XOR_BASE_AND_DATA and CKM_EXTRACT_KEY_FROM_KEY.
 ///
@@ -40,7 +40,7 @@ extension ModuleState {
         case .xorBaseAndData:
             guard case .derivationData(_, let data) = parameter else { throw Mechanisms.paramInvalid("CKM_XOR_BASE_AND_DATA takes CK_KEY_DERIVATION_STRING_DATA") }
             try refuseSensitive(base, "CKM_XOR_BASE_AND_DATA")
-            // §2.42: as long as the shorter of the two.
+            // As long as the shorter of the two (the mechanism's text).
             let length = min(baseValue.count, data.count)
             let mixed = SecureBytes(count: length)
             baseValue.withUnsafeBytes { key in
@@ -61,7 +61,7 @@ extension ModuleState {
                 throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "a \(length)-byte key cannot come from a \(baseValue.count)-byte key")
             }
             // Bits b0 … b(n-1), b0 the first byte's high bit; the new key's bits run from b(first),
-            // wrapping around the end (§2.42's example: 0x329F84A9 from bit 21, 2 bytes: 0x9526).
+            // wrapping around the end (the specification's example: 0x329F84A9 from bit 21, 2 bytes: 0x9526).
             let taken = SecureBytes(count: length)
             baseValue.withUnsafeBytes { key in
                 taken.withUnsafeMutableBytes { out in
@@ -99,7 +99,7 @@ extension ModuleState {
         }
     }
 
-    /// §2.42: a sensitive source makes a sensitive key (a template asking CKA_SENSITIVE FALSE is
+    /// The specification: a sensitive source makes a sensitive key (a template asking CKA_SENSITIVE FALSE is
     /// refused), an unextractable source an unextractable one.
     private static func inheritedFlags(_ template: Template, from sources: [ObjectAttributes]) throws(CKError) -> Template {
         var result = template
