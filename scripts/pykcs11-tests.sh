@@ -125,7 +125,7 @@ for case in root.iter("testcase"):
 print(passed, failed, skipped, assumed)
 EOF
 )
-grep -E '^(SUB)?(FAILED|ERROR)' "$log" || true
+grep -E '^(SUB)?(FAILED|ERROR)' "$log" | sed 's/^/pytest reported: /' || true
 tail -n 1 "$log"
 echo "pykcs11: $passed passed, $failed failed, $skipped skipped, $assumed suite assumptions"
 [ "$failed" -eq 0 ]
