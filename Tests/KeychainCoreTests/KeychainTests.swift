@@ -110,13 +110,12 @@ final class KeychainTests: XCTestCase {
     func test_an_evaluation_whose_process_died_counts_as_a_failure() throws {
         let keychain = try makeKeychain(userPIN: userPIN)
         let counter = Keychain.Meta.failures(.user)
-        // A marker as a process that no longer exists left it: the child's identity, after it exited.
-        let child = fork()
-        if child == 0 { _exit(0) }
-        var status: Int32 = 0
-        waitpid(child, &status, 0)
+        // A marker as a process that no longer exists left it: this PID with another start time
+        // (the PID reused since). No fork: a fork in the multi-threaded test process can hang
+        // ThreadSanitizer's runtime.
         let me = ProcessIdentity.current()
-        let dead = ProcessIdentity(pid: Int64(child), startTime: me.startTime, namespace: me.namespace)
+        XCTAssertNotEqual(me.startTime, 0, "/proc/self/stat read")
+        let dead = ProcessIdentity(pid: me.pid, startTime: me.startTime + 1, namespace: me.namespace)
         try keychain.store.write { try keychain.store.setMeta(counter + ".attempt.dead", blob: dead.marker(started: Int64(time(nil)))) }
         // One of this process's own markers stays live.
         let live = try keychain.beginAttempt(counter, locked: "locked")

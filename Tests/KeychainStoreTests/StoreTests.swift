@@ -196,3 +196,47 @@ final class RecordPaddingTests: XCTestCase {
         XCTAssertThrowsError(try truncated.withUnsafeBytes { try AttributeRecord.decode($0) })
     }
 }
+
+/// The first look at an existing file, before SQLite opens it (FileHeader).
+final class FileHeaderTests: XCTestCase {
+    private func write(_ bytes: [UInt8], to path: String) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+    }
+
+    private func reason(_ path: String) -> String? {
+        do { try FileHeader.check(path); return nil } catch { return (error as? StoreError)?.reason ?? "\(error)" }
+    }
+
+    func test_damaged_files_are_refused_unless_a_write_ahead_log_can_finish_them() throws {
+        let folder = temporaryDirectory()
+        defer { removeDirectory(folder) }
+        let path = folder + "/k.keychain-db"
+        do {
+            // Closed at the end of this scope: the last connection checkpoints the log into the file.
+            let store = try KeychainDatabase(path: path, create: true)
+            try store.write { try store.setMeta("x", blob: [UInt8](repeating: 7, count: 20_000)) }
+        }
+        var info = stat()
+        XCTAssertEqual(stat(path, &info), 0)
+        XCTAssertNil(reason(path), "a sound keychain file")
+        let whole = try XCTUnwrap(FileManager.default.contents(atPath: path).map { Array($0) })
+        let copy = folder + "/copy.keychain-db"
+        write(Array(whole.prefix(3000)), to: copy)
+        XCTAssertEqual(reason(copy), "damaged: 3000 bytes is not a whole number of 4096-byte pages (truncated or cut)")
+        write(Array(whole.prefix(4096)), to: copy)
+        XCTAssertNotNil(reason(copy), "one page of a longer file: truncated")
+        write([], to: copy)
+        XCTAssertEqual(reason(copy), "not a keychain: the file is empty")
+        write(Array("not sqlite at all".utf8), to: copy)
+        XCTAssertEqual(reason(copy), "not a keychain: not an SQLite database (17 bytes of something else)")
+        // A checkpoint cut short: the -wal beside it holds the rest, SQLite decides.
+        write(Array(whole.prefix(3000)), to: copy)
+        write([1, 2, 3], to: copy + "-wal")
+        XCTAssertNil(reason(copy))
+        write([], to: copy)
+        XCTAssertNil(reason(copy), "empty before its first checkpoint, the log beside it")
+    }
+}

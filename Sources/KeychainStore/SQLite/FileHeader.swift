@@ -15,12 +15,20 @@ enum FileHeader {
         var info = stat()
         guard fstat(fd, &info) == 0 else { return }
         let size = Int64(info.st_size)
+        // A checkpoint cut short (power loss, SIGKILL) can leave the file shorter than its header
+        // says, or a last page half written (or, before the first checkpoint, empty): the -wal
+        // beside it still holds those pages and SQLite finishes the job. Only a file with no
+        // write-ahead log to recover from is judged beyond its first bytes.
+        var wal = stat()
+        let recoverable = stat(path + "-wal", &wal) == 0 && wal.st_size > 0
+        if size == 0, recoverable { return }
         guard size > 0 else { throw StoreError(.corrupt, "not a keychain: the file is empty") }
         var header = [UInt8](repeating: 0, count: 100)
         let count = pread(fd, &header, header.count, 0)
         guard count >= magic.count, Array(header.prefix(magic.count)) == magic else {
             throw StoreError(.corrupt, "not a keychain: not an SQLite database (\(size) bytes of something else)")
         }
+        if recoverable { return }
         guard count == 100 else { throw StoreError(.corrupt, "damaged: only \(size) bytes, shorter than SQLite's header (truncated)") }
         let field = { (offset: Int, width: Int) in header[offset..<(offset + width)].reduce(Int64(0)) { $0 << 8 | Int64($1) } }
         // Page size: a power of two from 512 to 32768, or 1 for 65536.
