@@ -76,33 +76,42 @@ final class KeychainTests: XCTestCase {
     }
 
     // The bookkeeping behind concurrent logins (Keychain.beginAttempt): evaluations in flight are
-    // counted before they run, a right PIN clears only the failures already known.
+    // counted before they run, a right PIN clears only the failures already known. Called as
+    // Keychain's own methods call them, with its lock held (the wait lets it go).
+
+    private static func begin(_ keychain: Keychain, _ counter: String) throws -> PINAttempt {
+        try keychain.lock.held { () throws(KeychainError) in try keychain.beginAttempt(counter, locked: "locked") }
+    }
+
+    private static func finish(_ keychain: Keychain, _ attempt: PINAttempt, right: Bool) {
+        keychain.lock.held { keychain.finishAttempt(attempt, right: right) }
+    }
 
     func test_a_right_pin_does_not_clear_wrong_guesses_still_in_flight() throws {
         let keychain = try makeKeychain(userPIN: userPIN)
         let counter = Keychain.Meta.failures(.user)
-        let wrong = try keychain.beginAttempt(counter, locked: "locked")
-        let right = try keychain.beginAttempt(counter, locked: "locked")
-        keychain.finishAttempt(right, right: true)
-        keychain.finishAttempt(wrong, right: false)
+        let wrong = try Self.begin(keychain, counter)
+        let right = try Self.begin(keychain, counter)
+        Self.finish(keychain, right, right: true)
+        Self.finish(keychain, wrong, right: false)
         XCTAssertEqual(try keychain.info().userPIN.failures, 1)
     }
 
     func test_no_more_evaluations_start_than_the_limit_leaves_room_for() throws {
         let keychain = try makeKeychain(userPIN: userPIN)
         let counter = Keychain.Meta.failures(.user)
-        try keychain.store.write { try keychain.store.setMeta(counter, integer: 7) }
+        try keychain.lock.held { try keychain.store.write { try keychain.store.setMeta(counter, integer: 7) } }
         var inFlight: [PINAttempt] = []
-        for _ in 0..<3 { inFlight.append(try keychain.beginAttempt(counter, locked: "locked")) }
+        for _ in 0..<3 { inFlight.append(try Self.begin(keychain, counter)) }
         // 7 known + 3 in flight = the limit: a fourth waits; the three turn out wrong, so it is
         // refused as locked without ever being evaluated.
         let pending = inFlight
         let finisher = Thread {
-            for attempt in pending { usleep(100_000); keychain.finishAttempt(attempt, right: false) }
+            for attempt in pending { usleep(100_000); Self.finish(keychain, attempt, right: false) }
         }
         finisher.start()
         let started = ProcessIdentity.monotonicSeconds()
-        XCTAssertEqual(code { _ = try keychain.beginAttempt(counter, locked: "locked") }, .pinLocked)
+        XCTAssertEqual(code { _ = try Self.begin(keychain, counter) }, .pinLocked)
         XCTAssertGreaterThan(ProcessIdentity.monotonicSeconds() - started, 0.25)
         XCTAssertEqual(try keychain.info().userPIN.failures, 10)
     }
@@ -116,13 +125,13 @@ final class KeychainTests: XCTestCase {
         let me = ProcessIdentity.current()
         XCTAssertNotEqual(me.startTime, 0, "/proc/self/stat read")
         let dead = ProcessIdentity(pid: me.pid, startTime: me.startTime + 1, namespace: me.namespace)
-        try keychain.store.write { try keychain.store.setMeta(counter + ".attempt.dead", blob: dead.marker(started: Int64(time(nil)))) }
+        try keychain.lock.held { try keychain.store.write { try keychain.store.setMeta(counter + ".attempt.dead", blob: dead.marker(started: Int64(time(nil)))) } }
         // One of this process's own markers stays live.
-        let live = try keychain.beginAttempt(counter, locked: "locked")
+        let live = try Self.begin(keychain, counter)
         XCTAssertEqual(try keychain.info().userPIN.failures, 1)
-        XCTAssertNil(try keychain.store.metaBlob(counter + ".attempt.dead"))
-        XCTAssertTrue(ProcessIdentity.isLive(marker: try keychain.store.metaBlob(live.marker), now: Int64(time(nil)), lease: Keychain.attemptLease))
-        keychain.finishAttempt(live, right: false)
+        XCTAssertNil(try keychain.lock.held { try keychain.store.metaBlob(counter + ".attempt.dead") })
+        XCTAssertTrue(ProcessIdentity.isLive(marker: try keychain.lock.held { try keychain.store.metaBlob(live.marker) }, now: Int64(time(nil)), lease: Keychain.attemptLease))
+        Self.finish(keychain, live, right: false)
         XCTAssertEqual(try keychain.info().userPIN.failures, 2)
         // A marker older than the lease counts as a failure too, whoever holds it.
         XCTAssertFalse(ProcessIdentity.isLive(marker: me.marker(started: Int64(time(nil)) - Keychain.attemptLease - 1), now: Int64(time(nil)), lease: Keychain.attemptLease))
@@ -133,18 +142,18 @@ final class KeychainTests: XCTestCase {
         let keychain = try makeKeychain(userPIN: userPIN)
         let counter = Keychain.Meta.failures(.user)
         var inFlight: [PINAttempt] = []
-        for _ in 0..<Keychain.concurrentEvaluations { inFlight.append(try keychain.beginAttempt(counter, locked: "locked")) }
+        for _ in 0..<Keychain.concurrentEvaluations { inFlight.append(try Self.begin(keychain, counter)) }
         let first = inFlight[0]
         let finisher = Thread {
             usleep(200_000)
-            keychain.finishAttempt(first, right: true)
+            Self.finish(keychain, first, right: true)
         }
         finisher.start()
         let started = ProcessIdentity.monotonicSeconds()
-        let waited = try keychain.beginAttempt(counter, locked: "locked")
+        let waited = try Self.begin(keychain, counter)
         XCTAssertGreaterThan(ProcessIdentity.monotonicSeconds() - started, 0.15)
-        keychain.finishAttempt(waited, right: true)
-        for attempt in inFlight.dropFirst() { keychain.finishAttempt(attempt, right: true) }
+        Self.finish(keychain, waited, right: true)
+        for attempt in inFlight.dropFirst() { Self.finish(keychain, attempt, right: true) }
         XCTAssertEqual(try keychain.info().userPIN.failures, 0)
         XCTAssertNoThrow(try unlock(keychain, .user, userPIN))
     }
