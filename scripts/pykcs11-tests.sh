@@ -72,17 +72,7 @@ if $softhsm; then suite=$cache/suite; else suite=$cache/ungated; fi
 export PYKCS11LIB="$MODULE"
 log=${PYKCS11_LOG:-$cache/pytest-$(basename "$MODULE" .so).log}
 junit="$cache/junit-$(basename "$MODULE" .so).xml"
-rm -f "$junit"
-status=0
-# 120 s per test (pytest-timeout); the outer timeout guards a hang inside a C call.
-(cd "$suite" && timeout --kill-after=30 1800 "$cache/venv/bin/python" -m pytest test \
-    -p no:cacheprovider --timeout 120 -rfEs -v --junitxml "$junit") >"$log" 2>&1 || status=$?
-echo "pykcs11: full pytest output in $log"
-if [ ! -f "$junit" ]; then
-    tail -n 20 "$log" >&2
-    echo "pykcs11: pytest ended with status $status and no results"
-    exit 1
-fi
+suite_pytest pykcs11 "$suite" test "$cache/venv/bin/python" "$log" "$junit"
 # junit counts: xfailed tests are "skipped", errors (setUp) count as failures, and each subTest
 # (test_asymetric_ECC's EdDSA schemes and RFC 8032 vectors) is counted too, as pytest reports it.
 # A failure that is the suite's SoftHSM assumption or one of this module's documented choices

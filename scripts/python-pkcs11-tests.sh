@@ -63,16 +63,7 @@ fi
 export PKCS11_MODULE="$suite_module" PKCS11_TOKEN_LABEL=TEST PKCS11_TOKEN_PIN="$user_pin" PKCS11_TOKEN_SO_PIN="$so_pin"
 log=${PYTHON_PKCS11_LOG:-$cache/pytest-$(basename "$MODULE" .so).log}
 junit="$WORK/junit.xml"
-status=0
-# 120 s per test (pytest-timeout); the outer timeout guards a hang inside a C call.
-(cd "$cache/suite" && timeout --kill-after=30 1800 "$cache/venv/bin/python" -m pytest tests \
-    -p no:cacheprovider --timeout 120 -rfEs -v --junitxml "$junit") >"$log" 2>&1 || status=$?
-echo "python-pkcs11: full pytest output in $log"
-if [ ! -f "$junit" ]; then
-    tail -n 20 "$log" >&2
-    echo "python-pkcs11: pytest ended with status $status and no results"
-    exit 1
-fi
+suite_pytest python-pkcs11 "$cache/suite" tests "$cache/venv/bin/python" "$log" "$junit"
 # junit counts: xfailed tests are "skipped", errors (setUpClass) count as failures.
 read -r passed failed skipped < <("$cache/venv/bin/python" - "$junit" <<'EOF'
 import sys, xml.etree.ElementTree as ET
@@ -84,4 +75,4 @@ EOF
 )
 grep -E '^(FAILED|ERROR) ' "$log" || true
 echo "python-pkcs11: $passed passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ] && [ "$status" -eq 0 ]
+[ "$failed" -eq 0 ] && [ "$pytest_status" -eq 0 ]

@@ -43,3 +43,20 @@ suite_token() {
         kc list | grep -q -- "$label" || fail "keychainctl list does not show the keychain $label"
     fi
 }
+
+# suite_pytest NAME FOLDER TESTS PYTHON LOG JUNIT: runs pytest on FOLDER/TESTS (120 s per test;
+# an outer timeout guards a hang inside a C call), output in LOG, results in JUNIT; sets
+# pytest_status. Without a JUNIT file it prints the log's tail and exits 1.
+suite_pytest() {
+    local name=$1 folder=$2 tests=$3 python=$4 log=$5 junit=$6
+    rm -f "$junit"
+    pytest_status=0
+    (cd "$folder" && timeout --kill-after=30 1800 "$python" -m pytest "$tests" \
+        -p no:cacheprovider --timeout 120 -rfEs -v --junitxml "$junit") >"$log" 2>&1 || pytest_status=$?
+    echo "$name: full pytest output in $log"
+    if [ ! -f "$junit" ]; then
+        tail -n 20 "$log" >&2
+        echo "$name: pytest ended with status $pytest_status and no results"
+        exit 1
+    fi
+}
