@@ -163,11 +163,7 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
     var accessibility: Template = []
     if let control = query.accessControl {
         if query.itemClass != .key {
-            guard !control.flags.contains(.privateKeyUsage) else { throw ItemError(errSecParam, "kSecAccessControlPrivateKeyUsage applies to keys") }
-            if query.itemClass == .certificate, !control.flags.isDisjoint(with: SecAccessControlCreateFlags.presence.union([.applicationPassword])) {
-                throw ItemError(errSecParam, "a certificate is public: per-use authentication applies to keys and passwords")
-            }
-            accessibility = try control.attributes(isKey: false, isPrivate: true, context: query.context, interaction: query.interaction)
+            accessibility = try control.attributes(for: query.itemClass == .certificate ? .certificate : .password, context: query.context, interaction: query.interaction)
         }
     }
     /// The item's protection class: given, or Apple's default (WhenUnlocked; Always for
@@ -203,7 +199,7 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
         }
         // Private keys are private items by default (sealed with the master key); public keys
         // stay readable without unlocking, as on Apple platforms.
-        let controlled = try query.accessControl?.attributes(isKey: true, isPrivate: key.isPrivate, context: query.context, interaction: query.interaction) ?? []
+        let controlled = try query.accessControl?.attributes(for: key.isPrivate ? .privateKey : .publicKey, context: query.context, interaction: query.interaction) ?? []
         let (accessibility, isPrivate) = protection(defaultClass: key.isPrivate ? .whenUnlocked : .always, controlled: controlled)
         return try keyObject(key, extra: controlled + common + accessibility + settable + [(.isPrivate, AttributeValue.bool(isPrivate))], uniqueID: uniqueID)
     case .certificate:

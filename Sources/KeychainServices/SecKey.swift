@@ -166,7 +166,7 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
         var controlled: Template = []
         if let control = privateAttributes[kSecAttrAccessControl as String] ?? dictionary[kSecAttrAccessControl as String] {
             guard let control = control as? SecAccessControl else { throw ItemError(errSecParam, "kSecAttrAccessControl must be a SecAccessControl") }
-            controlled = try control.attributes(isKey: true, isPrivate: true, context: dictionary[kSecUseAuthenticationContext as String] as? LAContext,
+            controlled = try control.attributes(for: .privateKey, context: dictionary[kSecUseAuthenticationContext as String] as? LAContext,
                                                 interaction: interaction)
             if controlled.contains(where: { $0.type == .alwaysAuthenticate }), !permanent {
                 throw ItemError(errSecParam, "user presence needs a permanent key (kSecAttrIsPermanent)")

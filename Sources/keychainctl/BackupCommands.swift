@@ -107,8 +107,7 @@ struct Restore: ParsableCommand {
         } catch {
             // A keychain made for this restore goes again when the restore fails.
             if create {
-                let path = open.keychain.path
-                for file in [path, path + "-wal", path + "-shm"] { unlink(file) }
+                try? KeychainDirectory(path: Configuration.current().directory).delete(at: open.keychain.path, label: open.label)
             }
             guard let error = error as? KeychainError else { throw error }
             if error.code == .pinIncorrect || error.code == .recordCorrupted {

@@ -28,7 +28,7 @@ struct Create: ParsableCommand {
     var setDefault = false
 
     func validate() throws {
-        guard !label.isEmpty, label.utf8.count <= 32 else {
+        guard KeychainDirectory.isValidLabel(label) else {
             throw ValidationError("the label must have 1 to 32 bytes")
         }
     }
@@ -43,29 +43,30 @@ struct Create: ParsableCommand {
 
     /// Creates the keychain `label`, asking for its PINs.
     static func make(label: String, soPinFile: String?, pinFile: String?) throws {
-        guard !label.isEmpty, label.utf8.count <= 32 else { throw fail("the label must have 1 to 32 bytes.", status: ExitStatus.usage) }
+        guard KeychainDirectory.isValidLabel(label) else { throw fail("the label must have 1 to 32 bytes.", status: ExitStatus.usage) }
         let configuration = Configuration.current()
         let directory = KeychainDirectory(path: configuration.directory)
-        let taken = directory.keychainFiles().contains { (try? Keychain.open(at: $0).info(countingObjects: false).label) == label }
-        if taken {
-            throw fail("a keychain labelled '\(label)' already exists; choose another label (see 'keychainctl list').", status: ExitStatus.exists)
-        }
+        // Asked before the PINs are typed; `create` checks again under its lock.
+        if directory.keychainFile(labelled: label) != nil { throw Self.taken(label) }
         let soPIN = try readSecret(file: soPinFile, environment: "KEYCHAIN_PKCS11_SO_PIN", prompt: "SO PIN for '\(label)'", confirm: true, option: "--so-pin-file")
         let userPIN = try readSecret(file: pinFile, environment: "KEYCHAIN_PKCS11_PIN", prompt: "User PIN for '\(label)'", confirm: true, option: "--pin-file")
         do {
             let keychain = try withKDFNotice(configuration.kdf) { try soPIN.withBytes { so in
                 try userPIN.withBytes { user in
-                    try configuration.pinPolicy.checkLength(so, name: "the SO PIN")
-                    try configuration.pinPolicy.checkLength(user, name: "the user PIN")
-                    return try directory.createKeychain(slotID: nil, label: label, soPIN: so, userPIN: user, kdf: configuration.kdf,
-                                                        policy: configuration.pinPolicy)
+                    try directory.create(label: label, soPIN: so, userPIN: user, kdf: configuration.kdf, policy: configuration.pinPolicy)
                 }
             } }
             let info = try keychain.info()
             print("Created keychain '\(printable(info.label))' in slot \(info.slotID.map(String.init) ?? "?"), serial \(info.serial)")
             print("File: \(keychain.path)")
+        } catch let error as KeychainError where error.code == .duplicateItem {
+            throw Self.taken(label)
         } catch let error as KeychainError {
             throw failure(for: error)
         }
+    }
+
+    private static func taken(_ label: String) -> Error {
+        fail("a keychain labelled '\(label)' already exists; choose another label (see 'keychainctl list').", status: ExitStatus.exists)
     }
 }

@@ -39,7 +39,7 @@ enum KeyStorage {
         // A keychain key item (as SecItemAdd makes): Apple's primary key refuses the same key twice.
         var template: Template = [(.token, AttributeValue.bool(true)), (.label, Array(label.utf8)), (.itemClass, AttributeValue.ulong(ItemClass.key.rawValue))]
         if let id { template.append((.id, id)) }
-        let controlled = try access.template(defaultClass: .whenUnlocked, isPrivateKey: true, isPassword: false)
+        let controlled = try access.template(defaultClass: .whenUnlocked, item: .privateKey)
         if !controlled.contains(where: { $0.type == .sensitive }) {
             template += [(.sensitive, AttributeValue.bool(!extractable)), (.extractable, AttributeValue.bool(extractable))]
         } else if extractable {

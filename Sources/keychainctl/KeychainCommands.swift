@@ -120,11 +120,11 @@ struct DeleteKeychain: ParsableCommand {
             _ = try open.run { () throws(KeychainError) in try pin.withBytes { bytes throws(KeychainError) in try open.keychain.unlock(.securityOfficer, pin: bytes) } }
         }
         let path = open.keychain.path
-        for file in [path, path + "-wal", path + "-shm"] where unlink(file) != 0 && errno != ENOENT {
-            throw fail("cannot delete \(file): \(String(cString: strerror(errno))).", status: ExitStatus.storage)
+        do {
+            try KeychainDirectory(path: Configuration.current().directory).delete(at: path, label: open.label)
+        } catch {
+            throw fail(error.reason + ".", status: ExitStatus.storage)
         }
-        let directory = KeychainDirectory(path: Configuration.current().directory)
-        if directory.defaultKeychain() == open.label { try? directory.setDefaultKeychain(nil) }
         print("Deleted keychain '\(printable(open.label))' (\(path)).")
     }
 }

@@ -162,60 +162,51 @@ struct AccessOptions: ParsableArguments {
 
     @Option(help: ArgumentHelp("""
         Comma-separated constraints: user-presence (the PIN at each use), application-password (a second secret \
-        for this item), private-key-usage (the key never leaves).
+        for this item), private-key-usage (the key never leaves); and (both at each use) or or (either one) \
+        joins user-presence and application-password.
         """, valueName: "flags"))
     var accessControl: String?
 
     @Option(help: ArgumentHelp("With application-password: read it from this file ('-' = stdin).", valueName: "file"))
     var applicationPasswordFile: String?
 
-    /// The flags asked for, checked.
-    func flags() throws -> AccessControlFlags {
-        guard let accessControl else { return [] }
+    /// The command-line names of the flags.
+    private static let flagNames: [(name: String, flag: AccessControlFlags)] = [
+        ("user-presence", .userPresence), ("device-passcode", .devicePasscode), ("application-password", .applicationPassword),
+        ("private-key-usage", .privateKeyUsage), ("and", .and), ("or", .or),
+    ]
+
+    /// The policy asked for, as KeychainCore's `AccessPolicy` judges it.
+    func policy(defaultClass: ProtectionClass) throws -> AccessPolicy {
         var flags: AccessControlFlags = []
-        for name in accessControl.split(separator: ",").map({ $0.trimmingSpaces }) where !name.isEmpty {
-            switch name {
-            case "user-presence": flags.insert(.userPresence)
-            case "device-passcode": flags.insert(.devicePasscode)
-            case "application-password": flags.insert(.applicationPassword)
-            case "private-key-usage": flags.insert(.privateKeyUsage)
-            default:
-                throw fail("unknown access-control flag '\(name)'; use user-presence, device-passcode, application-password or private-key-usage.",
-                           status: ExitStatus.usage)
+        for name in (accessControl ?? "").split(separator: ",").map({ $0.trimmingSpaces }) where !name.isEmpty {
+            guard let known = Self.flagNames.first(where: { $0.name == name }) else {
+                let names = Self.flagNames.map(\.name)
+                throw fail("unknown access-control flag '\(name)'; use \(names.dropLast().joined(separator: ", ")) or \(names.last ?? "").", status: ExitStatus.usage)
             }
+            flags.insert(known.flag)
         }
-        if flags.contains(.applicationPassword), !flags.isDisjoint(with: .presence) {
-            throw fail("application-password cannot be combined with user-presence on one item (one per-use secret per item).", status: ExitStatus.usage)
+        do {
+            return try AccessPolicy(protection: accessible?.protectionClass ?? defaultClass, flags: flags)
+        } catch {
+            throw fail(error.reason + ".", status: ExitStatus.usage)
         }
-        return flags
     }
 
-    /// The PKCS#11 attributes of these choices for an item (DESIGN §5): CKA_KC_ACCESSIBLE,
-    /// CKA_KC_ACCESS_CONTROL, CKA_PRIVATE; for private keys CKA_ALWAYS_AUTHENTICATE and, when the
-    /// key must stay in, sensitive and unextractable; the application password when asked.
-    func template(defaultClass: ProtectionClass, isPrivateKey: Bool, isPassword: Bool) throws -> Template {
-        let protection = accessible?.protectionClass ?? defaultClass
-        let flags = try flags()
-        if flags.contains(.privateKeyUsage), !isPrivateKey {
-            throw fail("private-key-usage applies to private keys.", status: ExitStatus.usage)
+    /// The PKCS#11 attributes of these choices for `item` (`AccessPolicy.attributes`), with
+    /// CKA_PRIVATE from the protection class; the application password is read when asked for.
+    func template(defaultClass: ProtectionClass, item: AccessPolicy.Item) throws -> Template {
+        let policy = try policy(defaultClass: defaultClass)
+        do {
+            let template = try policy.attributes(for: item) {
+                let password = try readSecret(file: applicationPasswordFile, environment: "KEYCHAIN_PKCS11_APPLICATION_PASSWORD",
+                                              prompt: "Application password for this item", confirm: true, option: "--application-password-file")
+                return try password.withBytes { Array($0) }
+            }
+            return template + [(.isPrivate, AttributeValue.bool(policy.protection.needsLogin))]
+        } catch let refusal as AccessPolicy.Refusal {
+            throw fail(refusal.reason + ".", status: ExitStatus.usage)
         }
-        if !isPrivateKey, !isPassword, !flags.isEmpty {
-            throw fail("access-control constraints apply to private keys and passwords.", status: ExitStatus.usage)
-        }
-        var template: Template = [(.accessible, AttributeValue.ulong(protection.rawValue)), (.isPrivate, AttributeValue.bool(protection.needsLogin))]
-        if !flags.isEmpty { template.append((.accessControl, AttributeValue.ulong(flags.rawValue))) }
-        if isPrivateKey, !flags.isDisjoint(with: AccessControlFlags.presence.union(.applicationPassword)) {
-            template.append((.alwaysAuthenticate, AttributeValue.bool(true)))
-        }
-        if isPrivateKey, !flags.isEmpty {
-            template += [(.sensitive, AttributeValue.bool(true)), (.extractable, AttributeValue.bool(false))]
-        }
-        if flags.contains(.applicationPassword) {
-            let password = try readSecret(file: applicationPasswordFile, environment: "KEYCHAIN_PKCS11_APPLICATION_PASSWORD",
-                                          prompt: "Application password for this item", confirm: true, option: "--application-password-file")
-            template.append((.applicationPassword, try password.withBytes { Array($0) }))
-        }
-        return template
     }
 }
 

@@ -99,7 +99,7 @@ enum PasswordItems {
         let identity = attributes.identity(itemClass, extra: extra)
         var template: Template = identity + [(.token, AttributeValue.bool(true)), (.value, secret)]
         if !template.contains(where: { $0.type == .itemClass }) { template.append((.itemClass, AttributeValue.ulong(itemClass.rawValue))) }
-        template += try access.template(defaultClass: .whenUnlocked, isPrivateKey: false, isPassword: true)
+        template += try access.template(defaultClass: .whenUnlocked, item: .password)
         template += attributes.descriptive
         if attributes.label == nil, let service = attributes.service { template.append((.label, Array(service.utf8))) }
         let uid = try newUniqueID()

@@ -618,7 +618,7 @@ final class SecretService: @unchecked Sendable {
             return reply(message) { $0.string(found.path, type: "o"); $0.string("/", type: "o") }
         }
         // A new keychain: its PINs are asked by the prompt.
-        guard case .string(let label)? = properties["org.freedesktop.Secret.Collection.Label"], !label.isEmpty, label.utf8.count <= 32 else {
+        guard case .string(let label)? = properties["org.freedesktop.Secret.Collection.Label"], KeychainDirectory.isValidLabel(label) else {
             throw .invalid("a new collection needs a label of 1 to 32 bytes (org.freedesktop.Secret.Collection.Label)")
         }
         let promptPath = newPrompt(sender: sender, .create(label: label, alias: alias))
@@ -783,10 +783,7 @@ final class SecretService: @unchecked Sendable {
             do {
                 let keychain = try so.withUnsafeBytes { soBytes throws(KeychainError) in
                     try user.withUnsafeBytes { userBytes throws(KeychainError) in
-                        try configuration.pinPolicy.checkLength(soBytes, name: "the SO PIN")
-                        try configuration.pinPolicy.checkLength(userBytes, name: "the user PIN")
-                        return try directory.createKeychain(slotID: nil, label: label, soPIN: soBytes, userPIN: userBytes, kdf: configuration.kdf,
-                                                            policy: configuration.pinPolicy)
+                        try directory.create(label: label, soPIN: soBytes, userPIN: userBytes, kdf: configuration.kdf, policy: configuration.pinPolicy)
                     }
                 }
                 // Unlocked in this session, as a collection just made is for gnome-keyring.
@@ -807,9 +804,12 @@ final class SecretService: @unchecked Sendable {
                 return .dismissed
             }
             keys.lock(path: collection.file)
-            for file in [collection.file, collection.file + "-wal", collection.file + "-shm"] { unlink(file) }
-            let directory = KeychainDirectory(path: Configuration.current().directory)
-            if directory.defaultKeychain() == collection.label { try? directory.setDefaultKeychain(nil) }
+            do {
+                try KeychainDirectory(path: Configuration.current().directory).delete(at: collection.file, label: collection.label)
+            } catch {
+                complain("keychaind: the keychain '\(printable(collection.label))' was not deleted: \(error.reason)")
+                return .dismissed
+            }
             return .deleted(collection)
         }
     }

@@ -161,6 +161,14 @@ out=$(kc find-generic-password -s sealed.example -w --application-password-file 
 expect_status 3 "wrong application password" kc find-generic-password -s sealed.example -w --application-password-file wrong.pin --pin-file user.pin
 expect_status 8 "a sealed item's password cannot be updated in place" kc update-generic-password -s sealed.example --password-file third.txt --pin-file user.pin
 expect_status 64 "unknown access-control flag" kc add-generic-password -a x -s y --access-control biometry --pin-file user.pin --password-file other.txt
+# KeychainCore's AccessPolicy judges the flags for keychainctl as for SecItem: an application
+# password beside user presence needs and/or; either one then opens an `or` item.
+expect_status 64 "application password with presence needs and/or" kc add-generic-password -a x -s y --access-control user-presence,application-password \
+    --application-password-file app.txt --pin-file user.pin --password-file other.txt
+expect_status 64 "a conjunction of nothing" kc add-generic-password -a x -s y --access-control or --pin-file user.pin --password-file other.txt
+kc add-generic-password -a either -s either.example --access-control user-presence,application-password,or --application-password-file app.txt \
+    --pin-file user.pin --password-file other.txt >/dev/null || fail "add with user presence or an application password"
+out=$(kc find-generic-password -s either.example -w --pin-file user.pin); expect_eq "$out" "other" "an or item opens with the PIN"
 
 # A second keychain, the default, and PIN changes.
 kc create --label work --so-pin-file so.pin --pin-file user.pin >/dev/null || fail "create work"

@@ -1,25 +1,6 @@
 import KeychainCrypto
 import KeychainStore
 
-/// kSecAttrAccessControl flags as stored in CKA_KC_ACCESS_CONTROL (Apple's bit values).
-public struct AccessControlFlags: OptionSet, Sendable {
-    public let rawValue: UInt
-    public init(rawValue: UInt) { self.rawValue = rawValue }
-
-    public static let userPresence = AccessControlFlags(rawValue: 1 << 0)
-    public static let biometryAny = AccessControlFlags(rawValue: 1 << 1)
-    public static let biometryCurrentSet = AccessControlFlags(rawValue: 1 << 3)
-    public static let devicePasscode = AccessControlFlags(rawValue: 1 << 4)
-    public static let watch = AccessControlFlags(rawValue: 1 << 5)
-    public static let or = AccessControlFlags(rawValue: 1 << 14)
-    public static let and = AccessControlFlags(rawValue: 1 << 15)
-    public static let privateKeyUsage = AccessControlFlags(rawValue: 1 << 30)
-    public static let applicationPassword = AccessControlFlags(rawValue: 1 << 31)
-
-    /// The flags that ask for the user at each use; here each is the user PIN (no biometry).
-    public static let presence: AccessControlFlags = [.userPresence, .biometryAny, .biometryCurrentSet, .devicePasscode, .watch]
-}
-
 /// What an item needs before its secret may be read or used, beyond the protection class.
 public enum ItemCredential: Equatable, Sendable {
     /// Nothing: the protection class decides.

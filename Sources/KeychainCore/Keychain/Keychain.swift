@@ -140,9 +140,7 @@ public final class Keychain: @unchecked Sendable {
             keychain.makeAlwaysKey(master: try MasterKey(master))
             return keychain
         } catch {
-            unlink(path)
-            unlink(path + "-wal")
-            unlink(path + "-shm")
+            try? Database.remove(at: path)
             throw KeychainError(error)
         }
     }

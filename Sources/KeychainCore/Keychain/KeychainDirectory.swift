@@ -1,5 +1,6 @@
 import Glibc
 import KeychainCrypto
+import KeychainStore
 
 /// The folder of keychain files and the persistent assignment of slot IDs.
 ///
@@ -154,5 +155,41 @@ public struct KeychainDirectory: Sendable {
                                                soPIN: soPIN, userPIN: userPIN, kdf: kdf, policy: policy)
             return (keychain, next + 1)
         }
+    }
+
+    /// Whether `label` can name a keychain: 1 to 32 bytes (CK_TOKEN_INFO's label field).
+    public static func isValidLabel(_ label: String) -> Bool { !label.isEmpty && label.utf8.count <= 32 }
+
+    /// The file of the keychain labelled `label`, if there is one.
+    public func keychainFile(labelled label: String) -> String? {
+        keychainFiles().first { (try? Keychain.open(at: $0).info(countingObjects: false).label) == label }
+    }
+
+    /// Creates a keychain labelled `label` with both PINs, for every door that makes one by name
+    /// (keychainctl create and restore, the Secret Service's CreateCollection): the label has 1
+    /// to 32 bytes and is not taken (`.duplicateItem`), both PINs fit `policy`, and the file gets
+    /// the next unused slot ID. C_InitToken, which fills one given empty slot, calls
+    /// `createKeychain(slotID:…)`.
+    public func create(label: String, soPIN: UnsafeRawBufferPointer, userPIN: UnsafeRawBufferPointer,
+                       kdf: ScryptParameters, policy: PINPolicy) throws(KeychainError) -> Keychain {
+        guard Self.isValidLabel(label) else { throw KeychainError(.argumentsBad, "the label must have 1 to 32 bytes") }
+        try policy.checkLength(soPIN, name: "the SO PIN")
+        try policy.checkLength(userPIN, name: "the user PIN")
+        // Checked under the slot-ID lock, which every creator takes: two cannot both find it free.
+        return try withNextSlotID { next throws(KeychainError) in
+            if keychainFile(labelled: label) != nil {
+                throw KeychainError(.duplicateItem, "a keychain labelled '\(label)' already exists")
+            }
+            let keychain = try Keychain.create(at: newKeychainPath(label: label, slotID: next), slotID: next, label: label,
+                                               soPIN: soPIN, userPIN: userPIN, kdf: kdf, policy: policy)
+            return (keychain, next + 1)
+        }
+    }
+
+    /// Deletes the keychain file at `path` with SQLite's side files, and forgets it as the
+    /// default when the default names `label`. Checking the SO PIN first is the caller's choice.
+    public func delete(at path: String, label: String) throws(KeychainError) {
+        do { try Database.remove(at: path) } catch { throw KeychainError(.storageFailure, error.reason) }
+        if defaultKeychain() == label { try? setDefaultKeychain(nil) }
     }
 }

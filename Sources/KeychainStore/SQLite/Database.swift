@@ -12,6 +12,23 @@ public final class Database {
     /// How long a writer waits for another process's transaction before giving up.
     static let busyTimeoutMilliseconds: Int32 = 10_000
 
+    /// The write-ahead log SQLite keeps beside a database in WAL mode.
+    static func writeAheadLog(of path: String) -> String { path + "-wal" }
+    /// The log's shared-memory index, beside it too.
+    static func sharedMemoryIndex(of path: String) -> String { path + "-shm" }
+    /// Every file a database at `path` consists of: the database and its two side files.
+    public static func files(of path: String) -> [String] { [path, writeAheadLog(of: path), sharedMemoryIndex(of: path)] }
+
+    /// Removes the database at `path` and its side files (absent ones are no error); the error
+    /// names the first that could not be removed, after trying them all.
+    public static func remove(at path: String) throws(StoreError) {
+        var failure: StoreError?
+        for file in files(of: path) where unlink(file) != 0 && errno != ENOENT {
+            failure = failure ?? StoreError(.io, "cannot delete \(file): \(String(cString: strerror(errno)))")
+        }
+        if let failure { throw failure }
+    }
+
     /// Opens (and, with `create`, creates with mode 0600) the database at `path`.
     public init(path: String, create: Bool) throws {
         if create {
@@ -68,7 +85,7 @@ public final class Database {
             // Map only after a read through this connection has opened the -shm file.
             guard (try? query("PRAGMA data_version") { _ in }) != nil else { return nil }
             walIndexTried = true
-            walIndex = Self.mapWALIndex(path + "-shm")
+            walIndex = Self.mapWALIndex(Self.sharedMemoryIndex(of: path))
         }
         guard let walIndex else { return nil }
         var stamp: (UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0)

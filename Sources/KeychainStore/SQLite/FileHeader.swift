@@ -20,7 +20,7 @@ enum FileHeader {
         // beside it still holds those pages and SQLite finishes the job. Only a file with no
         // write-ahead log to recover from is judged beyond its first bytes.
         var wal = stat()
-        let recoverable = stat(path + "-wal", &wal) == 0 && wal.st_size > 0
+        let recoverable = stat(Database.writeAheadLog(of: path), &wal) == 0 && wal.st_size > 0
         if size == 0, recoverable { return }
         guard size > 0 else { throw StoreError(.corrupt, "not a keychain: the file is empty") }
         var header = [UInt8](repeating: 0, count: 100)

@@ -1,0 +1,67 @@
+import Glibc
+import XCTest
+import KeychainCrypto
+@testable import KeychainCore
+@testable import KeychainStore
+
+/// Creating and deleting keychains by name: the one lifecycle keychainctl, restore and the
+/// Secret Service use.
+final class KeychainLifecycleTests: XCTestCase {
+    private var root = ""
+    private let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
+
+    override func setUp() {
+        var template = Array("/tmp/kc-lifecycle.XXXXXX".utf8CString)
+        root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+    }
+
+    override func tearDown() { _ = system("rm -rf '\(root)'") }
+
+    private var directory: KeychainDirectory { KeychainDirectory(path: root + "/keychains") }
+
+    private func create(_ label: String, so: String = "so-secret", user: String = "1234") throws -> Keychain {
+        try Array(so.utf8).withUnsafeBytes { so in
+            try Array(user.utf8).withUnsafeBytes { try directory.create(label: label, soPIN: so, userPIN: $0, kdf: kdf, policy: .default) }
+        }
+    }
+
+    private func code(_ body: () throws -> Void) -> KeychainError.Code? {
+        do { try body(); return nil } catch { return (error as? KeychainError)?.code }
+    }
+
+    func test_a_taken_label_is_a_duplicate_and_leaves_no_file() throws {
+        _ = try create("work")
+        XCTAssertEqual(code { _ = try create("work") }, .duplicateItem)
+        XCTAssertEqual(directory.keychainFiles().count, 1)
+        XCTAssertNotNil(directory.keychainFile(labelled: "work"))
+        XCTAssertNil(directory.keychainFile(labelled: "home"))
+    }
+
+    func test_labels_and_pins_are_checked_before_anything_is_written() {
+        XCTAssertEqual(code { _ = try create("") }, .argumentsBad)
+        XCTAssertEqual(code { _ = try create(String(repeating: "x", count: 33)) }, .argumentsBad)
+        XCTAssertEqual(code { _ = try create("short", user: "12") }, .pinLengthRange)
+        XCTAssertEqual(code { _ = try create("short", so: "") }, .pinLengthRange)
+        XCTAssertEqual(directory.keychainFiles(), [])
+    }
+
+    func test_delete_removes_the_side_files_and_forgets_the_default() throws {
+        let keychain = try create("old")
+        let path = keychain.path
+        try directory.setDefaultKeychain("old")
+        XCTAssertEqual(access(path + "-wal", F_OK), 0, "WAL mode keeps its side files")
+        try directory.delete(at: path, label: "old")
+        for file in Database.files(of: path) { XCTAssertNotEqual(access(file, F_OK), 0, file) }
+        XCTAssertNil(directory.defaultKeychain())
+        _ = try create("old")
+        XCTAssertEqual(directory.keychainFiles().count, 1, "the label is free again")
+    }
+
+    func test_delete_keeps_another_default() throws {
+        let keychain = try create("old")
+        _ = try create("kept")
+        try directory.setDefaultKeychain("kept")
+        try directory.delete(at: keychain.path, label: "old")
+        XCTAssertEqual(directory.defaultKeychain(), "kept")
+    }
+}
