@@ -190,18 +190,14 @@ static void aes(const char *name, CK_MECHANISM_TYPE type, size_t size) {
     encryption(name, &m, key, size);
 }
 
-/* The PKCS#11 3.0 AEAD parameters the 2.40 header lacks (field for field as the specification). */
-struct ccm_params { CK_ULONG data_len; CK_BYTE_PTR nonce; CK_ULONG nonce_len; CK_BYTE_PTR aad; CK_ULONG aad_len; CK_ULONG mac_len; };
-struct chacha_poly_params { CK_BYTE_PTR nonce; CK_ULONG nonce_len; CK_BYTE_PTR aad; CK_ULONG aad_len; };
-
 /* ChaCha20-Poly1305 (CKM_CHACHA20_KEY_GEN key) or AES-256-CCM, 12-byte nonce, 16-byte tag. */
 static void aead(const char *name, int chacha, size_t size) {
     CK_OBJECT_HANDLE key;
-    if (!encryption_key(chacha ? 0x1225 /* CKM_CHACHA20_KEY_GEN */ : CKM_AES_KEY_GEN, &key)) { report(name, -1, "MiB/s"); return; }
+    if (!encryption_key(chacha ? CKM_CHACHA20_KEY_GEN : CKM_AES_KEY_GEN, &key)) { report(name, -1, "MiB/s"); return; }
     unsigned char nonce[12] = {0};
-    struct ccm_params ccm = {size, nonce, sizeof nonce, NULL, 0, 16};
-    struct chacha_poly_params poly = {nonce, sizeof nonce, NULL, 0};
-    CK_MECHANISM m = {chacha ? 0x4021 /* CKM_CHACHA20_POLY1305 */ : 0x1088 /* CKM_AES_CCM */,
+    CK_CCM_PARAMS ccm = {size, nonce, sizeof nonce, NULL, 0, 16};
+    CK_SALSA20_CHACHA20_POLY1305_PARAMS poly = {nonce, sizeof nonce, NULL, 0};
+    CK_MECHANISM m = {chacha ? CKM_CHACHA20_POLY1305 : CKM_AES_CCM,
                       chacha ? (void *)&poly : (void *)&ccm, chacha ? sizeof poly : sizeof ccm};
     encryption(name, &m, key, size);
 }

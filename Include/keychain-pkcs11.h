@@ -199,6 +199,180 @@ typedef CK_FUNCTION_LIST_3_0_PTR *CK_FUNCTION_LIST_3_0_PTR_PTR;
 #undef KC_DECLARE_3_0
 #endif /* CKF_INTERFACE_FORK_SAFE */
 
+/* ---- PKCS#11 3.x mechanisms and parameter structures ----------------------
+ * What the module implements beyond p11-kit's 2.40 header (0.24, Debian 12), written from the
+ * PKCS#11 3.0/3.1 specification's text (numbers, structure and field names as it gives them).
+ * A system header that already knows PKCS#11 3.0 (it defines CKM_HKDF_DERIVE) provides them
+ * itself. The module's Swift code reads these structures as Clang imports them: C's layout, not
+ * a copy of it. */
+
+#ifndef CKM_HKDF_DERIVE
+
+#define CKM_SHA3_256_RSA_PKCS             (0x60UL)
+#define CKM_SHA3_384_RSA_PKCS             (0x61UL)
+#define CKM_SHA3_512_RSA_PKCS             (0x62UL)
+#define CKM_SHA3_256_RSA_PKCS_PSS         (0x63UL)
+#define CKM_SHA3_384_RSA_PKCS_PSS         (0x64UL)
+#define CKM_SHA3_512_RSA_PKCS_PSS         (0x65UL)
+#define CKM_SHA3_224_RSA_PKCS             (0x66UL)
+#define CKM_SHA3_224_RSA_PKCS_PSS         (0x67UL)
+#define CKM_SHA3_256                      (0x2B0UL)
+#define CKM_SHA3_256_HMAC                 (0x2B1UL)
+#define CKM_SHA3_256_HMAC_GENERAL         (0x2B2UL)
+#define CKM_SHA3_224                      (0x2B5UL)
+#define CKM_SHA3_224_HMAC                 (0x2B6UL)
+#define CKM_SHA3_224_HMAC_GENERAL         (0x2B7UL)
+#define CKM_SHA3_384                      (0x2C0UL)
+#define CKM_SHA3_384_HMAC                 (0x2C1UL)
+#define CKM_SHA3_384_HMAC_GENERAL         (0x2C2UL)
+#define CKM_SHA3_512                      (0x2D0UL)
+#define CKM_SHA3_512_HMAC                 (0x2D1UL)
+#define CKM_SHA3_512_HMAC_GENERAL         (0x2D2UL)
+#define CKM_ECDSA_SHA3_224                (0x1047UL)
+#define CKM_ECDSA_SHA3_256                (0x1048UL)
+#define CKM_ECDSA_SHA3_384                (0x1049UL)
+#define CKM_ECDSA_SHA3_512                (0x104AUL)
+
+#define CKM_EC_MONTGOMERY_KEY_PAIR_GEN    (0x1056UL)
+#ifndef CKM_EC_EDWARDS_KEY_PAIR_GEN
+#define CKM_EC_EDWARDS_KEY_PAIR_GEN       (0x1055UL)
+#endif
+#ifndef CKM_EDDSA
+#define CKM_EDDSA                         (0x1057UL)
+#endif
+#define CKM_AES_XTS                       (0x1071UL)
+#define CKM_AES_XTS_KEY_GEN               (0x1072UL)
+
+/* CK_EDDSA_PARAMS (3.0 §6.3.15): prehash (Ed25519ph/Ed448ph) and the context string. */
+typedef struct CK_EDDSA_PARAMS {
+    CK_BBOOL phFlag;
+    CK_ULONG ulContextDataLen;
+    CK_BYTE_PTR pContextData;
+} CK_EDDSA_PARAMS;
+
+#define CKM_CHACHA20_KEY_GEN              (0x1225UL)
+#define CKM_CHACHA20                      (0x1226UL)
+#define CKM_CHACHA20_POLY1305             (0x4021UL)
+/* CK_CHACHA20_PARAMS (3.0 §6.63): the block counter and nonce, their sizes in bits. */
+typedef struct CK_CHACHA20_PARAMS {
+    CK_BYTE_PTR pBlockCounter;
+    CK_ULONG blockCounterBits;
+    CK_BYTE_PTR pNonce;
+    CK_ULONG ulNonceBits;
+} CK_CHACHA20_PARAMS;
+/* CK_SALSA20_CHACHA20_POLY1305_PARAMS (3.0 §6.64). */
+typedef struct CK_SALSA20_CHACHA20_POLY1305_PARAMS {
+    CK_BYTE_PTR pNonce;
+    CK_ULONG ulNonceLen;
+    CK_BYTE_PTR pAAD;
+    CK_ULONG ulAADLen;
+} CK_SALSA20_CHACHA20_POLY1305_PARAMS;
+
+#define CKM_HKDF_DERIVE                   (0x402AUL)
+#define CKM_HKDF_DATA                     (0x402BUL)
+#define CKM_HKDF_KEY_GEN                  (0x402CUL)
+#define CKF_HKDF_SALT_NULL                (0x1UL)
+#define CKF_HKDF_SALT_DATA                (0x2UL)
+#define CKF_HKDF_SALT_KEY                 (0x4UL)
+/* CK_HKDF_PARAMS (3.0 §6.65.2). */
+typedef struct CK_HKDF_PARAMS {
+    CK_BBOOL bExtract;
+    CK_BBOOL bExpand;
+    CK_MECHANISM_TYPE prfHashMechanism;
+    CK_ULONG ulSaltType;
+    CK_BYTE_PTR pSalt;
+    CK_ULONG ulSaltLen;
+    CK_OBJECT_HANDLE hSaltKey;
+    CK_BYTE_PTR pInfo;
+    CK_ULONG ulInfoLen;
+} CK_HKDF_PARAMS;
+
+#define CKM_SP800_108_COUNTER_KDF         (0x3ACUL)
+#define CKM_SP800_108_FEEDBACK_KDF        (0x3ADUL)
+#define CKM_SP800_108_DOUBLE_PIPELINE_KDF (0x3AEUL)
+/* The kinds of CK_PRF_DATA_PARAM (3.0 §6.66.2) and the DKM length methods. */
+#define CK_SP800_108_ITERATION_VARIABLE   (0x1UL)
+#define CK_SP800_108_OPTIONAL_COUNTER     (0x2UL)
+#define CK_SP800_108_DKM_LENGTH           (0x3UL)
+#define CK_SP800_108_BYTE_ARRAY           (0x4UL)
+#define CK_SP800_108_DKM_LENGTH_SUM_OF_KEYS     (0x1UL)
+#define CK_SP800_108_DKM_LENGTH_SUM_OF_SEGMENTS (0x2UL)
+typedef struct CK_PRF_DATA_PARAM {
+    CK_ULONG type;
+    CK_VOID_PTR pValue;
+    CK_ULONG ulValueLen;
+} CK_PRF_DATA_PARAM;
+typedef struct CK_SP800_108_COUNTER_FORMAT {
+    CK_BBOOL bLittleEndian;
+    CK_ULONG ulWidthInBits;
+} CK_SP800_108_COUNTER_FORMAT;
+typedef struct CK_SP800_108_DKM_LENGTH_FORMAT {
+    CK_ULONG dkmLengthMethod;
+    CK_BBOOL bLittleEndian;
+    CK_ULONG ulWidthInBits;
+} CK_SP800_108_DKM_LENGTH_FORMAT;
+typedef struct CK_DERIVED_KEY {
+    CK_ATTRIBUTE_PTR pTemplate;
+    CK_ULONG ulAttributeCount;
+    CK_OBJECT_HANDLE_PTR phKey;
+} CK_DERIVED_KEY;
+typedef struct CK_SP800_108_KDF_PARAMS {
+    CK_MECHANISM_TYPE prfType;
+    CK_ULONG ulNumberOfDataParams;
+    CK_PRF_DATA_PARAM *pDataParams;
+    CK_ULONG ulAdditionalDerivedKeys;
+    CK_DERIVED_KEY *pAdditionalDerivedKeys;
+} CK_SP800_108_KDF_PARAMS;
+typedef struct CK_SP800_108_FEEDBACK_KDF_PARAMS {
+    CK_MECHANISM_TYPE prfType;
+    CK_ULONG ulNumberOfDataParams;
+    CK_PRF_DATA_PARAM *pDataParams;
+    CK_ULONG ulIVLen;
+    CK_BYTE_PTR pIV;
+    CK_ULONG ulAdditionalDerivedKeys;
+    CK_DERIVED_KEY *pAdditionalDerivedKeys;
+} CK_SP800_108_FEEDBACK_KDF_PARAMS;
+
+/* CK_PKCS5_PBKD2_PARAMS2 (3.0 §6.44.3): as CK_PKCS5_PBKD2_PARAMS, with the password's length
+ * itself instead of a pointer to it. */
+typedef struct CK_PKCS5_PBKD2_PARAMS2 {
+    CK_ULONG saltSource;
+    CK_VOID_PTR pSaltSourceData;
+    CK_ULONG ulSaltSourceDataLen;
+    CK_ULONG iterations;
+    CK_ULONG prf;
+    CK_VOID_PTR pPrfData;
+    CK_ULONG ulPrfDataLen;
+    CK_UTF8CHAR_PTR pPassword;
+    CK_ULONG ulPasswordLen;
+} CK_PKCS5_PBKD2_PARAMS2;
+
+/* CK_CCM_PARAMS and CK_RSA_AES_KEY_WRAP_PARAMS (2.40 specification; p11-kit 0.24's header has
+ * their mechanisms but not their structures). */
+typedef struct CK_CCM_PARAMS {
+    CK_ULONG ulDataLen;
+    CK_BYTE_PTR pNonce;
+    CK_ULONG ulNonceLen;
+    CK_BYTE_PTR pAAD;
+    CK_ULONG ulAADLen;
+    CK_ULONG ulMACLen;
+} CK_CCM_PARAMS;
+typedef struct CK_RSA_AES_KEY_WRAP_PARAMS {
+    CK_ULONG ulAESKeyBits;
+    CK_RSA_PKCS_OAEP_PARAMS_PTR pOAEPParams;
+} CK_RSA_AES_KEY_WRAP_PARAMS;
+#endif /* CKM_HKDF_DERIVE: PKCS#11 3.0 */
+
+/* CK_GCM_PARAMS as the 2.40 specification's text gives it (no ulIvBits), which Java's
+ * SunPKCS11 passes first; the header's CK_GCM_PARAMS has ulIvBits. */
+typedef struct KC_GCM_PARAMS_WITHOUT_IV_BITS {
+    CK_BYTE_PTR pIv;
+    CK_ULONG ulIvLen;
+    CK_BYTE_PTR pAAD;
+    CK_ULONG ulAADLen;
+    CK_ULONG ulTagBits;
+} KC_GCM_PARAMS_WITHOUT_IV_BITS;
+
 /* ---- Vendor constants ------------------------------------------------------ */
 
 /* Base of the module's vendor attributes and object classes ("KC"). */

@@ -12,32 +12,6 @@ import FuzzSupport
 import Glibc
 import PKCS11
 
-/// CK_EDDSA_PARAMS (PKCS#11 3.0; not in p11-kit's 2.40 header), laid out as C lays it out.
-struct EdDSAParameters {
-    var phFlag: CK_BBOOL
-    var contextLength: CK_ULONG
-    var context: UnsafeMutablePointer<CK_BYTE>?
-}
-
-/// The PKCS#11 3.0 parameter structures the 2.40 header lacks, laid out as C lays them out.
-struct CCMParameters { var dataLength: CK_ULONG; var nonce: UnsafeMutableRawPointer?; var nonceLength: CK_ULONG
-                       var aad: UnsafeMutableRawPointer?; var aadLength: CK_ULONG; var macLength: CK_ULONG }
-struct ChaCha20Parameters { var counter: UnsafeMutableRawPointer?; var counterBits: CK_ULONG; var nonce: UnsafeMutableRawPointer?; var nonceBits: CK_ULONG }
-struct AEADParameters { var nonce: UnsafeMutableRawPointer?; var nonceLength: CK_ULONG; var aad: UnsafeMutableRawPointer?; var aadLength: CK_ULONG }
-struct HKDFParameters { var extract: CK_BBOOL; var expand: CK_BBOOL; var prf: CK_ULONG; var saltType: CK_ULONG; var salt: UnsafeMutableRawPointer?
-                        var saltLength: CK_ULONG; var saltKey: CK_ULONG; var info: UnsafeMutableRawPointer?; var infoLength: CK_ULONG }
-struct PBKDF2Parameters { var saltSource: CK_ULONG; var salt: UnsafeMutableRawPointer?; var saltLength: CK_ULONG; var iterations: CK_ULONG
-                          var prf: CK_ULONG; var prfData: UnsafeMutableRawPointer?; var prfDataLength: CK_ULONG
-                          var password: UnsafeMutableRawPointer?; var passwordLength: CK_ULONG }
-struct PRFDataParameter { var type: CK_ULONG; var value: UnsafeMutableRawPointer?; var valueLength: CK_ULONG }
-struct CounterFormat { var littleEndian: CK_BBOOL; var bits: CK_ULONG }
-struct LengthFormat { var method: CK_ULONG; var littleEndian: CK_BBOOL; var bits: CK_ULONG }
-struct DerivedKey { var template: UnsafeMutablePointer<CK_ATTRIBUTE>?; var count: CK_ULONG; var handle: UnsafeMutablePointer<CK_ULONG>? }
-struct KDFParameters { var prf: CK_ULONG; var dataCount: CK_ULONG; var data: UnsafeMutableRawPointer?; var keyCount: CK_ULONG; var keys: UnsafeMutableRawPointer? }
-struct FeedbackKDFParameters { var prf: CK_ULONG; var dataCount: CK_ULONG; var data: UnsafeMutableRawPointer?; var ivLength: CK_ULONG
-                               var iv: UnsafeMutableRawPointer?; var keyCount: CK_ULONG; var keys: UnsafeMutableRawPointer? }
-struct RSAAESWrapParameters { var aesBits: CK_ULONG; var oaep: UnsafeMutablePointer<CK_RSA_PKCS_OAEP_PARAMS>? }
-
 /// Reads the input as a stream of small decisions; zeros once it runs out.
 struct Program {
     let bytes: [UInt8]
@@ -116,15 +90,11 @@ enum ModuleFuzz {
     static let templateTypes: Set<CK_ULONG> = [0x40000211, 0x40000212, 0x40000213]
     static let objectClasses: [CK_ULONG] = [0, 1, 2, 3, 4, 5, 8, 0x8000_0000 | 0x4B43_0001, 77]
     static let keyTypes: [CK_ULONG] = [0, 3, 0x10, 0x1F, 0x40, 0x41, 0x15, 0x2B]
-    static let mechanisms: [CK_ULONG] = [
-        0x0, 0x1, 0x3, 0x9, 0xD, 0x40, 0x43, 0x220, 0x250, 0x251, 0x270, 0x350, 0x1040, 0x1041, 0x1044, 0x1050,
-        0x1055, 0x1057, 0x1080, 0x1081, 0x1082, 0x1085, 0x1086, 0x1087, 0x108A, 0x2109, 0x210A, 0x1234_5678,
-        // PKCS#11 3.x: CCM, CTS, OFB, CFB8, XTS (+ key generation), ChaCha20 (+ key generation), its
-        // AEAD, CMAC and HMAC _GENERAL, SHA3 RSA-PSS and ECDSA, cofactor ECDH, HKDF (+ key
-        // generation), PBKDF2, the SP 800-108 KDFs, RSA-AES key wrap.
-        0x1088, 0x1089, 0x2104, 0x2106, 0x1071, 0x1072, 0x1225, 0x1226, 0x4021, 0x108B, 0x252, 0x63, 0x1048, 0x1051,
-        0x402A, 0x402B, 0x402C, 0x3B0, 0x3AC, 0x3AD, 0x3AE, 0x1054,
-    ]
+    /// Mechanism numbers no token offers, beside the registry's (`mechanisms`).
+    static let inventedMechanisms: [CK_ULONG] = [0x1234_5678, 0x8000_0000 | 0x4B43_0001, 0xFFFF_FFFF]  // the last two: vendor-defined
+    /// The mechanisms to try: every one the module's registry offers (C_GetMechanismList of the
+    /// fuzzed token, so a new row is fuzzed the day it is added) and a few invented ones.
+    nonisolated(unsafe) static var mechanisms: [CK_ULONG] = inventedMechanisms
 
     /// One keychain, one logged-in session holding keys of every kind, for the whole run.
     struct Base {
@@ -196,6 +166,11 @@ enum ModuleFuzz {
             return nil
         }
         state.slot = initialised
+        var mechanismCount: CK_ULONG = 0
+        guard step("C_GetMechanismList(count)", PKCS11.C_GetMechanismList(state.slot, nil, &mechanismCount)) else { return nil }
+        var offered = [CK_MECHANISM_TYPE](repeating: 0, count: Int(mechanismCount))
+        guard step("C_GetMechanismList", PKCS11.C_GetMechanismList(state.slot, &offered, &mechanismCount)) else { return nil }
+        mechanisms = Array(offered.prefix(Int(mechanismCount))) + inventedMechanisms
         guard step("C_OpenSession", PKCS11.C_OpenSession(state.slot, CK_FLAGS(CKF_SERIAL_SESSION | CKF_RW_SESSION), nil, nil, &state.session)),
               step("C_Login(SO)", PKCS11.C_Login(state.session, CK_USER_TYPE(CKU_SO), &so, CK_ULONG(so.count))),
               step("C_InitPIN", PKCS11.C_InitPIN(state.session, &user, CK_ULONG(user.count))),
@@ -269,117 +244,128 @@ enum ModuleFuzz {
         var parameter: UnsafeMutableRawPointer?
         var length = 0
         switch type {
-        case 0x1087: // CK_GCM_PARAMS
+        case CK_ULONG(CKM_AES_GCM):
             let iv = program.data(maximum: 20), aad = program.data(maximum: 40)
             let p = CK_GCM_PARAMS(pIv: program.byte() % 8 == 0 ? nil : arena.bytes(iv).assumingMemoryBound(to: CK_BYTE.self), ulIvLen: CK_ULONG(iv.count),
                                   ulIvBits: CK_ULONG(iv.count * 8), pAAD: arena.bytes(aad).assumingMemoryBound(to: CK_BYTE.self),
                                   ulAADLen: CK_ULONG(aad.count), ulTagBits: program.pick([128, 96, 64, 0, 129, 200]))
             parameter = UnsafeMutableRawPointer(arena.value(p))
             length = MemoryLayout<CK_GCM_PARAMS>.size
-        case 0x9: // CK_RSA_PKCS_OAEP_PARAMS
+        case CK_ULONG(CKM_RSA_PKCS_OAEP):
             let source = program.data(maximum: 16)
-            let p = CK_RSA_PKCS_OAEP_PARAMS(hashAlg: program.pick([0x220, 0x250, 0x270, 0x255, 7]), mgf: program.pick([1, 2, 3, 4, 9]),
+            let p = CK_RSA_PKCS_OAEP_PARAMS(hashAlg: program.pick([CKM_SHA_1, CKM_SHA256, CKM_SHA512, CKM_SHA224, 7].map { CK_ULONG($0) }), mgf: program.pick([1, 2, 3, 4, 9]),
                                             source: CK_ULONG(program.byte() % 3), pSourceData: source.isEmpty ? nil : arena.bytes(source),
                                             ulSourceDataLen: CK_ULONG(source.count))
             parameter = UnsafeMutableRawPointer(arena.value(p))
             length = MemoryLayout<CK_RSA_PKCS_OAEP_PARAMS>.size
-        case 0x1088: // CK_CCM_PARAMS
+        case CK_ULONG(CKM_AES_CCM):
             let nonce = program.data(maximum: 16), aad = program.data(maximum: 24)
-            let p = CCMParameters(dataLength: CK_ULONG(program.byte() % 80), nonce: arena.bytes(nonce), nonceLength: CK_ULONG(nonce.count),
-                                  aad: aad.isEmpty ? nil : arena.bytes(aad), aadLength: CK_ULONG(aad.count), macLength: program.pick([16, 8, 4, 5, 0, 18]))
+            let p = CK_CCM_PARAMS(ulDataLen: CK_ULONG(program.byte() % 80), pNonce: arena.bytes(nonce).assumingMemoryBound(to: CK_BYTE.self), ulNonceLen: CK_ULONG(nonce.count),
+                                  pAAD: aad.isEmpty ? nil : arena.bytes(aad).assumingMemoryBound(to: CK_BYTE.self), ulAADLen: CK_ULONG(aad.count),
+                                  ulMACLen: program.pick([16, 8, 4, 5, 0, 18]))
             parameter = UnsafeMutableRawPointer(arena.value(p))
-            length = MemoryLayout<CCMParameters>.size
-        case 0x1226: // CK_CHACHA20_PARAMS: the declared bits never exceed the bytes given
+            length = MemoryLayout<CK_CCM_PARAMS>.size
+        case CK_ULONG(CKM_CHACHA20): // the declared bits never exceed the bytes given
             let counter = program.data(maximum: 8), nonce = program.data(maximum: 12)
-            let p = ChaCha20Parameters(counter: arena.bytes(counter), counterBits: CK_ULONG(program.pick([counter.count, counter.count / 2]) * 8),
-                                       nonce: arena.bytes(nonce), nonceBits: CK_ULONG(program.pick([nonce.count, nonce.count / 2]) * 8))
+            let p = CK_CHACHA20_PARAMS(pBlockCounter: arena.bytes(counter).assumingMemoryBound(to: CK_BYTE.self),
+                                       blockCounterBits: CK_ULONG(program.pick([counter.count, counter.count / 2]) * 8),
+                                       pNonce: arena.bytes(nonce).assumingMemoryBound(to: CK_BYTE.self), ulNonceBits: CK_ULONG(program.pick([nonce.count, nonce.count / 2]) * 8))
             parameter = UnsafeMutableRawPointer(arena.value(p))
-            length = MemoryLayout<ChaCha20Parameters>.size
-        case 0x4021: // CK_SALSA20_CHACHA20_POLY1305_PARAMS: the length in bytes, or in bits when 12 or 8 bytes are there
+            length = MemoryLayout<CK_CHACHA20_PARAMS>.size
+        case CK_ULONG(CKM_CHACHA20_POLY1305): // the nonce's length in bytes, or in bits when 12 or 8 bytes are there
             let nonce = program.data(maximum: 24), aad = program.data(maximum: 24)
             let inBits = (nonce.count == 12 || nonce.count == 8) && program.byte() % 2 == 0
-            let p = AEADParameters(nonce: arena.bytes(nonce), nonceLength: CK_ULONG(inBits ? nonce.count * 8 : nonce.count),
-                                   aad: aad.isEmpty ? nil : arena.bytes(aad), aadLength: CK_ULONG(aad.count))
+            let p = CK_SALSA20_CHACHA20_POLY1305_PARAMS(pNonce: arena.bytes(nonce).assumingMemoryBound(to: CK_BYTE.self), ulNonceLen: CK_ULONG(inBits ? nonce.count * 8 : nonce.count),
+                                                        pAAD: aad.isEmpty ? nil : arena.bytes(aad).assumingMemoryBound(to: CK_BYTE.self), ulAADLen: CK_ULONG(aad.count))
             parameter = UnsafeMutableRawPointer(arena.value(p))
-            length = MemoryLayout<AEADParameters>.size
-        case 0x402A, 0x402B: // CK_HKDF_PARAMS
+            length = MemoryLayout<CK_SALSA20_CHACHA20_POLY1305_PARAMS>.size
+        case CK_ULONG(CKM_HKDF_DERIVE), CK_ULONG(CKM_HKDF_DATA):
             let salt = program.data(maximum: 32), info = program.data(maximum: 32)
-            let p = HKDFParameters(extract: CK_BBOOL(program.byte() % 3), expand: CK_BBOOL(program.byte() % 3), prf: program.pick([0x250, 0x220, 0x2B0, 0x210, 7]),
-                                   saltType: program.pick([1, 2, 4, 3, 0]), salt: salt.isEmpty ? nil : arena.bytes(salt), saltLength: CK_ULONG(salt.count),
-                                   saltKey: CK_ULONG(program.byte() % 16), info: info.isEmpty ? nil : arena.bytes(info), infoLength: CK_ULONG(info.count))
+            let p = CK_HKDF_PARAMS(bExtract: CK_BBOOL(program.byte() % 3), bExpand: CK_BBOOL(program.byte() % 3),
+                                   prfHashMechanism: program.pick([CKM_SHA256, CKM_SHA_1, CKM_SHA3_256, CKM_MD5, 7].map { CK_ULONG($0) }),
+                                   ulSaltType: program.pick([1, 2, 4, 3, 0]), pSalt: salt.isEmpty ? nil : arena.bytes(salt).assumingMemoryBound(to: CK_BYTE.self),
+                                   ulSaltLen: CK_ULONG(salt.count), hSaltKey: CK_ULONG(program.byte() % 16),
+                                   pInfo: info.isEmpty ? nil : arena.bytes(info).assumingMemoryBound(to: CK_BYTE.self), ulInfoLen: CK_ULONG(info.count))
             parameter = UnsafeMutableRawPointer(arena.value(p))
-            length = MemoryLayout<HKDFParameters>.size
-        case 0x3B0: // CK_PKCS5_PBKD2_PARAMS2 (a few iterations: the input's time is short)
+            length = MemoryLayout<CK_HKDF_PARAMS>.size
+        case CK_ULONG(CKM_PKCS5_PBKD2): // CK_PKCS5_PBKD2_PARAMS2, a few iterations (the input's time is short)
             let salt = program.data(maximum: 16), password = program.data(maximum: 16), prfData = program.byte() % 8 == 0 ? program.data(maximum: 4) : []
-            let p = PBKDF2Parameters(saltSource: program.pick([1, 1, 2]), salt: salt.isEmpty ? nil : arena.bytes(salt), saltLength: CK_ULONG(salt.count),
-                                     iterations: program.pick([1, 2, 0, 100]), prf: program.pick([1, 4, 6, 2, 7, 9]),
-                                     prfData: prfData.isEmpty ? nil : arena.bytes(prfData), prfDataLength: CK_ULONG(prfData.count),
-                                     password: password.isEmpty ? nil : arena.bytes(password), passwordLength: CK_ULONG(password.count))
+            let p = CK_PKCS5_PBKD2_PARAMS2(saltSource: program.pick([1, 1, 2]), pSaltSourceData: salt.isEmpty ? nil : arena.bytes(salt), ulSaltSourceDataLen: CK_ULONG(salt.count),
+                                           iterations: program.pick([1, 2, 0, 100]), prf: program.pick([1, 4, 6, 2, 7, 9]),
+                                           pPrfData: prfData.isEmpty ? nil : arena.bytes(prfData), ulPrfDataLen: CK_ULONG(prfData.count),
+                                           pPassword: password.isEmpty ? nil : arena.bytes(password).assumingMemoryBound(to: CK_UTF8CHAR.self),
+                                           ulPasswordLen: CK_ULONG(password.count))
             parameter = UnsafeMutableRawPointer(arena.value(p))
-            length = MemoryLayout<PBKDF2Parameters>.size
-        case 0x3AC, 0x3AD, 0x3AE: // CK_SP800_108_(FEEDBACK_)KDF_PARAMS with 0–4 data parameters and 0–2 more keys
-            var fields: [PRFDataParameter] = []
+            length = MemoryLayout<CK_PKCS5_PBKD2_PARAMS2>.size
+        case CK_ULONG(CKM_SP800_108_COUNTER_KDF), CK_ULONG(CKM_SP800_108_FEEDBACK_KDF), CK_ULONG(CKM_SP800_108_DOUBLE_PIPELINE_KDF):
+            // CK_SP800_108_(FEEDBACK_)KDF_PARAMS with 0–4 data parameters and 0–2 more keys
+            var fields: [CK_PRF_DATA_PARAM] = []
             for _ in 0..<Int(program.byte() % 5) {
                 switch program.byte() % 5 {
                 case 0:
-                    let f = CounterFormat(littleEndian: CK_BBOOL(program.byte() % 3), bits: program.pick([8, 16, 32, 12, 64]))
-                    fields.append(PRFDataParameter(type: program.pick([1, 2]), value: UnsafeMutableRawPointer(arena.value(f)), valueLength: CK_ULONG(MemoryLayout<CounterFormat>.size)))
+                    let f = CK_SP800_108_COUNTER_FORMAT(bLittleEndian: CK_BBOOL(program.byte() % 3), ulWidthInBits: program.pick([8, 16, 32, 12, 64]))
+                    fields.append(CK_PRF_DATA_PARAM(type: program.pick([CK_SP800_108_ITERATION_VARIABLE, CK_SP800_108_OPTIONAL_COUNTER]), pValue: UnsafeMutableRawPointer(arena.value(f)),
+                                                    ulValueLen: CK_ULONG(MemoryLayout<CK_SP800_108_COUNTER_FORMAT>.size)))
                 case 1:
-                    fields.append(PRFDataParameter(type: program.pick([1, 2]), value: nil, valueLength: 0))
+                    fields.append(CK_PRF_DATA_PARAM(type: program.pick([CK_SP800_108_ITERATION_VARIABLE, CK_SP800_108_OPTIONAL_COUNTER]), pValue: nil, ulValueLen: 0))
                 case 2:
-                    let f = LengthFormat(method: program.pick([1, 2, 3]), littleEndian: CK_BBOOL(program.byte() % 2), bits: program.pick([8, 32, 64, 7]))
-                    fields.append(PRFDataParameter(type: 3, value: UnsafeMutableRawPointer(arena.value(f)), valueLength: CK_ULONG(MemoryLayout<LengthFormat>.size)))
+                    let f = CK_SP800_108_DKM_LENGTH_FORMAT(dkmLengthMethod: program.pick([1, 2, 3]), bLittleEndian: CK_BBOOL(program.byte() % 2), ulWidthInBits: program.pick([8, 32, 64, 7]))
+                    fields.append(CK_PRF_DATA_PARAM(type: CK_SP800_108_DKM_LENGTH, pValue: UnsafeMutableRawPointer(arena.value(f)),
+                                                    ulValueLen: CK_ULONG(MemoryLayout<CK_SP800_108_DKM_LENGTH_FORMAT>.size)))
                 case 3:
                     let bytes = program.data(maximum: 16)
-                    fields.append(PRFDataParameter(type: 4, value: bytes.isEmpty ? nil : arena.bytes(bytes), valueLength: CK_ULONG(bytes.count)))
+                    fields.append(CK_PRF_DATA_PARAM(type: CK_SP800_108_BYTE_ARRAY, pValue: bytes.isEmpty ? nil : arena.bytes(bytes), ulValueLen: CK_ULONG(bytes.count)))
                 default:
-                    fields.append(PRFDataParameter(type: CK_ULONG(program.byte()), value: nil, valueLength: 0))
+                    fields.append(CK_PRF_DATA_PARAM(type: CK_ULONG(program.byte()), pValue: nil, ulValueLen: 0))
                 }
             }
-            var keys: [DerivedKey] = []
+            var keys: [CK_DERIVED_KEY] = []
             for _ in 0..<Int(program.byte() % 3) {
                 let (t, c) = template(&program, arena)
-                keys.append(DerivedKey(template: t, count: c, handle: program.byte() % 8 == 0 ? nil : arena.value(CK_ULONG(0))))
+                keys.append(CK_DERIVED_KEY(pTemplate: t, ulAttributeCount: c, phKey: program.byte() % 8 == 0 ? nil : arena.value(CK_OBJECT_HANDLE(0))))
             }
-            let data = arena.array(fields).map { UnsafeMutableRawPointer($0) }, derived = arena.array(keys).map { UnsafeMutableRawPointer($0) }
-            let prf: CK_ULONG = program.pick([0x251, 0x108A, 0x2B1, 0x220, 0x1087])
-            if type == 0x3AD {
+            let data = arena.array(fields), derived = arena.array(keys)
+            let prf = program.pick([CKM_SHA256_HMAC, CKM_AES_CMAC, CKM_SHA3_256_HMAC, CKM_SHA_1, CKM_AES_GCM].map { CK_ULONG($0) })
+            if type == CK_ULONG(CKM_SP800_108_FEEDBACK_KDF) {
                 let iv = program.data(maximum: 32)
-                let p = FeedbackKDFParameters(prf: prf, dataCount: CK_ULONG(fields.count), data: data, ivLength: CK_ULONG(iv.count),
-                                              iv: iv.isEmpty ? nil : arena.bytes(iv), keyCount: CK_ULONG(keys.count), keys: derived)
+                let p = CK_SP800_108_FEEDBACK_KDF_PARAMS(prfType: prf, ulNumberOfDataParams: CK_ULONG(fields.count), pDataParams: data, ulIVLen: CK_ULONG(iv.count),
+                                                         pIV: iv.isEmpty ? nil : arena.bytes(iv).assumingMemoryBound(to: CK_BYTE.self),
+                                                         ulAdditionalDerivedKeys: CK_ULONG(keys.count), pAdditionalDerivedKeys: derived)
                 parameter = UnsafeMutableRawPointer(arena.value(p))
-                length = MemoryLayout<FeedbackKDFParameters>.size
+                length = MemoryLayout<CK_SP800_108_FEEDBACK_KDF_PARAMS>.size
             } else {
-                let p = KDFParameters(prf: prf, dataCount: CK_ULONG(fields.count), data: data, keyCount: CK_ULONG(keys.count), keys: derived)
+                let p = CK_SP800_108_KDF_PARAMS(prfType: prf, ulNumberOfDataParams: CK_ULONG(fields.count), pDataParams: data,
+                                                ulAdditionalDerivedKeys: CK_ULONG(keys.count), pAdditionalDerivedKeys: derived)
                 parameter = UnsafeMutableRawPointer(arena.value(p))
-                length = MemoryLayout<KDFParameters>.size
+                length = MemoryLayout<CK_SP800_108_KDF_PARAMS>.size
             }
-        case 0x1054: // CK_RSA_AES_KEY_WRAP_PARAMS
-            let oaep = CK_RSA_PKCS_OAEP_PARAMS(hashAlg: program.pick([0x250, 0x220, 0x2B0]), mgf: program.pick([2, 1, 7]), source: 1, pSourceData: nil, ulSourceDataLen: 0)
-            let p = RSAAESWrapParameters(aesBits: program.pick([256, 128, 100]), oaep: program.byte() % 8 == 0 ? nil : arena.value(oaep))
+        case CK_ULONG(CKM_RSA_AES_KEY_WRAP):
+            let oaep = CK_RSA_PKCS_OAEP_PARAMS(hashAlg: program.pick([CKM_SHA256, CKM_SHA_1, CKM_SHA3_256].map { CK_ULONG($0) }), mgf: program.pick([2, 1, 7]),
+                                               source: 1, pSourceData: nil, ulSourceDataLen: 0)
+            let p = CK_RSA_AES_KEY_WRAP_PARAMS(ulAESKeyBits: program.pick([256, 128, 100]), pOAEPParams: program.byte() % 8 == 0 ? nil : arena.value(oaep))
             parameter = UnsafeMutableRawPointer(arena.value(p))
-            length = MemoryLayout<RSAAESWrapParameters>.size
-        case 0x1051: // CK_ECDH1_DERIVE_PARAMS, as 0x1050
+            length = MemoryLayout<CK_RSA_AES_KEY_WRAP_PARAMS>.size
+        case CK_ULONG(CKM_ECDH1_COFACTOR_DERIVE):
             let shared = program.data(maximum: 16), point = program.data(maximum: 70)
             let p = CK_ECDH1_DERIVE_PARAMS(kdf: program.pick([1, 6, 0xB, 0xE]), ulSharedDataLen: CK_ULONG(shared.count),
                                            pSharedData: shared.isEmpty ? nil : arena.bytes(shared).assumingMemoryBound(to: CK_BYTE.self),
                                            ulPublicDataLen: CK_ULONG(point.count), pPublicData: arena.bytes(point).assumingMemoryBound(to: CK_BYTE.self))
             parameter = UnsafeMutableRawPointer(arena.value(p))
             length = MemoryLayout<CK_ECDH1_DERIVE_PARAMS>.size
-        case 0x1050: // CK_ECDH1_DERIVE_PARAMS
+        case CK_ULONG(CKM_ECDH1_DERIVE):
             let shared = program.data(maximum: 16), point = program.data(maximum: 70)
             let p = CK_ECDH1_DERIVE_PARAMS(kdf: CK_ULONG(program.byte() % 10), ulSharedDataLen: CK_ULONG(shared.count),
                                            pSharedData: shared.isEmpty ? nil : arena.bytes(shared).assumingMemoryBound(to: CK_BYTE.self),
                                            ulPublicDataLen: CK_ULONG(point.count), pPublicData: arena.bytes(point).assumingMemoryBound(to: CK_BYTE.self))
             parameter = UnsafeMutableRawPointer(arena.value(p))
             length = MemoryLayout<CK_ECDH1_DERIVE_PARAMS>.size
-        case 0x1057: // CK_EDDSA_PARAMS, or none
+        case CK_ULONG(CKM_EDDSA): // CK_EDDSA_PARAMS, or none
             if program.byte() % 2 == 0 {
                 let context = program.data(maximum: 40)
-                let p = EdDSAParameters(phFlag: CK_BBOOL(program.byte() % 2), contextLength: CK_ULONG(context.count),
-                                        context: context.isEmpty ? nil : arena.bytes(context).assumingMemoryBound(to: CK_BYTE.self))
+                let p = CK_EDDSA_PARAMS(phFlag: CK_BBOOL(program.byte() % 2), ulContextDataLen: CK_ULONG(context.count),
+                                        pContextData: context.isEmpty ? nil : arena.bytes(context).assumingMemoryBound(to: CK_BYTE.self))
                 parameter = UnsafeMutableRawPointer(arena.value(p))
-                length = MemoryLayout<EdDSAParameters>.size
+                length = MemoryLayout<CK_EDDSA_PARAMS>.size
             }
         default: // flat parameters (IVs, CK_RSA_PKCS_PSS_PARAMS, CK_AES_CTR_PARAMS, lengths) or none
             let flat = program.data(maximum: 48)

@@ -224,20 +224,3 @@ public enum SP800108 {
         }
     }
 }
-
-/// Post-quantum algorithms (FIPS 203 ML-KEM, FIPS 204 ML-DSA, FIPS 205 SLH-DSA) in the OpenSSL
-/// this process runs with. Debian 12's OpenSSL 3.0 has none of them (they come with OpenSSL 3.5),
-/// and no maintained Debian 12 package provides them (see Docs/mechanisms.md): the mechanism
-/// table leaves their rows out while this is false.
-public enum PostQuantum {
-    public static let available: Bool = {
-        let names = ["ML-KEM-768", "ML-DSA-65"]
-        let found = names.allSatisfy { name in
-            guard let management = EVP_KEYMGMT_fetch(nil, name, nil) else { return false }
-            EVP_KEYMGMT_free(management)
-            return true
-        }
-        OpenSSLErrorQueue.discardOwn()
-        return found
-    }()
-}

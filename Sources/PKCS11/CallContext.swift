@@ -24,9 +24,9 @@ enum CallContext {
     static func with<R, E: Error>(_ session: Session, _ token: Token, _ body: () throws(E) -> R) throws(E) -> R {
         var frame = Frame(session: .passUnretained(session), token: .passUnretained(token))
         return try withExtendedLifetime((session, token)) { () throws(E) -> R in
-            try withUnsafeMutablePointer(to: &frame) { (pointer) throws(E) -> R in
+            try withUnsafeBytes(of: &frame) { (bytes) throws(E) -> R in
                 let previous = pthread_getspecific(key)
-                pthread_setspecific(key, pointer)
+                pthread_setspecific(key, bytes.baseAddress)
                 defer { pthread_setspecific(key, previous) }
                 return try body()
             }
@@ -34,7 +34,7 @@ enum CallContext {
     }
 
     private static var frame: Frame? {
-        pthread_getspecific(key)?.assumingMemoryBound(to: Frame.self).pointee
+        pthread_getspecific(key).map { UnsafeRawPointer($0).load(as: Frame.self) }
     }
 
     /// The current call's session, if it is `handle`.

@@ -137,7 +137,7 @@ extension ModuleState {
 
     /// C_GetAttributeValue over the caller's array: every entry gets a length or
     /// CK_UNAVAILABLE_INFORMATION; the return value reports one of the per-attribute problems.
-    func getAttributeValues(_ handle: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, entries: UnsafeMutableBufferPointer<CK_ATTRIBUTE>) throws(CKError) {
+    func getAttributeValues(_ handle: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, entries: CallerAttributeArray) throws(CKError) {
         try withSession(handle) { session, token throws(CKError) in
             let entry = try visibleEntry(object, session: session, token: token)
             var current = try attributes(of: entry, handle: object, token: token)
@@ -155,72 +155,27 @@ extension ModuleState {
             }
             var problem: CKError?
             for index in entries.indices {
-                let type = AttributeType(entries[index].type)
+                let type = entries.type(at: index)
                 if gated, AttributeTable.rule(type)?.flags.contains(.sensitive) == true, current[type] != nil || current.hasSealedSecrets {
-                    entries[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
+                    entries.markUnavailable(at: index)
                     problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_SENSITIVE), "present the item's credential (a CKO_KC_CREDENTIAL object) to read attribute \(type)")
                     continue
                 }
                 guard !type.isInternal, let value = current[type] else {
-                    entries[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
+                    entries.markUnavailable(at: index)
                     problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_TYPE_INVALID), "object has no attribute \(type)")
                     continue
                 }
                 if current.isHidden(type) {
-                    entries[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
+                    entries.markUnavailable(at: index)
                     problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_SENSITIVE), "attribute \(type) is sensitive")
                     continue
                 }
-                if type.isTemplate {
-                    if let failure = Self.writeTemplate(value, into: &entries[index]) { problem = problem ?? failure }
-                    continue
-                }
-                if let failure = Self.writeValue(value, into: &entries[index]) { problem = problem ?? failure }
+                let failure = type.isTemplate ? entries.writeTemplate(value, at: index) : entries.write(value, at: index)
+                if let failure { problem = problem ?? failure }
             }
             if let problem { throw problem }
         }
-    }
-
-    /// One attribute under the call-twice convention: its length when pValue is NULL, its bytes
-    /// when they fit, else CK_UNAVAILABLE_INFORMATION and CKR_BUFFER_TOO_SMALL.
-    private static func writeValue(_ value: [UInt8], into entry: inout CK_ATTRIBUTE) -> CKError? {
-        guard let destination = entry.pValue else {
-            entry.ulValueLen = CK_ULONG(value.count)
-            return nil
-        }
-        guard entry.ulValueLen >= CK_ULONG(value.count) else {
-            entry.ulValueLen = KC_UNAVAILABLE_INFORMATION
-            return CKError.bufferTooSmall(required: value.count)
-        }
-        value.withUnsafeBytes { source in
-            if let base = source.baseAddress { destination.copyMemory(from: base, byteCount: source.count) }
-        }
-        entry.ulValueLen = CK_ULONG(value.count)
-        return nil
-    }
-
-    /// The call-twice convention one level down, for attribute-array attributes: the count of
-    /// attributes first, then each nested value's length or bytes (PKCS#11 3.0 §5.7.5).
-    private static func writeTemplate(_ encoded: [UInt8], into entry: inout CK_ATTRIBUTE) -> CKError? {
-        let template = NestedTemplate.decode(encoded) ?? []
-        let size = CK_ULONG(MemoryLayout<CK_ATTRIBUTE>.stride)
-        let needed = CK_ULONG(template.count) * size
-        guard let destination = entry.pValue else {
-            entry.ulValueLen = needed
-            return nil
-        }
-        guard entry.ulValueLen >= needed else {
-            entry.ulValueLen = KC_UNAVAILABLE_INFORMATION
-            return CKError.bufferTooSmall(required: Int(needed))
-        }
-        let inner = destination.bindMemory(to: CK_ATTRIBUTE.self, capacity: template.count)
-        var problem: CKError?
-        for (index, (type, value)) in template.enumerated() {
-            inner[index].type = CK_ATTRIBUTE_TYPE(type.rawValue)
-            if let failure = writeValue(value, into: &inner[index]) { problem = problem ?? failure }
-        }
-        entry.ulValueLen = needed
-        return problem
     }
 
     func setAttributeValues(_ handle: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, template: Template) throws(CKError) {

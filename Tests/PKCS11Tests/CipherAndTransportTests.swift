@@ -294,24 +294,24 @@ final class CipherAndTransportTests: ModuleTestCase {
         let kek = secretKey(session, type: UInt(CKK_AES), value: hex("000102030405060708090a0b0c0d0e0f"), extra: [(UInt(CKA_WRAP), [1]), (UInt(CKA_UNWRAP), [1])])
         let target = secretKey(session, type: UInt(CKK_AES), value: hex("00112233445566778899aabbccddeeff"), extra: [(UInt(CKA_EXTRACTABLE), [1]), (UInt(CKA_SENSITIVE), [0])])
         var length: CK_ULONG = 0
-        XCTAssertRV(mechanism(Mechanisms.aesKeyWrap) { p11.C_WrapKey!(session, $0, kek, target, nil, &length) }, CKR_OK)
+        XCTAssertRV(mechanism(UInt(CKM_AES_KEY_WRAP)) { p11.C_WrapKey!(session, $0, kek, target, nil, &length) }, CKR_OK)
         XCTAssertEqual(length, 24)
         var wrapped = [UInt8](repeating: 0, count: 24)
-        XCTAssertRV(mechanism(Mechanisms.aesKeyWrap) { p11.C_WrapKey!(session, $0, kek, target, &wrapped, &length) }, CKR_OK)
+        XCTAssertRV(mechanism(UInt(CKM_AES_KEY_WRAP)) { p11.C_WrapKey!(session, $0, kek, target, &wrapped, &length) }, CKR_OK)
         XCTAssertEqual(wrapped, hex("1fa68b0a8112b447aef34bd8fb5a7b829d3e862371d2cfe5"))
         var unwrapped: CK_OBJECT_HANDLE = 0
         let template: [(UInt, [UInt8])] = [(UInt(CKA_CLASS), Self.ulong(UInt(CKO_SECRET_KEY))), (UInt(CKA_KEY_TYPE), Self.ulong(UInt(CKK_AES)))]
         XCTAssertRV(withTemplate(template) { t, c in
-            mechanism(Mechanisms.aesKeyWrap) { p11.C_UnwrapKey!(session, $0, kek, &wrapped, 24, t, c, &unwrapped) }
+            mechanism(UInt(CKM_AES_KEY_WRAP)) { p11.C_UnwrapKey!(session, $0, kek, &wrapped, 24, t, c, &unwrapped) }
         }, CKR_OK)
         XCTAssertEqual(value(session, unwrapped, UInt(CKA_CHECK_VALUE)).1, value(session, target, UInt(CKA_CHECK_VALUE)).1)
         XCTAssertEqual(value(session, unwrapped, UInt(CKA_ALWAYS_SENSITIVE)).1, [0])
         wrapped[5] ^= 1
         XCTAssertRV(withTemplate(template) { t, c in
-            mechanism(Mechanisms.aesKeyWrap) { p11.C_UnwrapKey!(session, $0, kek, &wrapped, 24, t, c, &unwrapped) }
+            mechanism(UInt(CKM_AES_KEY_WRAP)) { p11.C_UnwrapKey!(session, $0, kek, &wrapped, 24, t, c, &unwrapped) }
         }, CKR_WRAPPED_KEY_INVALID)
         let locked = secretKey(session, type: UInt(CKK_AES), value: [UInt8](repeating: 1, count: 16), extra: [(UInt(CKA_SENSITIVE), [0])])
-        XCTAssertRV(mechanism(Mechanisms.aesKeyWrap) { p11.C_WrapKey!(session, $0, kek, locked, nil, &length) }, CKR_KEY_UNEXTRACTABLE)
+        XCTAssertRV(mechanism(UInt(CKM_AES_KEY_WRAP)) { p11.C_WrapKey!(session, $0, kek, locked, nil, &length) }, CKR_KEY_UNEXTRACTABLE)
     }
 
     func test_rsa_oaep_and_ecdh_agree_between_keys() {
@@ -441,7 +441,7 @@ extension CipherAndTransportTests {
         }
         let allowed = makeTarget("ok"), refused = makeTarget("other")
         var length: CK_ULONG = 0
-        var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(Mechanisms.aesKeyWrap), pParameter: nil, ulParameterLen: 0)
+        var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(UInt(CKM_AES_KEY_WRAP)), pParameter: nil, ulParameterLen: 0)
         XCTAssertRV(p11.C_WrapKey!(session, &mechanism, kek, allowed, nil, &length), CKR_OK)
         XCTAssertRV(p11.C_WrapKey!(session, &mechanism, kek, refused, nil, &length), CKR_KEY_NOT_WRAPPABLE)
     }

@@ -321,7 +321,7 @@ final class ConformanceTests: ModuleTestCase {
         let (result, _, privateKey) = generatePair(session, 0x1055, public: [(UInt(CKA_EC_PARAMS), ed25519)])
         XCTAssertRV(result, CKR_OK)
         // CK_EDDSA_PARAMS { phFlag = FALSE, ulContextDataLen = 0, pContextData = NULL }
-        var parameters = EdDSAParameters(prehash: 0, contextLength: 0, context: nil)
+        var parameters = CK_EDDSA_PARAMS(phFlag: 0, ulContextDataLen: 0, pContextData: nil)
         let rv = withUnsafeMutableBytes(of: &parameters) { buffer in
             var mechanism = CK_MECHANISM(mechanism: 0x1057, pParameter: buffer.baseAddress, ulParameterLen: CK_ULONG(buffer.count))
             return p11.C_SignInit!(session, &mechanism, privateKey)

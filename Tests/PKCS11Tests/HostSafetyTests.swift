@@ -26,7 +26,7 @@ final class HostSafetyTests: ModuleTestCase {
                                            (UInt(CKA_VALUE), [UInt8](repeating: 1, count: 16)), (UInt(CKA_UNWRAP), [1]), (UInt(CKA_WRAP), [1])]
         XCTAssertRV(withTemplate(template) { p11.C_CreateObject!(session, $0, $1, &kek) }, CKR_OK)
         var small = [UInt8](repeating: 0, count: 24)
-        var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(Mechanisms.aesKeyWrap), pParameter: nil, ulParameterLen: 0)
+        var mechanism = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(UInt(CKM_AES_KEY_WRAP)), pParameter: nil, ulParameterLen: 0)
         var key: CK_OBJECT_HANDLE = 0
         XCTAssertRV(p11.C_UnwrapKey!(session, &mechanism, kek, &small, 0x8000_0008, nil, 0, &key), CKR_WRAPPED_KEY_LEN_RANGE)
         XCTAssertRV(p11.C_UnwrapKey!(session, &mechanism, 0xFFFF, &small, 24, nil, 0, &key), CKR_UNWRAPPING_KEY_HANDLE_INVALID)

@@ -205,7 +205,7 @@ extension MechanismTests {
         let x25519: [UInt8] = [0x06, 0x03, 0x2B, 0x65, 0x6E]
         var pairs: [(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)] = []
         for _ in 0..<2 {
-            pairs.append(generate(session, Mechanisms.ecMontgomeryKeyPairGen, public: [(UInt(CKA_EC_PARAMS), x25519)]))
+            pairs.append(generate(session, UInt(CKM_EC_MONTGOMERY_KEY_PAIR_GEN), public: [(UInt(CKA_EC_PARAMS), x25519)]))
         }
         let ab = agreedSecret(session, mine: pairs[0].1, theirs: pairs[1].0, kdf: UInt(CKD_NULL), length: nil)
         let ba = agreedSecret(session, mine: pairs[1].1, theirs: pairs[0].0, kdf: UInt(CKD_NULL), length: nil)
@@ -214,13 +214,13 @@ extension MechanismTests {
         let secrets = [ab.1, ba.1]
         XCTAssertEqual(secrets[0].count, 32)
         XCTAssertEqual(secrets[0], secrets[1])
-        XCTAssertRV(mechanism(Mechanisms.eddsa) { p11.C_SignInit!(session, $0, pairs[0].1) }, CKR_KEY_TYPE_INCONSISTENT, "X25519 keys do not sign")
+        XCTAssertRV(mechanism(UInt(CKM_EDDSA)) { p11.C_SignInit!(session, $0, pairs[0].1) }, CKR_KEY_TYPE_INCONSISTENT, "X25519 keys do not sign")
 
         let ed448: [UInt8] = [0x06, 0x03, 0x2B, 0x65, 0x71]
-        let (publicKey, privateKey) = generate(session, Mechanisms.ecEdwardsKeyPairGen, public: [(UInt(CKA_EC_PARAMS), ed448)])
-        let (result, signature) = sign(session, Mechanisms.eddsa, key: privateKey, data: Array("ed448".utf8))
+        let (publicKey, privateKey) = generate(session, UInt(CKM_EC_EDWARDS_KEY_PAIR_GEN), public: [(UInt(CKA_EC_PARAMS), ed448)])
+        let (result, signature) = sign(session, UInt(CKM_EDDSA), key: privateKey, data: Array("ed448".utf8))
         XCTAssertRV(result, CKR_OK)
         XCTAssertEqual(signature.count, 114)
-        XCTAssertRV(verify(session, Mechanisms.eddsa, key: publicKey, data: Array("ed448".utf8), signature: signature), CKR_OK)
+        XCTAssertRV(verify(session, UInt(CKM_EDDSA), key: publicKey, data: Array("ed448".utf8), signature: signature), CKR_OK)
     }
 }

@@ -314,10 +314,6 @@ public struct KeyType: RawRepresentable, Hashable, Sendable {
     public static let aesXTS = KeyType(rawValue: 0x35)
     /// CKK_HKDF (3.0): key material for CKM_HKDF_DERIVE and CKM_HKDF_DATA.
     public static let hkdf = KeyType(rawValue: 0x42)
-    /// CKK_ML_KEM, CKK_ML_DSA (3.2): named for the mechanism table's seam; no key of these
-    /// types can be made or stored until the platform's OpenSSL provides the algorithms.
-    public static let mlKEM = KeyType(rawValue: 0x49)
-    public static let mlDSA = KeyType(rawValue: 0x4A)
 }
 
 extension KeyType {

@@ -38,15 +38,16 @@ struct CallerMechanism: Sendable {
     private static func decode(_ type: CK_MECHANISM_TYPE, _ raw: UnsafeRawBufferPointer) throws(CKError) -> MechanismParameter {
         switch UInt(type) {
         case UInt(CKM_RSA_PKCS_PSS), UInt(CKM_SHA1_RSA_PKCS_PSS), UInt(CKM_SHA224_RSA_PKCS_PSS), UInt(CKM_SHA256_RSA_PKCS_PSS),
-             UInt(CKM_SHA384_RSA_PKCS_PSS), UInt(CKM_SHA512_RSA_PKCS_PSS), 0x63, 0x64, 0x65, 0x67:  // and CKM_SHA3_*_RSA_PKCS_PSS
+             UInt(CKM_SHA384_RSA_PKCS_PSS), UInt(CKM_SHA512_RSA_PKCS_PSS),
+             UInt(CKM_SHA3_224_RSA_PKCS_PSS), UInt(CKM_SHA3_256_RSA_PKCS_PSS), UInt(CKM_SHA3_384_RSA_PKCS_PSS), UInt(CKM_SHA3_512_RSA_PKCS_PSS):
             let params = try read(CK_RSA_PKCS_PSS_PARAMS.self, raw)
             return .rsaPSS(hash: params.hashAlg, mgf: params.mgf, saltLength: params.sLen)
         case UInt(CKM_RSA_PKCS_OAEP):
             return try oaep(try read(CK_RSA_PKCS_OAEP_PARAMS.self, raw))
         case UInt(CKM_RSA_AES_KEY_WRAP):
-            let params = try read(RSAAESKeyWrapParameters.self, raw)
-            guard let oaepParams = params.oaep else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "CKM_RSA_AES_KEY_WRAP needs pOAEPParams") }
-            return .rsaAESKeyWrap(aesKeyBits: params.aesKeyBits, oaep: try oaep(oaepParams.pointee))
+            let params = try read(CK_RSA_AES_KEY_WRAP_PARAMS.self, raw)
+            guard let oaepParams = params.pOAEPParams else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "CKM_RSA_AES_KEY_WRAP needs pOAEPParams") }
+            return .rsaAESKeyWrap(aesKeyBits: params.ulAESKeyBits, oaep: try oaep(oaepParams.pointee))
         case UInt(CKM_AES_GCM):
             return try gcm(raw)
         case UInt(CKM_AES_CTR):
@@ -56,10 +57,10 @@ struct CallerMechanism: Sendable {
             let params = try read(CK_ECDH1_DERIVE_PARAMS.self, raw)
             return .ecdh(kdf: params.kdf, sharedData: try bytes(params.pSharedData, params.ulSharedDataLen, what: "ECDH shared data"),
                          publicData: try bytes(params.pPublicData, params.ulPublicDataLen, what: "ECDH public data"))
-        case 0x1057:  // CKM_EDDSA (PKCS#11 3.0)
+        case UInt(CKM_EDDSA):
             guard raw.count > 0 else { return .none }
-            let params = try read(EdDSAParameters.self, raw)
-            return .eddsa(prehash: params.prehash != 0, context: try bytes(params.context, params.contextLength, what: "EdDSA context"))
+            let params = try read(CK_EDDSA_PARAMS.self, raw)
+            return .eddsa(prehash: params.phFlag != 0, context: try bytes(params.pContextData, params.ulContextDataLen, what: "EdDSA context"))
         case UInt(CKM_AES_ECB_ENCRYPT_DATA), UInt(CKM_DES3_ECB_ENCRYPT_DATA):
             let params = try read(CK_KEY_DERIVATION_STRING_DATA.self, raw)
             return .derivationData(iv: [], data: SecureBytes(try bytes(params.pData, params.ulLen, what: "data to encrypt")))
@@ -80,49 +81,50 @@ struct CallerMechanism: Sendable {
                                    data: SecureBytes(try bytes(params.pData, params.length, what: "data to encrypt")))
         case UInt(CKM_AES_MAC_GENERAL), UInt(CKM_DES3_MAC_GENERAL), UInt(CKM_AES_CMAC_GENERAL), UInt(CKM_SHA_1_HMAC_GENERAL),
              UInt(CKM_SHA224_HMAC_GENERAL), UInt(CKM_SHA256_HMAC_GENERAL), UInt(CKM_SHA384_HMAC_GENERAL), UInt(CKM_SHA512_HMAC_GENERAL),
-             UInt(CKM_MD5_HMAC_GENERAL), 0x2B7, 0x2B2, 0x2C2, 0x2D2:  // the SHA3_*_HMAC_GENERAL (3.0)
+             UInt(CKM_MD5_HMAC_GENERAL), UInt(CKM_SHA3_224_HMAC_GENERAL), UInt(CKM_SHA3_256_HMAC_GENERAL), UInt(CKM_SHA3_384_HMAC_GENERAL),
+             UInt(CKM_SHA3_512_HMAC_GENERAL):
             return .length(try read(CK_ULONG.self, raw))
-        case 0x402A, 0x402B:  // CKM_HKDF_DERIVE, CKM_HKDF_DATA (3.0)
-            let params = try read(HKDFParameters.self, raw)
-            guard params.extract <= 1, params.expand <= 1 else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "CK_BBOOL fields must be 0 or 1") }
+        case UInt(CKM_HKDF_DERIVE), UInt(CKM_HKDF_DATA):
+            let params = try read(CK_HKDF_PARAMS.self, raw)
+            guard params.bExtract <= 1, params.bExpand <= 1 else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "CK_BBOOL fields must be 0 or 1") }
             // Only the fields the chosen steps use are read (the others may hold anything).
-            let readsSalt = params.extract == 1 && params.saltType == 2  // CKF_HKDF_SALT_DATA
-            return .hkdf(extract: params.extract == 1, expand: params.expand == 1, prf: params.prf, saltType: params.saltType,
-                         salt: readsSalt ? try bytes(params.salt, params.saltLength, what: "HKDF salt") : [], saltKey: params.saltKey,
-                         info: params.expand == 1 ? try bytes(params.info, params.infoLength, what: "HKDF info") : [])
+            let readsSalt = params.bExtract == 1 && params.ulSaltType == CKF_HKDF_SALT_DATA
+            return .hkdf(extract: params.bExtract == 1, expand: params.bExpand == 1, prf: params.prfHashMechanism, saltType: params.ulSaltType,
+                         salt: readsSalt ? try bytes(params.pSalt, params.ulSaltLen, what: "HKDF salt") : [], saltKey: params.hSaltKey,
+                         info: params.bExpand == 1 ? try bytes(params.pInfo, params.ulInfoLen, what: "HKDF info") : [])
         case UInt(CKM_PKCS5_PBKD2):
             return try pbkdf2(raw)
-        case 0x3AC, 0x3AE:  // CKM_SP800_108_COUNTER_KDF, CKM_SP800_108_DOUBLE_PIPELINE_KDF (3.0)
-            let params = try read(SP800108Parameters.self, raw)
-            return .sp800108(prf: params.prf, fields: try sp800108Fields(params.dataParams, count: params.dataParamCount), iv: [],
-                             additionalKeys: try additionalKeys(params.additionalKeys, count: params.additionalKeyCount))
-        case 0x3AD:  // CKM_SP800_108_FEEDBACK_KDF
-            let params = try read(SP800108FeedbackParameters.self, raw)
-            return .sp800108(prf: params.prf, fields: try sp800108Fields(params.dataParams, count: params.dataParamCount),
-                             iv: try bytes(params.iv, params.ivLength, what: "SP 800-108 IV"),
-                             additionalKeys: try additionalKeys(params.additionalKeys, count: params.additionalKeyCount))
+        case UInt(CKM_SP800_108_COUNTER_KDF), UInt(CKM_SP800_108_DOUBLE_PIPELINE_KDF):
+            let params = try read(CK_SP800_108_KDF_PARAMS.self, raw)
+            return .sp800108(prf: params.prfType, fields: try sp800108Fields(params.pDataParams, count: params.ulNumberOfDataParams), iv: [],
+                             additionalKeys: try additionalKeys(params.pAdditionalDerivedKeys, count: params.ulAdditionalDerivedKeys))
+        case UInt(CKM_SP800_108_FEEDBACK_KDF):
+            let params = try read(CK_SP800_108_FEEDBACK_KDF_PARAMS.self, raw)
+            return .sp800108(prf: params.prfType, fields: try sp800108Fields(params.pDataParams, count: params.ulNumberOfDataParams),
+                             iv: try bytes(params.pIV, params.ulIVLen, what: "SP 800-108 IV"),
+                             additionalKeys: try additionalKeys(params.pAdditionalDerivedKeys, count: params.ulAdditionalDerivedKeys))
         case UInt(CKM_AES_CCM):
-            let params = try read(CCMParameters.self, raw)
-            return .ccm(dataLength: params.dataLength, nonce: try bytes(params.nonce, params.nonceLength, what: "CCM nonce"),
-                        additionalData: try bytes(params.aad, params.aadLength, what: "CCM AAD"), macLength: params.macLength)
-        case 0x1226:  // CKM_CHACHA20 (3.0)
-            let params = try read(ChaCha20Parameters.self, raw)
-            guard params.blockCounterBits == 32 || params.blockCounterBits == 64, params.nonceBits == 96 || params.nonceBits == 64 else {
+            let params = try read(CK_CCM_PARAMS.self, raw)
+            return .ccm(dataLength: params.ulDataLen, nonce: try bytes(params.pNonce, params.ulNonceLen, what: "CCM nonce"),
+                        additionalData: try bytes(params.pAAD, params.ulAADLen, what: "CCM AAD"), macLength: params.ulMACLen)
+        case UInt(CKM_CHACHA20):
+            let params = try read(CK_CHACHA20_PARAMS.self, raw)
+            guard params.blockCounterBits == 32 || params.blockCounterBits == 64, params.ulNonceBits == 96 || params.ulNonceBits == 64 else {
                 throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "ChaCha20 takes a 32-bit counter and a 96-bit nonce, or 64 and 64")
             }
-            return .chacha20(counter: try bytes(params.blockCounter, params.blockCounterBits / 8, what: "ChaCha20 block counter"),
-                             nonce: try bytes(params.nonce, params.nonceBits / 8, what: "ChaCha20 nonce"))
-        case 0x4021:  // CKM_CHACHA20_POLY1305 (3.0)
-            let params = try read(AEADNonceParameters.self, raw)
+            return .chacha20(counter: try bytes(params.pBlockCounter, params.blockCounterBits / 8, what: "ChaCha20 block counter"),
+                             nonce: try bytes(params.pNonce, params.ulNonceBits / 8, what: "ChaCha20 nonce"))
+        case UInt(CKM_CHACHA20_POLY1305):
+            let params = try read(CK_SALSA20_CHACHA20_POLY1305_PARAMS.self, raw)
             // ulNonceLen: "in bits" says the 3.0 text (96, 64), in bytes say NSS, Kryoptic and the
             // name (12, 8); neither reading of one is a valid length in the other, so both are taken.
             // Checked before pNonce is read: any other length could run past the caller's buffer.
-            guard [8, 12, 64, 96].contains(params.nonceLength) else {
+            guard [8, 12, 64, 96].contains(params.ulNonceLen) else {
                 throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "the ChaCha20-Poly1305 nonce must have 12 or 8 bytes (96 or 64 bits)")
             }
-            let nonceBytes = params.nonceLength == 96 || params.nonceLength == 64 ? params.nonceLength / 8 : params.nonceLength
-            return .aead(nonce: try bytes(params.nonce, nonceBytes, what: "ChaCha20-Poly1305 nonce"),
-                         additionalData: try bytes(params.aad, params.aadLength, what: "ChaCha20-Poly1305 AAD"))
+            let nonceBytes = params.ulNonceLen == 96 || params.ulNonceLen == 64 ? params.ulNonceLen / 8 : params.ulNonceLen
+            return .aead(nonce: try bytes(params.pNonce, nonceBytes, what: "ChaCha20-Poly1305 nonce"),
+                         additionalData: try bytes(params.pAAD, params.ulAADLen, what: "ChaCha20-Poly1305 AAD"))
         default:
             // Flat parameters: an IV, or the other party's public value (CKM_DH_PKCS_DERIVE).
             return raw.isEmpty ? .none : .bytes(Array(raw))
@@ -132,10 +134,10 @@ struct CallerMechanism: Sendable {
     /// CK_GCM_PARAMS as PKCS#11 3.0 and the 2.40 header define it (with ulIvBits), or the 2.40
     /// specification's text without ulIvBits, which Java's SunPKCS11 tries first.
     private static func gcm(_ raw: UnsafeRawBufferPointer) throws(CKError) -> MechanismParameter {
-        if raw.count == MemoryLayout<GCMParametersWithoutIVBits>.size {
-            let params = try read(GCMParametersWithoutIVBits.self, raw)
-            return .gcm(iv: try bytes(params.iv, params.ivLength, what: "GCM IV"), additionalData: try bytes(params.aad, params.aadLength, what: "GCM AAD"),
-                        tagBits: params.tagBits)
+        if raw.count == MemoryLayout<KC_GCM_PARAMS_WITHOUT_IV_BITS>.size {
+            let params = try read(KC_GCM_PARAMS_WITHOUT_IV_BITS.self, raw)
+            return .gcm(iv: try bytes(params.pIv, params.ulIvLen, what: "GCM IV"), additionalData: try bytes(params.pAAD, params.ulAADLen, what: "GCM AAD"),
+                        tagBits: params.ulTagBits)
         }
         let params = try read(CK_GCM_PARAMS.self, raw)
         return .gcm(iv: try bytes(params.pIv, params.ulIvLen, what: "GCM IV"), additionalData: try bytes(params.pAAD, params.ulAADLen, what: "GCM AAD"),
@@ -148,8 +150,8 @@ struct CallerMechanism: Sendable {
     /// below 4 GiB for a 64-bit process's heap and stacks; a 2.40 caller's CK_ULONG is on one of
     /// them); anything between is refused rather than guessed at.
     private static func pbkdf2(_ raw: UnsafeRawBufferPointer) throws(CKError) -> MechanismParameter {
-        let params = try read(PBKDF2Parameters.self, raw)
-        var passwordLength = params.passwordLength
+        let params = try read(CK_PKCS5_PBKD2_PARAMS2.self, raw)
+        var passwordLength = params.ulPasswordLen
         if passwordLength > maximumParameterLength {
             guard passwordLength >= 1 << 32, passwordLength % 8 == 0,
                   let pointer = UnsafeRawPointer(bitPattern: UInt(passwordLength)) else {
@@ -157,15 +159,15 @@ struct CallerMechanism: Sendable {
             }
             passwordLength = pointer.loadUnaligned(as: CK_ULONG.self)
         }
-        guard passwordLength <= maximumParameterLength, passwordLength == 0 || params.password != nil else {
+        guard passwordLength <= maximumParameterLength, passwordLength == 0 || params.pPassword != nil else {
             throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "bad PBKDF2 password")
         }
         let password = SecureBytes(count: Int(passwordLength))
-        if passwordLength > 0, let source = params.password {
+        if passwordLength > 0, let source = params.pPassword {
             password.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: source, count: Int(passwordLength))) }
         }
-        guard params.prfDataLength == 0 else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "PBKDF2 PRF data must be empty") }
-        return .pbkdf2(saltSource: params.saltSource, salt: try bytes(params.salt, params.saltLength, what: "PBKDF2 salt"),
+        guard params.ulPrfDataLen == 0 else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "PBKDF2 PRF data must be empty") }
+        return .pbkdf2(saltSource: params.saltSource, salt: try bytes(params.pSaltSourceData, params.ulSaltSourceDataLen, what: "PBKDF2 salt"),
                        iterations: params.iterations, prf: params.prf, password: password)
     }
 
@@ -180,42 +182,43 @@ struct CallerMechanism: Sendable {
 
     /// CK_PRF_DATA_PARAM[]: byte arrays, the iteration variable and the optional counter (with
     /// CK_SP800_108_COUNTER_FORMAT, or none), the DKM length (CK_SP800_108_DKM_LENGTH_FORMAT).
-    private static func sp800108Fields(_ pointer: UnsafeMutableRawPointer?, count: CK_ULONG) throws(CKError) -> [SP800108.Field] {
+    private static func sp800108Fields(_ pointer: UnsafeMutablePointer<CK_PRF_DATA_PARAM>?, count: CK_ULONG) throws(CKError) -> [SP800108.Field] {
         guard count > 0, count <= maximumListCount, let pointer else {
             throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "SP 800-108 needs 1 to \(maximumListCount) data parameters")
         }
         var fields: [SP800108.Field] = []
         for index in 0..<Int(count) {
-            let entry = pointer.loadUnaligned(fromByteOffset: index * MemoryLayout<PRFDataParameter>.stride, as: PRFDataParameter.self)
-            let value = UnsafeRawBufferPointer(start: entry.value.map { UnsafeRawPointer($0) }, count: entry.value == nil ? 0 : Int(min(entry.valueLength, maximumParameterLength)))
-            guard entry.valueLength <= maximumParameterLength, entry.valueLength == 0 || entry.value != nil else {
+            let entry = UnsafeRawPointer(pointer).loadUnaligned(fromByteOffset: index * MemoryLayout<CK_PRF_DATA_PARAM>.stride, as: CK_PRF_DATA_PARAM.self)
+            let value = UnsafeRawBufferPointer(start: entry.pValue.map { UnsafeRawPointer($0) }, count: entry.pValue == nil ? 0 : Int(min(entry.ulValueLen, maximumParameterLength)))
+            guard entry.ulValueLen <= maximumParameterLength, entry.ulValueLen == 0 || entry.pValue != nil else {
                 throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "bad SP 800-108 data parameter")
             }
             switch entry.type {
-            case 1, 2:  // CK_SP800_108_ITERATION_VARIABLE, CK_SP800_108_OPTIONAL_COUNTER
+            case CK_SP800_108_ITERATION_VARIABLE, CK_SP800_108_OPTIONAL_COUNTER:
                 var format: SP800108.IntegerFormat?
-                if entry.valueLength > 0 {
-                    let counter = try read(SP800108CounterFormat.self, value)
-                    guard counter.littleEndian <= 1, [8, 16, 24, 32].contains(counter.widthInBits) else {
+                if entry.ulValueLen > 0 {
+                    let counter = try read(CK_SP800_108_COUNTER_FORMAT.self, value)
+                    guard counter.bLittleEndian <= 1, [8, 16, 24, 32].contains(counter.ulWidthInBits) else {
                         throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "an SP 800-108 counter is 8, 16, 24 or 32 bits")
                     }
-                    format = SP800108.IntegerFormat(bits: Int(counter.widthInBits), littleEndian: counter.littleEndian == 1)
+                    format = SP800108.IntegerFormat(bits: Int(counter.ulWidthInBits), littleEndian: counter.bLittleEndian == 1)
                 }
-                if entry.type == 1 {
+                if entry.type == CK_SP800_108_ITERATION_VARIABLE {
                     fields.append(.iteration(format))
                 } else {
                     guard let format else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "the optional counter needs its format") }
                     fields.append(.counter(format))
                 }
-            case 3:  // CK_SP800_108_DKM_LENGTH
-                let length = try read(SP800108LengthFormat.self, value)
-                guard length.littleEndian <= 1, length.widthInBits % 8 == 0, (8...64).contains(length.widthInBits), length.method == 1 || length.method == 2 else {
+            case CK_SP800_108_DKM_LENGTH:
+                let length = try read(CK_SP800_108_DKM_LENGTH_FORMAT.self, value)
+                let methods = [CK_SP800_108_DKM_LENGTH_SUM_OF_KEYS, CK_SP800_108_DKM_LENGTH_SUM_OF_SEGMENTS]
+                guard length.bLittleEndian <= 1, length.ulWidthInBits % 8 == 0, (8...64).contains(length.ulWidthInBits), methods.contains(length.dkmLengthMethod) else {
                     throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "bad SP 800-108 DKM length format")
                 }
-                fields.append(.length(length.method == 1 ? .sumOfKeys : .sumOfSegments,
-                                      SP800108.IntegerFormat(bits: Int(length.widthInBits), littleEndian: length.littleEndian == 1)))
-            case 4:  // CK_SP800_108_BYTE_ARRAY
-                guard entry.valueLength > 0 else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "an SP 800-108 byte array cannot be empty") }
+                fields.append(.length(length.dkmLengthMethod == CK_SP800_108_DKM_LENGTH_SUM_OF_KEYS ? .sumOfKeys : .sumOfSegments,
+                                      SP800108.IntegerFormat(bits: Int(length.ulWidthInBits), littleEndian: length.bLittleEndian == 1)))
+            case CK_SP800_108_BYTE_ARRAY:
+                guard entry.ulValueLen > 0 else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "an SP 800-108 byte array cannot be empty") }
                 fields.append(.bytes(Array(value)))
             default:
                 throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "unknown SP 800-108 data parameter type \(entry.type)")
@@ -225,14 +228,14 @@ struct CallerMechanism: Sendable {
     }
 
     /// CK_DERIVED_KEY[]: each additional key's template, read now, and where its handle goes.
-    private static func additionalKeys(_ pointer: UnsafeMutableRawPointer?, count: CK_ULONG) throws(CKError) -> [AdditionalDerivedKey] {
+    private static func additionalKeys(_ pointer: UnsafeMutablePointer<CK_DERIVED_KEY>?, count: CK_ULONG) throws(CKError) -> [AdditionalDerivedKey] {
         guard count > 0 else { return [] }
         guard count <= maximumListCount, let pointer else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "bad additional derived keys") }
         var keys: [AdditionalDerivedKey] = []
         for index in 0..<Int(count) {
-            let entry = pointer.loadUnaligned(fromByteOffset: index * MemoryLayout<DerivedKeyEntry>.stride, as: DerivedKeyEntry.self)
-            guard let handle = entry.handle else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "an additional derived key needs phKey") }
-            keys.append(AdditionalDerivedKey(template: try CallerTemplate.read(entry.template, count: entry.attributeCount),
+            let entry = UnsafeRawPointer(pointer).loadUnaligned(fromByteOffset: index * MemoryLayout<CK_DERIVED_KEY>.stride, as: CK_DERIVED_KEY.self)
+            guard let handle = entry.phKey else { throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "an additional derived key needs phKey") }
+            keys.append(AdditionalDerivedKey(template: try CallerTemplate.read(entry.pTemplate, count: entry.ulAttributeCount),
                                              handleAddress: UInt(bitPattern: handle)))
         }
         return keys
@@ -320,130 +323,9 @@ enum MechanismParameter: Sendable {
     }
 }
 
-/// CK_EDDSA_PARAMS (PKCS#11 3.0), which the 2.40 header lacks: CK_BBOOL, CK_ULONG, CK_BYTE_PTR.
-struct EdDSAParameters {
-    var prehash: CK_BBOOL
-    var contextLength: CK_ULONG
-    var context: UnsafeMutablePointer<CK_BYTE>?
-}
-
 /// An SP 800-108 additional key: its template, and the caller's CK_OBJECT_HANDLE to fill (an
 /// address, written by C_DeriveKey's export once every key is stored).
 struct AdditionalDerivedKey: Sendable {
     let template: Template
     let handleAddress: UInt
-}
-
-/// CK_RSA_AES_KEY_WRAP_PARAMS (2.40; missing from the 2.40 header).
-struct RSAAESKeyWrapParameters {
-    var aesKeyBits: CK_ULONG
-    var oaep: UnsafeMutablePointer<CK_RSA_PKCS_OAEP_PARAMS>?
-}
-
-/// CK_HKDF_PARAMS (3.0).
-struct HKDFParameters {
-    var extract: CK_BBOOL
-    var expand: CK_BBOOL
-    var prf: CK_MECHANISM_TYPE
-    var saltType: CK_ULONG
-    var salt: UnsafeMutablePointer<CK_BYTE>?
-    var saltLength: CK_ULONG
-    var saltKey: CK_OBJECT_HANDLE
-    var info: UnsafeMutablePointer<CK_BYTE>?
-    var infoLength: CK_ULONG
-}
-
-/// CK_PKCS5_PBKD2_PARAMS2 (3.0); CK_PKCS5_PBKD2_PARAMS has a CK_ULONG_PTR in the last field.
-struct PBKDF2Parameters {
-    var saltSource: CK_ULONG
-    var salt: UnsafeMutableRawPointer?
-    var saltLength: CK_ULONG
-    var iterations: CK_ULONG
-    var prf: CK_ULONG
-    var prfData: UnsafeMutableRawPointer?
-    var prfDataLength: CK_ULONG
-    var password: UnsafeMutableRawPointer?
-    var passwordLength: CK_ULONG
-}
-
-/// CK_SP800_108_KDF_PARAMS (3.0).
-struct SP800108Parameters {
-    var prf: CK_MECHANISM_TYPE
-    var dataParamCount: CK_ULONG
-    var dataParams: UnsafeMutableRawPointer?
-    var additionalKeyCount: CK_ULONG
-    var additionalKeys: UnsafeMutableRawPointer?
-}
-
-/// CK_SP800_108_FEEDBACK_KDF_PARAMS (3.0).
-struct SP800108FeedbackParameters {
-    var prf: CK_MECHANISM_TYPE
-    var dataParamCount: CK_ULONG
-    var dataParams: UnsafeMutableRawPointer?
-    var ivLength: CK_ULONG
-    var iv: UnsafeMutablePointer<CK_BYTE>?
-    var additionalKeyCount: CK_ULONG
-    var additionalKeys: UnsafeMutableRawPointer?
-}
-
-/// CK_PRF_DATA_PARAM (3.0).
-struct PRFDataParameter {
-    var type: CK_ULONG
-    var value: UnsafeMutableRawPointer?
-    var valueLength: CK_ULONG
-}
-
-/// CK_SP800_108_COUNTER_FORMAT (3.0).
-struct SP800108CounterFormat {
-    var littleEndian: CK_BBOOL
-    var widthInBits: CK_ULONG
-}
-
-/// CK_SP800_108_DKM_LENGTH_FORMAT (3.0).
-struct SP800108LengthFormat {
-    var method: CK_ULONG
-    var littleEndian: CK_BBOOL
-    var widthInBits: CK_ULONG
-}
-
-/// CK_DERIVED_KEY (3.0).
-struct DerivedKeyEntry {
-    var template: UnsafeMutablePointer<CK_ATTRIBUTE>?
-    var attributeCount: CK_ULONG
-    var handle: UnsafeMutablePointer<CK_OBJECT_HANDLE>?
-}
-
-/// CK_CCM_PARAMS (2.40 specification; missing from the 2.40 header).
-struct CCMParameters {
-    var dataLength: CK_ULONG
-    var nonce: UnsafeMutablePointer<CK_BYTE>?
-    var nonceLength: CK_ULONG
-    var aad: UnsafeMutablePointer<CK_BYTE>?
-    var aadLength: CK_ULONG
-    var macLength: CK_ULONG
-}
-
-/// CK_CHACHA20_PARAMS (3.0).
-struct ChaCha20Parameters {
-    var blockCounter: UnsafeMutablePointer<CK_BYTE>?
-    var blockCounterBits: CK_ULONG
-    var nonce: UnsafeMutablePointer<CK_BYTE>?
-    var nonceBits: CK_ULONG
-}
-
-/// CK_SALSA20_CHACHA20_POLY1305_PARAMS (3.0).
-struct AEADNonceParameters {
-    var nonce: UnsafeMutablePointer<CK_BYTE>?
-    var nonceLength: CK_ULONG
-    var aad: UnsafeMutablePointer<CK_BYTE>?
-    var aadLength: CK_ULONG
-}
-
-/// CK_GCM_PARAMS as the PKCS#11 2.40 specification's text gives it, without ulIvBits.
-struct GCMParametersWithoutIVBits {
-    var iv: UnsafeMutablePointer<CK_BYTE>?
-    var ivLength: CK_ULONG
-    var aad: UnsafeMutablePointer<CK_BYTE>?
-    var aadLength: CK_ULONG
-    var tagBits: CK_ULONG
 }

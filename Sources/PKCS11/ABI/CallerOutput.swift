@@ -1,13 +1,31 @@
 import CPKCS11
 
-/// A caller's output buffer and its length (pOut, pulOutLen) for one call: the only owner of the
-/// call-twice convention (PKCS#11 §5.2). A NULL buffer asks for the length; a buffer too short
-/// gets CKR_BUFFER_TOO_SMALL with the length needed written; otherwise the bytes and their count.
-struct CallerOutput {
-    private let buffer: UnsafeMutablePointer<CK_BYTE>?
+/// The call-twice convention (PKCS#11 §5.2) as one decision: with no buffer the caller asks
+/// for the length; a buffer shorter than the result is refused; otherwise the result fits.
+/// `CallerOutput` and `CallerAttributeArray` both follow it; nothing else decides it.
+enum CallTwice {
+    case lengthOnly, tooSmall, fits
+
+    init(needed: Int, hasBuffer: Bool, capacity: CK_ULONG) {
+        if !hasBuffer {
+            self = .lengthOnly
+        } else if capacity < CK_ULONG(needed) {
+            self = .tooSmall
+        } else {
+            self = .fits
+        }
+    }
+}
+
+/// A caller's output array and its length or count (pOut, pulOutLen) for one call: bytes for
+/// C_Encrypt and friends, slot IDs or mechanism types for the list calls. A NULL array asks for
+/// the length; one too short gets CKR_BUFFER_TOO_SMALL with the length needed written;
+/// otherwise the elements and their count.
+struct CallerOutput<Element> {
+    private let buffer: UnsafeMutablePointer<Element>?
     private let length: UnsafeMutablePointer<CK_ULONG>
 
-    init(_ buffer: UnsafeMutablePointer<CK_BYTE>?, _ length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
+    init(_ buffer: UnsafeMutablePointer<Element>?, _ length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
         guard let length else { throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "NULL output length") }
         self.buffer = buffer
         self.length = length
@@ -16,26 +34,27 @@ struct CallerOutput {
     /// The caller asked only for the length.
     var isLengthQuery: Bool { buffer == nil }
 
-    /// Before producing output of `needed` bytes: answers a length query (false), refuses a short
-    /// buffer (CKR_BUFFER_TOO_SMALL), or says there is room (true). Nothing is produced in vain.
+    /// Before producing output of `needed` elements: answers a length query (false), refuses a
+    /// short buffer (CKR_BUFFER_TOO_SMALL), or says there is room (true). Nothing is produced in vain.
     func reserve(_ needed: Int) throws(CKError) -> Bool {
-        guard buffer != nil else {
+        switch CallTwice(needed: needed, hasBuffer: buffer != nil, capacity: length.pointee) {
+        case .lengthOnly:
             length.pointee = CK_ULONG(needed)
             return false
-        }
-        guard length.pointee >= CK_ULONG(needed) else {
+        case .tooSmall:
             length.pointee = CK_ULONG(needed)
             throw CKError.bufferTooSmall(required: needed)
+        case .fits:
+            return true
         }
-        return true
     }
 
-    /// Hands `bytes` to the caller by the convention; true when they were written.
+    /// Hands `elements` to the caller by the convention; true when they were written.
     @discardableResult
-    func deliver(_ bytes: [UInt8]) throws(CKError) -> Bool {
-        guard try reserve(bytes.count), let buffer else { return false }
-        bytes.withUnsafeBufferPointer { source in if let base = source.baseAddress { buffer.update(from: base, count: source.count) } }
-        length.pointee = CK_ULONG(bytes.count)
+    func deliver(_ elements: [Element]) throws(CKError) -> Bool {
+        guard try reserve(elements.count), let buffer else { return false }
+        elements.withUnsafeBufferPointer { source in if let base = source.baseAddress { buffer.update(from: base, count: source.count) } }
+        length.pointee = CK_ULONG(elements.count)
         return true
     }
 
@@ -44,11 +63,18 @@ struct CallerOutput {
         length.pointee = 0
     }
 
+    /// Whether the caller's buffer holds at least `bound` elements.
+    func hasRoom(for bound: Int) -> Bool {
+        buffer != nil && length.pointee >= CK_ULONG(bound)
+    }
+}
+
+extension CallerOutput where Element == CK_BYTE {
     /// The zero-copy path for large outputs: when the caller's buffer holds `bound` bytes, `body`
     /// writes into exactly those `bound` bytes (never past them, whatever length the caller
     /// claims) and returns how many it wrote; returns false without calling `body` otherwise.
-    func writeDirectly(bound: Int, _ body: (UnsafeMutableRawBufferPointer) throws(CKError) -> Int) throws(CKError) -> Bool {
-        guard let buffer, length.pointee >= CK_ULONG(bound) else { return false }
+    func writeDirectly<E: Error>(bound: Int, _ body: (UnsafeMutableRawBufferPointer) throws(E) -> Int) throws(E) -> Bool {
+        guard let buffer, hasRoom(for: bound) else { return false }
         let written = try body(UnsafeMutableRawBufferPointer(start: buffer, count: bound))
         length.pointee = CK_ULONG(written)
         return true

@@ -17,7 +17,7 @@ enum CallerTemplate {
     }
 
     private static func read(_ pointer: UnsafeMutablePointer<CK_ATTRIBUTE>?, count: CK_ULONG, nested: Bool, total: inout Int) throws(CKError) -> Template {
-        let entries = try entries(pointer, count: count)
+        let entries = try array(pointer, count: count)
         var template: Template = []
         template.reserveCapacity(entries.count)
         for entry in entries {
@@ -52,6 +52,14 @@ enum CallerTemplate {
         return withoutRepeats(template)
     }
 
+    /// The caller's CK_ATTRIBUTE array as a checked buffer (count bounded, NULL only when empty).
+    static func array(_ pointer: UnsafeMutablePointer<CK_ATTRIBUTE>?, count: CK_ULONG) throws(CKError) -> UnsafeMutableBufferPointer<CK_ATTRIBUTE> {
+        guard count <= maximumCount else { throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "template count \(count) is too large") }
+        guard count > 0 else { return UnsafeMutableBufferPointer(start: nil, count: 0) }
+        guard let pointer else { throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "template pointer is NULL") }
+        return UnsafeMutableBufferPointer(start: pointer, count: Int(count))
+    }
+
     /// An attribute named again with the same value counts once (PKCS#11 §4.1 encourages it, and
     /// PyKCS11's and SoftHSM's callers rely on it); named again with another value it stays, and
     /// the object rules refuse it (CKR_TEMPLATE_INCONSISTENT).
@@ -64,37 +72,6 @@ enum CallerTemplate {
             }
             return earlier != value
         }
-    }
-
-    /// The caller's array itself, for C_GetAttributeValue which writes lengths back.
-    static func entries(_ pointer: UnsafeMutablePointer<CK_ATTRIBUTE>?, count: CK_ULONG) throws(CKError) -> UnsafeMutableBufferPointer<CK_ATTRIBUTE> {
-        guard count <= maximumCount else { throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "template count \(count) is too large") }
-        guard count > 0 else { return UnsafeMutableBufferPointer(start: nil, count: 0) }
-        guard let pointer else { throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "template pointer is NULL") }
-        return UnsafeMutableBufferPointer(start: pointer, count: Int(count))
-    }
-}
-
-/// Writes a variable-length result under the call-twice convention (PKCS#11 §5.2):
-/// a NULL buffer asks for the length; a short buffer gets CKR_BUFFER_TOO_SMALL and the length.
-enum OutputBuffer {
-    static func write(_ bytes: [UInt8], to buffer: UnsafeMutablePointer<CK_BYTE>?, length: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
-        guard let length else { throw CKError.argumentsBad }
-        let available = length.pointee
-        length.pointee = CK_ULONG(bytes.count)
-        guard let buffer else { return }
-        guard available >= CK_ULONG(bytes.count) else { throw CKError.bufferTooSmall(required: bytes.count) }
-        bytes.withUnsafeBufferPointer { source in if let base = source.baseAddress { buffer.update(from: base, count: source.count) } }
-    }
-
-    /// The same convention for arrays of CK_ULONG-sized values (slot lists, mechanism lists).
-    static func write<T>(_ values: [T], to buffer: UnsafeMutablePointer<T>?, count: UnsafeMutablePointer<CK_ULONG>?) throws(CKError) {
-        guard let count else { throw CKError.argumentsBad }
-        let available = count.pointee
-        count.pointee = CK_ULONG(values.count)
-        guard let buffer else { return }
-        guard available >= CK_ULONG(values.count) else { throw CKError.bufferTooSmall(required: values.count) }
-        for (index, value) in values.enumerated() { buffer[index] = value }
     }
 }
 

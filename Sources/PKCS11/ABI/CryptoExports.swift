@@ -3,7 +3,7 @@ import CPKCS11
 /// The cryptographic entry points (§5.8–§5.14). Those whose mechanisms are not registered yet
 /// check their session and answer CKR_FUNCTION_NOT_SUPPORTED.
 public func C_EncryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
-    if let rv = SymmetricFastPath.initialize(s, m, k, encrypting: true) { return rv }
+    if let parameters = CallerKeptParameters(m), let rv = SymmetricFastPath.initialize(s, parameters, k, encrypting: true) { return rv }
     return Exports.inSession(#function, s) { state throws(CKError) in
         // PKCS#11 3.0: a NULL mechanism ends the active operation.
         guard m != nil else { return try state.cancel(s, .encrypt) }
@@ -11,7 +11,8 @@ public func C_EncryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK
     }
 }
 public func C_Encrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    if let rv = SymmetricFastPath.singlePart(s, d, dl, o, ol, encrypting: true) { return rv }
+    if let input = try? CallerBytes.input(d, count: dl), let output = try? CallerOutput(o, ol),
+       let rv = SymmetricFastPath.singlePart(s, input: input, output: output, encrypting: true) { return rv }
     return Exports.operationStep(#function, s, .encrypt) { state throws(CKError) in
         try state.cipherSinglePart(s, encrypting: true, input: try CallerBytes.input(d, count: dl), output: try CallerOutput(o, ol))
     }
@@ -27,7 +28,7 @@ public func C_EncryptFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULong
     }
 }
 public func C_DecryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
-    if let rv = SymmetricFastPath.initialize(s, m, k, encrypting: false) { return rv }
+    if let parameters = CallerKeptParameters(m), let rv = SymmetricFastPath.initialize(s, parameters, k, encrypting: false) { return rv }
     return Exports.inSession(#function, s) { state throws(CKError) in
         // PKCS#11 3.0: a NULL mechanism ends the active operation.
         guard m != nil else { return try state.cancel(s, .decrypt) }
@@ -35,7 +36,8 @@ public func C_DecryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK
     }
 }
 public func C_Decrypt(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV {
-    if let rv = SymmetricFastPath.singlePart(s, d, dl, o, ol, encrypting: false) { return rv }
+    if let input = try? CallerBytes.input(d, count: dl), let output = try? CallerOutput(o, ol),
+       let rv = SymmetricFastPath.singlePart(s, input: input, output: output, encrypting: false) { return rv }
     return Exports.operationStep(#function, s, .decrypt) { state throws(CKError) in
         try state.cipherSinglePart(s, encrypting: false, input: try CallerBytes.input(d, count: dl), output: try CallerOutput(o, ol))
     }

@@ -104,7 +104,7 @@ public func C_GetFunctionList(_ list: UnsafeMutablePointer<UnsafeMutablePointer<
 }
 
 public func C_GetInterfaceList(_ interfaces: UnsafeMutablePointer<CK_INTERFACE>?, _ count: ULongPointer) -> CK_RV {
-    Exports.run(#function) { () throws(CKError) in try OutputBuffer.write(FunctionLists.interfaces, to: interfaces, count: count) }
+    Exports.run(#function) { () throws(CKError) in try CallerOutput(interfaces, count).deliver(FunctionLists.interfaces) }
 }
 
 public func C_GetInterface(_ name: UnsafeMutablePointer<CK_UTF8CHAR>?, _ version: UnsafeMutablePointer<CK_VERSION>?,
@@ -120,7 +120,7 @@ public func C_GetInterface(_ name: UnsafeMutablePointer<CK_UTF8CHAR>?, _ version
 public func C_GetSlotList(_ tokenPresent: CK_BBOOL, _ list: UnsafeMutablePointer<CK_SLOT_ID>?, _ count: ULongPointer) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
         guard count != nil else { throw CKError.argumentsBad }
-        try OutputBuffer.write(state.slotList(tokenPresent: tokenPresent != 0), to: list, count: count)
+        try CallerOutput(list, count).deliver(state.slotList(tokenPresent: tokenPresent != 0))
     }
 }
 
@@ -150,7 +150,7 @@ public func C_WaitForSlotEvent(_ flags: CK_FLAGS, _ slot: UnsafeMutablePointer<C
 public func C_GetMechanismList(_ slot: CK_SLOT_ID, _ list: UnsafeMutablePointer<CK_MECHANISM_TYPE>?, _ count: ULongPointer) -> CK_RV {
     Exports.withState(#function) { state throws(CKError) in
         _ = try state.slot(slot)
-        try OutputBuffer.write(state.mechanisms.keys.sorted(), to: list, count: count)
+        try CallerOutput(list, count).deliver(state.mechanisms.keys.sorted())
     }
 }
 
@@ -306,7 +306,7 @@ public func C_GetObjectSize(_ session: CK_SESSION_HANDLE, _ object: CK_OBJECT_HA
 
 public func C_GetAttributeValue(_ session: CK_SESSION_HANDLE, _ object: CK_OBJECT_HANDLE, _ template: AttributePointer, _ count: CK_ULONG) -> CK_RV {
     Exports.inSession(#function, session) { state throws(CKError) in
-        try state.getAttributeValues(session, object: object, entries: try CallerTemplate.entries(template, count: count))
+        try state.getAttributeValues(session, object: object, entries: try CallerAttributeArray(template, count: count))
     }
 }
 

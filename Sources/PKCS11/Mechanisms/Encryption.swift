@@ -59,7 +59,7 @@ extension ModuleState {
     }
 
     /// C_Encrypt / C_Decrypt.
-    func cipherSinglePart(_ handle: CK_SESSION_HANDLE, encrypting: Bool, input: UnsafeRawBufferPointer, output: CallerOutput) throws(CKError) {
+    func cipherSinglePart(_ handle: CK_SESSION_HANDLE, encrypting: Bool, input: UnsafeRawBufferPointer, output: CallerOutput<CK_BYTE>) throws(CKError) {
         try step(handle, encrypting ? .encrypt : .decrypt, .singlePart) { operation throws(CKError) in
             let result: [UInt8]
             switch operation.engine {
@@ -86,7 +86,7 @@ extension ModuleState {
     }
 
     /// C_EncryptUpdate / C_DecryptUpdate.
-    func cipherUpdate(_ handle: CK_SESSION_HANDLE, encrypting: Bool, input: UnsafeRawBufferPointer, output: CallerOutput) throws(CKError) {
+    func cipherUpdate(_ handle: CK_SESSION_HANDLE, encrypting: Bool, input: UnsafeRawBufferPointer, output: CallerOutput<CK_BYTE>) throws(CKError) {
         try step(handle, encrypting ? .encrypt : .decrypt, .update) { operation throws(CKError) in
             switch operation.engine {
             case .symmetric(let cipher) where cipher.updatesHoldInput:
@@ -118,7 +118,7 @@ extension ModuleState {
     }
 
     /// C_EncryptFinal / C_DecryptFinal.
-    func cipherFinal(_ handle: CK_SESSION_HANDLE, encrypting: Bool, output: CallerOutput) throws(CKError) {
+    func cipherFinal(_ handle: CK_SESSION_HANDLE, encrypting: Bool, output: CallerOutput<CK_BYTE>) throws(CKError) {
         try step(handle, encrypting ? .encrypt : .decrypt, .final) { operation throws(CKError) in
             let result: [UInt8]
             switch operation.engine {

@@ -49,7 +49,7 @@ final class KeptCipher {
     static func keeps(_ mechanism: CK_MECHANISM_TYPE) -> Bool {
         switch mechanism {
         case CK_MECHANISM_TYPE(CKM_AES_GCM), CK_MECHANISM_TYPE(CKM_AES_CBC), CK_MECHANISM_TYPE(CKM_AES_CBC_PAD), CK_MECHANISM_TYPE(CKM_AES_ECB),
-             CK_MECHANISM_TYPE(Mechanisms.chacha20Poly1305): return true
+             CK_MECHANISM_TYPE(UInt(CKM_CHACHA20_POLY1305)): return true
         default: return false
         }
     }
@@ -61,44 +61,6 @@ final class KeptCipher {
 /// short buffer, an operation already active — and the full path then runs as if this did not
 /// exist, giving every error code and state rule from one place.
 enum SymmetricFastPath {
-    /// An IV and additional data as the caller's CK_MECHANISM holds them (not copied).
-    private struct Parameters {
-        var iv: UnsafeRawBufferPointer
-        var associatedData = UnsafeRawBufferPointer(start: nil, count: 0)
-        var tagBits: CK_ULONG = 0
-    }
-
-    /// The parameter of a kept mechanism, if it is one the full path would accept as it is.
-    private static func parameters(_ mechanism: CK_MECHANISM) -> Parameters? {
-        let length = Int(bitPattern: UInt(mechanism.ulParameterLen))
-        switch mechanism.mechanism {
-        case CK_MECHANISM_TYPE(CKM_AES_GCM):
-            guard let raw = mechanism.pParameter, length == MemoryLayout<CK_GCM_PARAMS>.size else { return nil }
-            let params = raw.loadUnaligned(as: CK_GCM_PARAMS.self)
-            guard let iv = params.pIv, params.ulIvLen >= 1, params.ulIvLen <= 256,
-                  params.ulAADLen <= CallerMechanism.maximumParameterLength, params.ulAADLen == 0 || params.pAAD != nil else { return nil }
-            return Parameters(iv: UnsafeRawBufferPointer(start: iv, count: Int(params.ulIvLen)),
-                              associatedData: UnsafeRawBufferPointer(start: params.ulAADLen == 0 ? nil : params.pAAD, count: Int(params.ulAADLen)),
-                              tagBits: params.ulTagBits)
-        case CK_MECHANISM_TYPE(Mechanisms.chacha20Poly1305):
-            // A 12-byte nonce as it is (the 8-byte form, and a length in bits, take the full path).
-            guard let raw = mechanism.pParameter, length == MemoryLayout<AEADNonceParameters>.size else { return nil }
-            let params = raw.loadUnaligned(as: AEADNonceParameters.self)
-            guard let nonce = params.nonce, params.nonceLength == 12,
-                  params.aadLength <= CallerMechanism.maximumParameterLength, params.aadLength == 0 || params.aad != nil else { return nil }
-            return Parameters(iv: UnsafeRawBufferPointer(start: nonce, count: 12),
-                              associatedData: UnsafeRawBufferPointer(start: params.aadLength == 0 ? nil : params.aad, count: Int(params.aadLength)))
-        case CK_MECHANISM_TYPE(CKM_AES_CBC), CK_MECHANISM_TYPE(CKM_AES_CBC_PAD):
-            guard let raw = mechanism.pParameter, length == SymmetricCipher.blockSize else { return nil }
-            return Parameters(iv: UnsafeRawBufferPointer(start: raw, count: length))
-        case CK_MECHANISM_TYPE(CKM_AES_ECB):
-            guard length == 0 else { return nil }
-            return Parameters(iv: UnsafeRawBufferPointer(start: nil, count: 0))
-        default:
-            return nil
-        }
-    }
-
     /// The session and its token, in one look at the tables.
     private static func sessionAndToken(_ state: ModuleState, _ handle: CK_SESSION_HANDLE) -> (Session, Token)? {
         state.tables.reading { () -> (Session, Token)? in
@@ -108,15 +70,14 @@ enum SymmetricFastPath {
     }
 
     /// C_EncryptInit / C_DecryptInit.
-    static func initialize(_ handle: CK_SESSION_HANDLE, _ pointer: MechanismPointer, _ key: CK_OBJECT_HANDLE, encrypting: Bool) -> CK_RV? {
-        guard let mechanism = pointer?.pointee, KeptCipher.keeps(mechanism.mechanism), let parameters = parameters(mechanism) else { return nil }
-        return OpenSSLErrorQueue.preserving { () -> CK_RV? in
+    static func initialize(_ handle: CK_SESSION_HANDLE, _ parameters: CallerKeptParameters, _ key: CK_OBJECT_HANDLE, encrypting: Bool) -> CK_RV? {
+        OpenSSLErrorQueue.preserving { () -> CK_RV? in
             let answer = try? Module.shared.withState { state throws(CKError) -> CK_RV? in
                 guard let (session, token) = sessionAndToken(state, handle) else { return nil }
                 return session.lock.withLock { () -> CK_RV? in
                     let kind: OperationKind = encrypting ? .encrypt : .decrypt
                     guard session.operations[kind] == nil, let kept = token.keptCipher(session: handle, encrypting: encrypting),
-                          kept.handle == key, kept.mechanism == mechanism.mechanism, kept.tagBits == parameters.tagBits else { return nil }
+                          kept.handle == key, kept.mechanism == parameters.mechanism, kept.tagBits == parameters.tagBits else { return nil }
                     if let version = kept.version {
                         guard let current = try? token.keychain.version(), current == version else { return nil }
                     }
@@ -137,25 +98,22 @@ enum SymmetricFastPath {
 
     /// C_Encrypt / C_Decrypt of an operation a kept cipher runs, into a buffer with room for
     /// any result.
-    static func singlePart(_ handle: CK_SESSION_HANDLE, _ data: BytePointer, _ dataLength: CK_ULONG, _ output: BytePointer,
-                           _ outputLength: ULongPointer, encrypting: Bool) -> CK_RV? {
-        guard let output, let outputLength, data != nil || dataLength == 0, dataLength <= CK_ULONG(Int32.max) - 64 else { return nil }
+    static func singlePart(_ handle: CK_SESSION_HANDLE, input: UnsafeRawBufferPointer, output: CallerOutput<CK_BYTE>, encrypting: Bool) -> CK_RV? {
+        guard !output.isLengthQuery, input.count <= Int(Int32.max) - 64 else { return nil }
         return OpenSSLErrorQueue.preserving { () -> CK_RV? in
             let answer = try? Module.shared.withState { state throws(CKError) -> CK_RV? in
                 guard let session = state.tables.reading({ state.sessions[handle] }) else { return nil }
                 return session.lock.withLock { () -> CK_RV? in
                     let kind: OperationKind = encrypting ? .encrypt : .decrypt
                     guard let operation = session.operations[kind], operation.isKept, operation.phase == .started,
-                          case .symmetric(let cipher) = operation.engine,
-                          outputLength.pointee >= CK_ULONG(cipher.oneShotBound(Int(dataLength))) else { return nil }
+                          case .symmetric(let cipher) = operation.engine, output.hasRoom(for: cipher.oneShotBound(input.count)) else { return nil }
                     // A single-part call ends the operation whatever it returns (here: no length
                     // query and no short buffer, which the full path handles).
                     session.operations[kind] = nil
-                    let input = UnsafeRawBufferPointer(start: dataLength == 0 ? nil : data, count: Int(dataLength))
-                    let room = UnsafeMutableRawBufferPointer(start: output, count: Int(outputLength.pointee > CK_ULONG(Int.max) ? CK_ULONG(Int.max) : outputLength.pointee))
                     do throws(CKError) {
-                        let written = try ModuleState.run(encrypting: encrypting) { try cipher.oneShot(input, into: room) }
-                        outputLength.pointee = CK_ULONG(written)
+                        _ = try output.writeDirectly(bound: cipher.oneShotBound(input.count)) { (room) throws(CKError) -> Int in
+                            try ModuleState.run(encrypting: encrypting) { try cipher.oneShot(input, into: room) }
+                        }
                         return CK_RV(CKR_OK)
                     } catch {
                         logger.debug("\(encrypting ? "C_Encrypt" : "C_Decrypt"): \(error.description)")

@@ -64,7 +64,7 @@ extension ModuleState {
     }
 
     func wrapKey(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, wrappingKey: CK_OBJECT_HANDLE, key: CK_OBJECT_HANDLE,
-                 output: CallerOutput) throws(CKError) {
+                 output: CallerOutput<CK_BYTE>) throws(CKError) {
         try withSession(handle) { session, token throws(CKError) in
             let wrapper = try wrapper(mechanism, key: wrappingKey, wrapping: true, session: session, token: token)
             let target = try keyAttributes(key, session: session, token: token)

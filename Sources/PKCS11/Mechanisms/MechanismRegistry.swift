@@ -3,19 +3,6 @@ import KeychainCore
 import KeychainCrypto
 
 enum Mechanisms {
-    // PKCS#11 3.0 values the 2.40 header lacks.
-    static let sha3_224: UInt = 0x2B5, sha3_256: UInt = 0x2B0, sha3_384: UInt = 0x2C0, sha3_512: UInt = 0x2D0
-    static let sha3_224HMAC: UInt = 0x2B6, sha3_256HMAC: UInt = 0x2B1, sha3_384HMAC: UInt = 0x2C1, sha3_512HMAC: UInt = 0x2D1
-    static let ecEdwardsKeyPairGen: UInt = 0x1055
-    static let ecMontgomeryKeyPairGen: UInt = 0x1056
-    static let eddsa: UInt = 0x1057
-    static let aesKeyWrap: UInt = 0x2109
-    static let aesKeyWrapPad: UInt = 0x210A
-    static let aesXTS: UInt = 0x1071, aesXTSKeyGen: UInt = 0x1072
-    static let mlKEMKeyPairGen: UInt = 0x0F, mlKEM: UInt = 0x17, mlDSAKeyPairGen: UInt = 0x1C, mlDSA: UInt = 0x1D  // PKCS#11 3.2
-    static let hkdfDerive: UInt = 0x402A, hkdfData: UInt = 0x402B, hkdfKeyGen: UInt = 0x402C
-    static let chacha20KeyGen: UInt = 0x1225, chacha20: UInt = 0x1226, chacha20Poly1305: UInt = 0x4021
-
     /// The mechanisms of each key policy (DESIGN §10): the compatible table offers RSA from
     /// 1,024 bits, P-192 and the legacy algorithms; the modern one does not.
     static let compatible = table(.compatible)
@@ -52,8 +39,8 @@ enum Mechanisms {
             (UInt(CKM_SHA256), UInt(CKM_SHA256_HMAC), UInt(CKM_SHA256_HMAC_GENERAL), .sha256),
             (UInt(CKM_SHA384), UInt(CKM_SHA384_HMAC), UInt(CKM_SHA384_HMAC_GENERAL), .sha384),
             (UInt(CKM_SHA512), UInt(CKM_SHA512_HMAC), UInt(CKM_SHA512_HMAC_GENERAL), .sha512),
-            (sha3_224, sha3_224HMAC, sha3_224HMAC + 1, .sha3_224), (sha3_256, sha3_256HMAC, sha3_256HMAC + 1, .sha3_256),
-            (sha3_384, sha3_384HMAC, sha3_384HMAC + 1, .sha3_384), (sha3_512, sha3_512HMAC, sha3_512HMAC + 1, .sha3_512),
+            (UInt(CKM_SHA3_224), UInt(CKM_SHA3_224_HMAC), UInt(CKM_SHA3_224_HMAC) + 1, .sha3_224), (UInt(CKM_SHA3_256), UInt(CKM_SHA3_256_HMAC), UInt(CKM_SHA3_256_HMAC) + 1, .sha3_256),
+            (UInt(CKM_SHA3_384), UInt(CKM_SHA3_384_HMAC), UInt(CKM_SHA3_384_HMAC) + 1, .sha3_384), (UInt(CKM_SHA3_512), UInt(CKM_SHA3_512_HMAC), UInt(CKM_SHA3_512_HMAC) + 1, .sha3_512),
         ]
         // An HMAC takes generic secrets and the key type dedicated to it (CKK_SHA256_HMAC…).
         let dedicated: [Digest.Algorithm: KeyType] = [.sha1: .sha1HMAC, .sha224: .sha224HMAC, .sha256: .sha256HMAC, .sha384: .sha384HMAC,
@@ -106,7 +93,8 @@ enum Mechanisms {
             (UInt(CKM_SHA1_RSA_PKCS), UInt(CKM_SHA1_RSA_PKCS_PSS), .sha1), (UInt(CKM_SHA224_RSA_PKCS), UInt(CKM_SHA224_RSA_PKCS_PSS), .sha224),
             (UInt(CKM_SHA256_RSA_PKCS), UInt(CKM_SHA256_RSA_PKCS_PSS), .sha256), (UInt(CKM_SHA384_RSA_PKCS), UInt(CKM_SHA384_RSA_PKCS_PSS), .sha384),
             (UInt(CKM_SHA512_RSA_PKCS), UInt(CKM_SHA512_RSA_PKCS_PSS), .sha512),
-            (0x66, 0x67, .sha3_224), (0x60, 0x63, .sha3_256), (0x61, 0x64, .sha3_384), (0x62, 0x65, .sha3_512),  // CKM_SHA3_*_RSA_PKCS[_PSS]
+            (UInt(CKM_SHA3_224_RSA_PKCS), UInt(CKM_SHA3_224_RSA_PKCS_PSS), .sha3_224), (UInt(CKM_SHA3_256_RSA_PKCS), UInt(CKM_SHA3_256_RSA_PKCS_PSS), .sha3_256),
+            (UInt(CKM_SHA3_384_RSA_PKCS), UInt(CKM_SHA3_384_RSA_PKCS_PSS), .sha3_384), (UInt(CKM_SHA3_512_RSA_PKCS), UInt(CKM_SHA3_512_RSA_PKCS_PSS), .sha3_512),
         ]
         for (pkcs1, pss, digest) in rsaHashes {
             table.add(pkcs1, rsaMin, rsaMax, signVerify) {
@@ -136,16 +124,17 @@ enum Mechanisms {
         table.add(UInt(CKM_EC_KEY_PAIR_GEN), ecMin, ecMax, UInt(CKF_GENERATE_KEY_PAIR) | ecFlags) { $0.generates = .ec }
         let ecdsa: [(UInt, Digest.Algorithm?)] = [(UInt(CKM_ECDSA), nil), (UInt(CKM_ECDSA_SHA1), .sha1), (UInt(CKM_ECDSA_SHA224), .sha224),
                                                    (UInt(CKM_ECDSA_SHA256), .sha256), (UInt(CKM_ECDSA_SHA384), .sha384), (UInt(CKM_ECDSA_SHA512), .sha512),
-                                                   (0x1047, .sha3_224), (0x1048, .sha3_256), (0x1049, .sha3_384), (0x104A, .sha3_512)]  // CKM_ECDSA_SHA3_*
+                                                   (UInt(CKM_ECDSA_SHA3_224), .sha3_224), (UInt(CKM_ECDSA_SHA3_256), .sha3_256),
+                                                   (UInt(CKM_ECDSA_SHA3_384), .sha3_384), (UInt(CKM_ECDSA_SHA3_512), .sha3_512)]
         for (type, digest) in ecdsa {
             table.add(type, ecMin, ecMax, signVerify | ecFlags) {
                 $0.keyTypes = [.ec]
                 $0.signature = { p, _ throws(CKError) in try p.requireEmpty(); return .ecdsa(digest: digest) }
             }
         }
-        table.add(ecEdwardsKeyPairGen, 255, 448, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .ecEdwards }
-        table.add(ecMontgomeryKeyPairGen, 255, 448, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .ecMontgomery }
-        table.add(eddsa, 255, 448, signVerify) {
+        table.add(UInt(CKM_EC_EDWARDS_KEY_PAIR_GEN), 255, 448, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .ecEdwards }
+        table.add(UInt(CKM_EC_MONTGOMERY_KEY_PAIR_GEN), 255, 448, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .ecMontgomery }
+        table.add(UInt(CKM_EDDSA), 255, 448, signVerify) {
             $0.keyTypes = [.ecEdwards]
             $0.signature = { p, key throws(CKError) in try eddsaScheme(p, key: key) }
         }
@@ -189,8 +178,8 @@ enum Mechanisms {
                 $0.cipher = { p throws(CKError) in .symmetric(mode, iv: try p.flatBytes(count: 16, what: "IV"), associatedData: []) }
             }
         }
-        table.add(aesXTSKeyGen, 32, 64, UInt(CKF_GENERATE)) { $0.generates = .aesXTS }
-        table.add(aesXTS, 32, 64, encryptDecrypt) {
+        table.add(UInt(CKM_AES_XTS_KEY_GEN), 32, 64, UInt(CKF_GENERATE)) { $0.generates = .aesXTS }
+        table.add(UInt(CKM_AES_XTS), 32, 64, encryptDecrypt) {
             $0.keyTypes = [.aesXTS]
             $0.cipher = { p throws(CKError) in .symmetric(.xts, iv: try p.flatBytes(count: 16, what: "XTS tweak"), associatedData: []) }
         }
@@ -198,13 +187,13 @@ enum Mechanisms {
             $0.keyTypes = [.aes]
             $0.cipher = { p throws(CKError) in try ccmSpec(p) }
         }
-        table.add(chacha20KeyGen, 32, 32, UInt(CKF_GENERATE)) { $0.generates = .chacha20 }
-        table.add(chacha20, 32, 32, encryptDecrypt) {
+        table.add(UInt(CKM_CHACHA20_KEY_GEN), 32, 32, UInt(CKF_GENERATE)) { $0.generates = .chacha20 }
+        table.add(UInt(CKM_CHACHA20), 32, 32, encryptDecrypt) {
             $0.keyTypes = [.chacha20]
             $0.blockCipher = .chacha20
             $0.cipher = { p throws(CKError) in try chacha20Spec(p) }
         }
-        table.add(chacha20Poly1305, 32, 32, encryptDecrypt) {
+        table.add(UInt(CKM_CHACHA20_POLY1305), 32, 32, encryptDecrypt) {
             $0.keyTypes = [.chacha20]
             $0.blockCipher = .chacha20
             $0.cipher = { p throws(CKError) in try chacha20Poly1305Spec(p) }
@@ -222,11 +211,11 @@ enum Mechanisms {
                 $0.macLengthIsParameter = true
             }
         }
-        table.add(aesKeyWrap, 16, 32, wrapUnwrap) {
+        table.add(UInt(CKM_AES_KEY_WRAP), 16, 32, wrapUnwrap) {
             $0.keyTypes = [.aes]
             $0.keyWrap = .kw
         }
-        table.add(aesKeyWrapPad, 16, 32, wrapUnwrap) {
+        table.add(UInt(CKM_AES_KEY_WRAP_PAD), 16, 32, wrapUnwrap) {
             $0.keyTypes = [.aes]
             $0.keyWrap = .kwp
         }
@@ -234,7 +223,6 @@ enum Mechanisms {
             addDES(&table)
             addFiniteField(&table)
         }
-        addPostQuantum(&table)
 
         // Key agreement: ECDH on the NIST curves and on X25519/X448 (sizes in bits).
         table.add(UInt(CKM_ECDH1_DERIVE), min(ecMin, 255), ecMax, UInt(CKF_DERIVE) | ecFlags) {
@@ -248,15 +236,16 @@ enum Mechanisms {
             $0.derivation = .ecdh(cofactor: true)
         }
         // Key derivation of PKCS#11 3.0 (§2.43, §2.44, §2.63); sizes in bytes of the base key.
-        table.add(hkdfKeyGen, 1, 512, UInt(CKF_GENERATE)) { $0.generates = .hkdf }
-        for (type, dataObject) in [(hkdfDerive, false), (hkdfData, true)] {
+        table.add(UInt(CKM_HKDF_KEY_GEN), 1, 512, UInt(CKF_GENERATE)) { $0.generates = .hkdf }
+        for (type, dataObject) in [(UInt(CKM_HKDF_DERIVE), false), (UInt(CKM_HKDF_DATA), true)] {
             table.add(type, 1, 512, UInt(CKF_DERIVE)) {
                 $0.keyTypes = [.hkdf, .genericSecret]
                 $0.derivation = .hkdf(dataObject: dataObject)
             }
         }
         table.add(UInt(CKM_PKCS5_PBKD2), 1, 512, UInt(CKF_GENERATE)) { $0.derivesFromPassword = true }
-        let kdfModes: [(UInt, SP800108.Mode)] = [(0x3AC, .counter), (0x3AD, .feedback), (0x3AE, .doublePipeline)]
+        let kdfModes: [(UInt, SP800108.Mode)] = [(UInt(CKM_SP800_108_COUNTER_KDF), .counter), (UInt(CKM_SP800_108_FEEDBACK_KDF), .feedback),
+                                                 (UInt(CKM_SP800_108_DOUBLE_PIPELINE_KDF), .doublePipeline)]
         for (type, mode) in kdfModes {
             table.add(type, 1, 512, UInt(CKF_DERIVE)) {
                 $0.keyTypes = KeyType.genericLike.filter { $0 != .hkdf } + [.aes, .des2, .des3]
@@ -284,18 +273,6 @@ enum Mechanisms {
             $0.derivation = .encryptData(.cbc)
         }
         return table
-    }
-
-    /// PKCS#11 3.2's ML-KEM and ML-DSA (CKK_ML_KEM, CKK_ML_DSA; parameter sets in
-    /// CKA_PARAMETER_SET). The seam for the platform's OpenSSL 3.5: until `PostQuantum.available`
-    /// the rows are absent, and C_GetMechanismInfo answers CKR_MECHANISM_INVALID, as for any
-    /// mechanism not offered. Their operations are EVP_PKEY keygen, EVP_DigestSign with no digest
-    /// (ML-DSA, like EdDSA here) and EVP_PKEY_encapsulate/decapsulate (ML-KEM); the rows are
-    /// added with those operations, not before.
-    private static func addPostQuantum(_ table: inout [CK_MECHANISM_TYPE: Mechanism]) {
-        guard PostQuantum.available else { return }
-        // Operations for these rows are not written yet: none is registered without them.
-        _ = (mlKEMKeyPairGen, mlKEM, mlDSAKeyPairGen, mlDSA, KeyType.mlKEM, KeyType.mlDSA)
     }
 
     /// Triple DES (two- and three-key) from OpenSSL's default provider, and single DES when its

@@ -127,7 +127,7 @@ extension ModuleState {
     // MARK: the data steps of digest, sign and verify
 
     /// C_Digest / C_Sign: the whole input at once, under the call-twice convention.
-    func finishSinglePart(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, data: UnsafeRawBufferPointer, output: CallerOutput) throws(CKError) {
+    func finishSinglePart(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, data: UnsafeRawBufferPointer, output: CallerOutput<CK_BYTE>) throws(CKError) {
         try step(handle, kind, .singlePart) { operation throws(CKError) in
             guard try output.reserve(operation.outputLength) else { return ((), false) }
             try operation.absorb(data)
@@ -144,7 +144,7 @@ extension ModuleState {
     }
 
     /// C_DigestFinal / C_SignFinal.
-    func finishMultiPart(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, output: CallerOutput) throws(CKError) {
+    func finishMultiPart(_ handle: CK_SESSION_HANDLE, _ kind: OperationKind, output: CallerOutput<CK_BYTE>) throws(CKError) {
         try step(handle, kind, .final) { operation throws(CKError) in
             guard try output.reserve(operation.outputLength) else { return ((), false) }
             try output.deliver(try operation.result())
