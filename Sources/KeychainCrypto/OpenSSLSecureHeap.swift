@@ -31,21 +31,14 @@ public enum OpenSSLSecureHeap {
     static let minimumAllocation = 16
 
     private final class State: @unchecked Sendable {
-        let mutex: UnsafeMutablePointer<pthread_mutex_t>
+        let mutex = PThreadMutex(.plain)
         var requestedSize = OpenSSLSecureHeap.defaultSize
         var decided = false
         /// The size of the heap this module made; 0 when it made none.
         var madeSize = 0
 
-        init() {
-            mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-            pthread_mutex_init(mutex, nil)
-        }
-
         func locked<T>(_ body: () -> T) -> T {
-            pthread_mutex_lock(mutex)
-            defer { pthread_mutex_unlock(mutex) }
-            return body()
+            mutex.withLock(body)
         }
     }
 

@@ -21,19 +21,17 @@ public final class SecurePages: @unchecked Sendable {
     static let slotSizes = [32, 64, 128, 256, 512, 1024, 2048, 4096]
     static let chunkSize = 64 << 10
 
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let mutex = PThreadMutex(.plain)
     private var free: [[UnsafeMutableRawPointer]]
 
     private init() {
-        mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-        pthread_mutex_init(mutex, nil)
         free = Array(repeating: [], count: Self.slotSizes.count)
         // A fork while another thread holds the mutex would leave the child's copy locked for
         // ever: hold it across fork instead.
         pthread_atfork(
-            { pthread_mutex_lock(SecurePages.shared.mutex) },
-            { pthread_mutex_unlock(SecurePages.shared.mutex) },
-            { pthread_mutex_unlock(SecurePages.shared.mutex) })
+            { SecurePages.shared.mutex.lock() },
+            { SecurePages.shared.mutex.unlock() },
+            { SecurePages.shared.mutex.unlock() })
     }
 
     /// A zeroed buffer of at least `count` bytes, and its capacity; nil when no mapping can be made.
@@ -43,8 +41,8 @@ public final class SecurePages: @unchecked Sendable {
             guard let region = Self.map(size) else { return nil }
             return (region, size)
         }
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        mutex.lock()
+        defer { mutex.unlock() }
         if free[slot].isEmpty {
             guard let chunk = Self.map(Self.chunkSize) else { return nil }
             let size = Self.slotSizes[slot]
@@ -62,9 +60,9 @@ public final class SecurePages: @unchecked Sendable {
             munmap(pointer, capacity)
             return
         }
-        pthread_mutex_lock(mutex)
+        mutex.lock()
         free[slot].append(pointer)
-        pthread_mutex_unlock(mutex)
+        mutex.unlock()
     }
 
     /// A private mapping out of core dumps, zeroed in a forked child, locked in RAM if the limit

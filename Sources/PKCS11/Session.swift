@@ -1,4 +1,5 @@
 import CPKCS11
+import KeychainCrypto
 import KeychainCore
 
 /// One PKCS#11 session. Login state lives on the token (shared by the application's sessions).
@@ -10,7 +11,7 @@ final class Session: @unchecked Sendable {
     let handle: CK_SESSION_HANDLE
     let slotID: CK_SLOT_ID
     let readWrite: Bool
-    let lock = RecursiveMutex()
+    let lock = PThreadMutex(.recursive)
     /// The token's logout count this session has caught up with.
     private var logoutsSeen: UInt64 = 0
     /// The active C_FindObjects operation: handles not yet returned.

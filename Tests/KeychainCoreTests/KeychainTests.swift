@@ -80,11 +80,11 @@ final class KeychainTests: XCTestCase {
     // Keychain's own methods call them, with its lock held (the wait lets it go).
 
     private static func begin(_ keychain: Keychain, _ counter: String) throws -> PINAttempt {
-        try keychain.lock.held { () throws(KeychainError) in try keychain.beginAttempt(counter, locked: "locked") }
+        try keychain.lock.withLock { () throws(KeychainError) in try keychain.beginAttempt(counter, locked: "locked") }
     }
 
     private static func finish(_ keychain: Keychain, _ attempt: PINAttempt, right: Bool) {
-        keychain.lock.held { keychain.finishAttempt(attempt, right: right) }
+        keychain.lock.withLock { keychain.finishAttempt(attempt, right: right) }
     }
 
     func test_a_right_pin_does_not_clear_wrong_guesses_still_in_flight() throws {
@@ -100,7 +100,7 @@ final class KeychainTests: XCTestCase {
     func test_no_more_evaluations_start_than_the_limit_leaves_room_for() throws {
         let keychain = try makeKeychain(userPIN: userPIN)
         let counter = Keychain.Meta.failures(.user)
-        try keychain.lock.held { try keychain.store.write { try keychain.store.setMeta(counter, integer: 7) } }
+        try keychain.lock.withLock { try keychain.store.write { try keychain.store.setMeta(counter, integer: 7) } }
         var inFlight: [PINAttempt] = []
         for _ in 0..<3 { inFlight.append(try Self.begin(keychain, counter)) }
         // 7 known + 3 in flight = the limit: a fourth waits; the three turn out wrong, so it is
@@ -125,12 +125,12 @@ final class KeychainTests: XCTestCase {
         let me = ProcessIdentity.current()
         XCTAssertNotEqual(me.startTime, 0, "/proc/self/stat read")
         let dead = ProcessIdentity(pid: me.pid, startTime: me.startTime + 1, namespace: me.namespace)
-        try keychain.lock.held { try keychain.store.write { try keychain.store.setMeta(counter + ".attempt.dead", blob: dead.marker(started: Int64(time(nil)))) } }
+        try keychain.lock.withLock { try keychain.store.write { try keychain.store.setMeta(counter + ".attempt.dead", blob: dead.marker(started: Int64(time(nil)))) } }
         // One of this process's own markers stays live.
         let live = try Self.begin(keychain, counter)
         XCTAssertEqual(try keychain.info().userPIN.failures, 1)
-        XCTAssertNil(try keychain.lock.held { try keychain.store.metaBlob(counter + ".attempt.dead") })
-        XCTAssertTrue(ProcessIdentity.isLive(marker: try keychain.lock.held { try keychain.store.metaBlob(live.marker) }, now: Int64(time(nil)), lease: Keychain.attemptLease))
+        XCTAssertNil(try keychain.lock.withLock { try keychain.store.metaBlob(counter + ".attempt.dead") })
+        XCTAssertTrue(ProcessIdentity.isLive(marker: try keychain.lock.withLock { try keychain.store.metaBlob(live.marker) }, now: Int64(time(nil)), lease: Keychain.attemptLease))
         Self.finish(keychain, live, right: false)
         XCTAssertEqual(try keychain.info().userPIN.failures, 2)
         // A marker older than the lease counts as a failure too, whoever holds it.

@@ -26,7 +26,7 @@ extension Keychain {
     /// Errors: `.argumentsBad` for scrypt parameters out of bounds, `.pinLengthRange` for a
     /// passphrase of 0 or more than 1024 bytes, and what reading an object can fail with.
     public func backup(master: MasterKey, passphrase: UnsafeRawBufferPointer, kdf: ScryptParameters) throws(KeychainError) -> (file: [UInt8], summary: BackupSummary) {
-        try lock.held { () throws(KeychainError) -> (file: [UInt8], summary: BackupSummary) in
+        try lock.withLock { () throws(KeychainError) -> (file: [UInt8], summary: BackupSummary) in
             guard kdf.isWithinLimits else { throw KeychainError(.argumentsBad, "scrypt parameters out of bounds") }
             guard passphrase.count >= 1, passphrase.count <= BackupFile.maximumPassphraseLength else {
                 throw KeychainError(.pinLengthRange, "a backup passphrase has 1 to \(BackupFile.maximumPassphraseLength) bytes")
@@ -64,7 +64,7 @@ extension Keychain {
     /// device key, as when they are added. The restore writes through a connection of its own,
     /// so it must not run inside this keychain's `transaction`.
     public func restore(_ file: [UInt8], passphrase: UnsafeRawBufferPointer, master: MasterKey, skipDuplicates: Bool) throws(KeychainError) -> RestoreSummary {
-        try lock.held { () throws(KeychainError) -> RestoreSummary in
+        try lock.withLock { () throws(KeychainError) -> RestoreSummary in
             let header = try BackupFile.Header(parsing: file)
             let objects = try BackupFile.objects(in: try BackupFile.open(file, header: header, passphrase: passphrase), count: header.objectCount)
             for (index, object) in objects.map(\.object).enumerated() {

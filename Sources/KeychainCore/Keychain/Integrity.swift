@@ -226,7 +226,7 @@ extension Keychain {
 
     /// `keychainctl verify`: every bucket against the manifest, then every object opened.
     public func verifyIntegrity(master: MasterKey?) throws(KeychainError) -> Int {
-        try lock.held { () throws(KeychainError) -> Int in
+        try lock.withLock { () throws(KeychainError) -> Int in
             integrityCache = nil
             let seen = epochBeforeSnapshot()
             let rows = try translatingErrors {
@@ -252,7 +252,7 @@ extension Keychain {
     /// Accepts this file as it is now, older than the device remembers (a backup restored on
     /// purpose): the device's record goes back to the file's epoch.
     public func acceptOlderCopy(master: MasterKey?) throws(KeychainError) {
-        try lock.held { () throws(KeychainError) -> Void in
+        try lock.withLock { () throws(KeychainError) -> Void in
             let mac = try integrityMAC(master: master, creating: false)
             guard let manifest = try translatingErrors({ try storedManifest(mac: mac) }) else { return }
             epochCounter.reset(to: manifest.epoch)

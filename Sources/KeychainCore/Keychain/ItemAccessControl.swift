@@ -119,16 +119,16 @@ extension Keychain {
         guard object[.sealedSecrets] != nil else { return object }
         guard let uniqueID = object[.uniqueID] else { throw KeychainError(.recordCorrupted, "an item with an application password has no unique ID") }
         let counter = Meta.applicationPasswordFailures(uniqueID)
-        let attempt = try lock.held { () throws(KeychainError) in
+        let attempt = try lock.withLock { () throws(KeychainError) in
             try beginAttempt(counter, locked: "this item's application password is locked (too many wrong entries): the SO unlocks it by re-setting the user PIN")
         }
         // Counted: the password's KDF runs with the lock let go.
         do {
             let revealed = try ApplicationPasswordSeal.open(object, password: password)
-            lock.held { finishAttempt(attempt, right: true) }
+            lock.withLock { finishAttempt(attempt, right: true) }
             return revealed
         } catch {
-            lock.held { finishAttempt(attempt, right: false) }
+            lock.withLock { finishAttempt(attempt, right: false) }
             throw error
         }
     }

@@ -42,12 +42,12 @@ extension Keychain {
     }
 
     /// Whether AfterFirstUnlock items can be opened in this process.
-    public var isFirstUnlocked: Bool { lock.held { firstUnlock != nil } }
+    public var isFirstUnlocked: Bool { lock.withLock { firstUnlock != nil } }
 
     /// An AfterFirstUnlock key received from the unlock session, accepted only if it is this
     /// keychain's: AfterFirstUnlock items become readable without the PIN.
     public func acceptFirstUnlock(fromSession bytes: SecureBytes) throws(KeychainError) {
-        try lock.held { () throws(KeychainError) in
+        try lock.withLock { () throws(KeychainError) in
             guard firstUnlock == nil else { return }
             guard try matchesCheck(bytes, meta: Self.firstUnlockCheckMeta) == true else {
                 throw KeychainError(.pinIncorrect, "the session's AfterFirstUnlock key is not this keychain's")
@@ -65,7 +65,7 @@ extension Keychain {
     /// (its check value, recorded at a PIN unlock, matches). Counts as an unlock of the user:
     /// AfterFirstUnlock items become readable, as after a PIN.
     public func masterKey(fromSession bytes: SecureBytes) throws(KeychainError) -> MasterKey {
-        try lock.held { () throws(KeychainError) -> MasterKey in
+        try lock.withLock { () throws(KeychainError) -> MasterKey in
             guard bytes.count == AESGCM.keySize else { throw KeychainError(.pinIncorrect, "the session's key has the wrong size") }
             guard let matches = try matchesCheck(bytes, meta: Self.masterCheckMeta) else {
                 throw KeychainError(.pinIncorrect, "the keychain has no key check yet: unlock it once with its PIN")
@@ -96,14 +96,14 @@ extension Keychain {
     private static let lockOnSleepMeta = "session.lock_on_sleep"
 
     public func sessionPolicy() throws(KeychainError) -> SessionPolicy {
-        try lock.held { () throws(KeychainError) -> SessionPolicy in
+        try lock.withLock { () throws(KeychainError) -> SessionPolicy in
             let (idle, sleep) = try translatingErrors { try store.read { (try store.metaInteger(Self.idleTimeoutMeta), try store.metaInteger(Self.lockOnSleepMeta)) } }
             return SessionPolicy(idleTimeout: Int(max(0, idle ?? 0)), lockOnSleep: (sleep ?? 1) != 0)
         }
     }
 
     public func setSessionPolicy(_ policy: SessionPolicy) throws(KeychainError) {
-        try lock.held { () throws(KeychainError) in
+        try lock.withLock { () throws(KeychainError) in
             try translatingErrors {
                 try store.write {
                     try store.setMeta(Self.idleTimeoutMeta, integer: Int64(max(0, policy.idleTimeout)))

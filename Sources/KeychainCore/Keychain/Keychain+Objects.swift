@@ -101,7 +101,7 @@ extension Keychain {
         if object.objectClass == .privateKey, !object.bool(.alwaysAuthenticate) {
             throw KeychainError(.templateInconsistent, "a key with an application password needs CKA_ALWAYS_AUTHENTICATE = TRUE (the password is its context-specific PIN)")
         }
-        let kdf = try lock.held { () throws(KeychainError) -> ScryptParameters in
+        let kdf = try lock.withLock { () throws(KeychainError) -> ScryptParameters in
             try translatingErrors { try storedKDF(Meta.verifier(.user)) } ?? .interactive
         }
         let flags = object.accessControlFlags
@@ -133,7 +133,7 @@ extension Keychain {
     /// Stores a new token object; private objects need the master key. Returns its row id.
     public func add(_ object: ObjectAttributes, uid: [UInt8], master: MasterKey?) throws(KeychainError) -> Int64 {
         let object = try sealingApplicationPassword(object)
-        return try lock.held { () throws(KeychainError) -> Int64 in
+        return try lock.withLock { () throws(KeychainError) -> Int64 in
             let protection = try Protection(for: object)
             let keys = try keysForStoring(protection, object: object, master: master)
             return try writeRow(master: master) { epoch in
@@ -149,7 +149,7 @@ extension Keychain {
     /// Reads a token object. Altered or damaged records fail with `.recordCorrupted`;
     /// private objects without the master key fail with `.objectNotFound`.
     public func object(id: Int64, master: MasterKey?) throws(KeychainError) -> ObjectAttributes {
-        try lock.held { () throws(KeychainError) -> ObjectAttributes in
+        try lock.withLock { () throws(KeychainError) -> ObjectAttributes in
             // One snapshot: the row, its index entries and the manifest, as one commit left them.
             let seen = epochBeforeSnapshot()
             return try translatingErrors {
@@ -199,7 +199,7 @@ extension Keychain {
         // A new secret for an item with an application password (the caller checked the password
         // against the old seal) is sealed again under it, never stored.
         let object = try sealingApplicationPassword(object)
-        try lock.held { () throws(KeychainError) -> Void in
+        try lock.withLock { () throws(KeychainError) -> Void in
             let row = try translatingErrors { try store.fetchObject(id: id) }
             guard let current = Protection(rawValue: row.protection), current.isPrivate == object.isPrivate || allowingPrivateChange else {
                 throw KeychainError(.attributeReadOnly, "CKA_PRIVATE cannot change in place")
@@ -223,7 +223,7 @@ extension Keychain {
     /// Deletes a stored object; the manifest forgets its row (`master` opens the manifest key
     /// where the device key cannot).
     public func remove(id: Int64, master: MasterKey?) throws(KeychainError) {
-        try lock.held { () throws(KeychainError) -> Void in
+        try lock.withLock { () throws(KeychainError) -> Void in
             try writeRow(master: master) { _ in
                 let before = try store.fetchObject(id: id)
                 try store.deleteObject(id: id)
@@ -234,7 +234,7 @@ extension Keychain {
 
     /// Size of an object's stored record.
     public func storedSize(id: Int64) throws(KeychainError) -> Int {
-        try lock.held { () throws(KeychainError) -> Int in
+        try lock.withLock { () throws(KeychainError) -> Int in
             try translatingErrors { try store.fetchObject(id: id).record.count }
         }
     }
@@ -242,7 +242,7 @@ extension Keychain {
     /// Token objects matching `template`, by indexed SQL where possible, decrypting only the
     /// candidates that an index cannot decide. Private objects are searched only with `master`.
     public func find(_ template: Template, master: MasterKey?) throws(KeychainError) -> [FoundObject] {
-        try lock.held { () throws(KeychainError) -> [FoundObject] in
+        try lock.withLock { () throws(KeychainError) -> [FoundObject] in
             let available = availableKeys(master: master)
             var protections = available.map(\.protection)
             var objectClass: UInt64?

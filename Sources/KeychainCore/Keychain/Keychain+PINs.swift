@@ -33,7 +33,7 @@ extension Keychain {
 
     /// Records a slot ID for a file that had none, or whose ID another file already uses.
     public func assignSlotID(_ slotID: UInt) throws(KeychainError) {
-        try lock.held { () throws(KeychainError) -> Void in
+        try lock.withLock { () throws(KeychainError) -> Void in
             try translatingErrors {
                 try store.write {
                     try store.setMeta(Meta.slotID, integer: Int64(bitPattern: UInt64(slotID)))
@@ -46,7 +46,7 @@ extension Keychain {
     /// Whether this file is the one its slot ID was given to (not a copy of it): its inode is the
     /// one recorded with the ID. False for files of earlier builds, which recorded none.
     public func holdsSlotID() -> Bool {
-        lock.held {
+        lock.withLock {
             guard let recorded = try? store.metaInteger(Meta.slotFile), let inode = Self.inode(of: path) else { return false }
             return recorded == inode
         }
@@ -61,7 +61,7 @@ extension Keychain {
     /// Checks `pin` and returns the master key. Every attempt is counted before the PIN is
     /// evaluated (`beginAttempt`); at the limit the PIN locks.
     public func unlock(_ owner: PINOwner, pin: UnsafeRawBufferPointer) throws(KeychainError) -> MasterKey {
-        try lock.held { () throws(KeychainError) -> MasterKey in
+        try lock.withLock { () throws(KeychainError) -> MasterKey in
             let (verifier, wrapped) = try translatingErrors { () throws -> (PINVerifier?, [UInt8]?) in
                 try store.read {
                     let verifier = try store.metaBlob(Meta.verifier(owner))
@@ -118,7 +118,7 @@ extension Keychain {
     /// Raises the scrypt cost of both PINs: each is re-wrapped at its next successful login
     /// (the PIN is needed to derive the new key), and PINs set from now on use it.
     public func raiseKDF(to parameters: ScryptParameters) throws(KeychainError) {
-        try lock.held { () throws(KeychainError) -> Void in
+        try lock.withLock { () throws(KeychainError) -> Void in
             guard parameters.isWithinLimits else { throw KeychainError(.argumentsBad, "scrypt parameters out of bounds") }
             if let existing = try translatingErrors({ try storedKDF(Meta.verifier(.user)) }), !existing.isWeaker(than: parameters) {
                 throw KeychainError(.argumentsBad, "the cost can only be raised (now log2 N = \(existing.logN))")
@@ -130,10 +130,10 @@ extension Keychain {
 
     /// Sets (or resets) the user PIN with an unlocked master key (C_InitPIN by the SO).
     public func setUserPIN(_ pin: UnsafeRawBufferPointer, master: MasterKey, kdf: ScryptParameters) throws(KeychainError) {
-        let settings = try lock.held { () throws(KeychainError) in try newPINSettings(kdf) }
+        let settings = try lock.withLock { () throws(KeychainError) in try newPINSettings(kdf) }
         try settings.policy.checkLength(pin)
         let wrapped = try translatingErrors { try Self.wrapping(master.key, for: .user, pin: pin, kdf: settings.kdf) }
-        try lock.held { () throws(KeychainError) in
+        try lock.withLock { () throws(KeychainError) in
             try translatingErrors {
                 try store.write {
                     try wrapped.store(in: store, for: .user)
@@ -145,11 +145,11 @@ extension Keychain {
 
     /// Changes a PIN after checking the old one: only the wrapping of the master key changes.
     public func changePIN(_ owner: PINOwner, old: UnsafeRawBufferPointer, new: UnsafeRawBufferPointer, kdf: ScryptParameters) throws(KeychainError) {
-        let settings = try lock.held { () throws(KeychainError) in try newPINSettings(kdf) }
+        let settings = try lock.withLock { () throws(KeychainError) in try newPINSettings(kdf) }
         try settings.policy.checkLength(new)
         let master = try unlock(owner, pin: old)
         let wrapped = try translatingErrors { try Self.wrapping(master.key, for: owner, pin: new, kdf: settings.kdf) }
-        try lock.held { () throws(KeychainError) in
+        try lock.withLock { () throws(KeychainError) in
             try translatingErrors { try store.write { try wrapped.store(in: store, for: owner) } }
         }
     }
@@ -157,7 +157,7 @@ extension Keychain {
     /// C_InitToken on an initialised keychain: checks the SO PIN, then destroys every object,
     /// replaces the master key and clears the user PIN. Slot ID and serial stay.
     public func reinitialize(soPIN: UnsafeRawBufferPointer, label: String, kdf: ScryptParameters) throws(KeychainError) {
-        try lock.held { () throws(KeychainError) -> Void in
+        try lock.withLock { () throws(KeychainError) -> Void in
             _ = try unlock(.securityOfficer, pin: soPIN)
             let master = try translatingErrors { try SecureBytes.random(count: AESGCM.keySize) }
             try translatingErrors {

@@ -42,7 +42,7 @@ public struct FoundObject: Sendable, Equatable {
 /// PIN and password checks, which runs with the lock let go.
 public final class Keychain: @unchecked Sendable {
     public let path: String
-    let lock = KeychainLock()
+    let lock = PThreadMutex(.recursive)
     let store: KeychainDatabase
     /// The file key's bytes: random per keychain, they make its device binding its own.
     let keychainSalt: [UInt8]
@@ -185,7 +185,7 @@ public final class Keychain: @unchecked Sendable {
     /// The keychain's state. Counting objects reads the whole objects table: callers on a hot
     /// path (C_Initialize, C_GetTokenInfo) pass `countingObjects: false` and get zero counts.
     public func info(countingObjects: Bool = true) throws(KeychainError) -> KeychainInfo {
-        try lock.held { () throws(KeychainError) -> KeychainInfo in
+        try lock.withLock { () throws(KeychainError) -> KeychainInfo in
             try translatingErrors {
                 try store.read {
                     let counts = countingObjects ? try store.objectCounts() : [:]
@@ -211,7 +211,7 @@ public final class Keychain: @unchecked Sendable {
 
     /// Runs `body` as one write transaction: every change in it is stored, or none.
     public func transaction<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
-        try lock.held { () throws(KeychainError) -> R in
+        try lock.withLock { () throws(KeychainError) -> R in
             let outermost = !store.inTransaction
             do {
                 let result = try store.write { () throws -> R in try body() }
@@ -236,14 +236,14 @@ public final class Keychain: @unchecked Sendable {
 
     /// Changes when anything in the file may have changed (here or in another process).
     public func version() throws(KeychainError) -> KeychainVersion {
-        try lock.held { () throws(KeychainError) -> KeychainVersion in
+        try lock.withLock { () throws(KeychainError) -> KeychainVersion in
             KeychainVersion(stamp: try translatingErrors { try store.currentStamp() })
         }
     }
 
     /// `PRAGMA integrity_check` of the file.
     public func integrityCheck() throws(KeychainError) -> String {
-        try lock.held { () throws(KeychainError) -> String in
+        try lock.withLock { () throws(KeychainError) -> String in
             try translatingErrors { try store.integrityCheck() }
         }
     }
