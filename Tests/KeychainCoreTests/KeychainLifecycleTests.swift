@@ -65,3 +65,67 @@ final class KeychainLifecycleTests: XCTestCase {
         XCTAssertEqual(directory.defaultKeychain(), "kept")
     }
 }
+
+/// The syscall seam (`System.failure`): a system call made to fail gives the caller's precise
+/// error and leaves nothing half done.
+final class SystemFailureTests: XCTestCase {
+    private var root = ""
+    private let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
+
+    override func setUp() {
+        var template = Array("/tmp/kc-syscalls.XXXXXX".utf8CString)
+        root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+    }
+
+    override func tearDown() {
+        System.failure = nil
+        _ = system("rm -rf '\(root)'")
+    }
+
+    private var directory: KeychainDirectory { KeychainDirectory(path: root + "/keychains") }
+
+    private func create(_ label: String) throws -> Keychain {
+        try Array("so-secret".utf8).withUnsafeBytes { so in
+            try Array("1234".utf8).withUnsafeBytes { try directory.create(label: label, soPIN: so, userPIN: $0, kdf: kdf, policy: .default) }
+        }
+    }
+
+    func test_a_slot_counter_that_cannot_be_locked_creates_nothing() throws {
+        try directory.ensureExists()
+        System.failure = { call, _ in call == "flock" ? ENOLCK : nil }
+        do {
+            _ = try create("work")
+            XCTFail("created without the slot-ID lock")
+        } catch let error as KeychainError {
+            XCTAssertEqual(error.code, .storageFailure)
+            XCTAssertTrue(error.reason.contains("cannot lock"), error.reason)
+            XCTAssertTrue(error.reason.contains(String(cString: strerror(ENOLCK))), "the errno is named: \(error.reason)")
+        }
+        System.failure = nil
+        XCTAssertEqual(directory.keychainFiles(), [])
+    }
+
+    func test_a_full_disk_while_recording_the_default_keeps_the_old_choice() throws {
+        try directory.setDefaultKeychain("first")
+        System.failure = { call, path in call == "fsync" || (call == "open" && path?.hasSuffix("default-keychain.new") == true) ? ENOSPC : nil }
+        XCTAssertThrowsError(try directory.setDefaultKeychain("second")) { error in
+            XCTAssertEqual((error as? KeychainError)?.code, .storageFailure)
+            XCTAssertTrue((error as? KeychainError)?.reason.contains(String(cString: strerror(ENOSPC))) == true, "\(error)")
+        }
+        System.failure = nil
+        XCTAssertEqual(directory.defaultKeychain(), "first")
+        XCTAssertFalse(System.exists(root + "/keychains/default-keychain.new"), "no temporary file is left behind")
+    }
+
+    func test_delete_that_cannot_unlink_reports_the_file_and_keeps_the_default() throws {
+        let keychain = try create("old")
+        try directory.setDefaultKeychain("old")
+        System.failure = { call, path in call == "unlink" && path == keychain.path ? EACCES : nil }
+        XCTAssertThrowsError(try directory.delete(at: keychain.path, label: "old")) { error in
+            XCTAssertEqual((error as? KeychainError)?.code, .storageFailure)
+            XCTAssertTrue((error as? KeychainError)?.reason.contains(keychain.path) == true, "\(error)")
+        }
+        System.failure = nil
+        XCTAssertEqual(directory.defaultKeychain(), "old", "a keychain still there stays the default")
+    }
+}

@@ -64,17 +64,15 @@ public enum UnlockSession {
     static func folderIsSafe(_ socket: String) -> Bool {
         guard let slash = socket.lastIndex(of: "/") else { return false }
         let folder = String(socket[..<slash])
-        var info = stat()
-        guard lstat(folder.isEmpty ? "/" : folder, &info) == 0 else { return false }
+        guard let info = try? System.lstat(folder.isEmpty ? "/" : folder) else { return false }
         return (info.st_mode & S_IFMT) == S_IFDIR && info.st_uid == getuid() && info.st_mode & 0o077 == 0
     }
 
     /// Sends one request; the reply, or nil when there is no daemon (or it did not answer).
     public static func request(_ operation: Operation, _ fields: [[UInt8]]) -> (status: Status, fields: [[UInt8]])? {
         guard let path = socketPath, folderIsSafe(path) else { return nil }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        guard let fd = try? System.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue)) else { return nil }
+        defer { System.close(fd) }
         var timeout = replyTimeout
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))

@@ -29,8 +29,7 @@ public struct DeviceKeyFile: Sendable, Equatable {
     }
 
     func state() -> State? {
-        var status = stat()
-        guard lstat(path, &status) == 0 else { return nil }
+        guard let status = try? System.lstat(path) else { return nil }
         return State(inode: UInt64(status.st_ino), mode: UInt32(status.st_mode), changed: Int(status.st_ctim.tv_sec), changedNanoseconds: Int(status.st_ctim.tv_nsec))
     }
 
@@ -51,14 +50,13 @@ public struct DeviceKeyFile: Sendable, Equatable {
     }
 
     private func read() throws(KeychainError) -> SecureBytes? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw KeychainError(.deviceKeyUnavailable, "cannot open the device key \(path): \(String(cString: strerror(errno)))")
+        let fd: Int32
+        do { fd = try System.open(path, O_RDONLY | O_NOFOLLOW) } catch {
+            if error.code == ENOENT { return nil }
+            throw KeychainError(.deviceKeyUnavailable, "cannot open the device key \(path): \(error.reason)")
         }
-        defer { close(fd) }
-        var status = stat()
-        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+        defer { System.close(fd) }
+        guard let status = try? System.fstat(fd), status.st_mode & S_IFMT == S_IFREG else {
             throw KeychainError(.deviceKeyUnavailable, "the device key \(path) is not a regular file")
         }
         guard status.st_uid == getuid() else {
@@ -71,7 +69,7 @@ public struct DeviceKeyFile: Sendable, Equatable {
             throw KeychainError(.deviceKeyUnavailable, "the device key \(path) is damaged (\(status.st_size) bytes, not \(Self.size))")
         }
         let key = SecureBytes(count: Self.size)
-        let got = key.withUnsafeMutableBytes { buffer in Glibc.read(fd, buffer.baseAddress, buffer.count) }
+        let got = key.withUnsafeMutableBytes { buffer in (try? System.read(fd, into: buffer)) ?? -1 }
         guard got == Self.size else { throw KeychainError(.deviceKeyUnavailable, "cannot read the device key \(path)") }
         return key
     }
@@ -82,29 +80,28 @@ public struct DeviceKeyFile: Sendable, Equatable {
         try ensureParentExists()
         let suffix = (try? Random.bytes(6))?.map { String($0, radix: 16) }.joined() ?? "0"
         let temporary = path + ".new-\(getpid())-\(suffix)"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else {
-            throw KeychainError(.deviceKeyUnavailable, "cannot create the device key \(path): \(String(cString: strerror(errno)))")
+        let fd: Int32
+        do { fd = try System.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600) } catch {
+            throw KeychainError(.deviceKeyUnavailable, "cannot create the device key \(path): \(error.reason)")
         }
-        defer { unlink(temporary) }
+        defer { try? System.unlink(temporary) }
         let key: SecureBytes
         do { key = try SecureBytes.random(count: Self.size) } catch {
-            close(fd)
+            System.close(fd)
             throw KeychainError(.deviceKeyUnavailable, "no random bytes for the device key")
         }
-        let written = key.withUnsafeBytes { buffer in Glibc.write(fd, buffer.baseAddress, buffer.count) }
-        let synced = fsync(fd) == 0
-        close(fd)
-        guard written == Self.size, synced else {
+        let written = key.withUnsafeBytes { buffer in (try? System.writeAll(fd, buffer)) != nil }
+        let synced = (try? System.fsync(fd)) != nil
+        System.close(fd)
+        guard written, synced else {
             throw KeychainError(.deviceKeyUnavailable, "cannot write the device key \(path)")
         }
-        if link(temporary, path) != 0, errno != EEXIST {
-            throw KeychainError(.deviceKeyUnavailable, "cannot create the device key \(path): \(String(cString: strerror(errno)))")
-        }
-        let folder = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if folder >= 0 {
-            fsync(folder)
-            close(folder)
+        do { try System.link(temporary, to: path) } catch where error.code != EEXIST {
+            throw KeychainError(.deviceKeyUnavailable, "cannot create the device key \(path): \(error.reason)")
+        } catch {}
+        if let folder = try? System.open(parent, O_RDONLY | O_DIRECTORY) {
+            try? System.fsync(folder)
+            System.close(folder)
         }
     }
 

@@ -286,7 +286,7 @@ final class EpochCounter {
         legacyPath = record(keychainSalt)
     }
 
-    deinit { if fd >= 0 { close(fd) } }
+    deinit { if fd >= 0 { System.close(fd) } }
 
     private func descriptor(create: Bool) -> Int32? {
         if fd >= 0 { return fd }
@@ -294,18 +294,17 @@ final class EpochCounter {
         if create {
             let folder = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
             let parent = String(folder[..<(folder.lastIndex(of: "/") ?? folder.endIndex)])
-            mkdir(parent, 0o700)
-            mkdir(folder, 0o700)
+            try? System.mkdir(parent, mode: 0o700)
+            try? System.mkdir(folder, mode: 0o700)
         }
-        let opened = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0o600)
-        guard opened >= 0 else { return nil }
+        guard let opened = try? System.open(path, O_RDWR | O_NOFOLLOW | (create ? O_CREAT : 0), mode: 0o600) else { return nil }
         fd = opened
         return opened
     }
 
     private func value(_ fd: Int32) -> UInt64? {
-        var buffer = [UInt8](repeating: 0, count: 32)
-        let length = pread(fd, &buffer, buffer.count, 0)
+        let buffer = (try? System.pread(fd, count: 32, at: 0)) ?? []
+        let length = buffer.count
         guard length > 0 else { return nil }
         return UInt64(String(decoding: buffer.prefix(length).prefix { $0 != 0x0A && $0 != 0x20 }, as: UTF8.self))
     }
@@ -313,9 +312,8 @@ final class EpochCounter {
     func read() -> UInt64? {
         if let fd = descriptor(create: false) { return value(fd) }
         guard let legacyPath else { return nil }
-        let legacy = open(legacyPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard legacy >= 0 else { return nil }
-        defer { close(legacy) }
+        guard let legacy = try? System.open(legacyPath, O_RDONLY | O_NOFOLLOW) else { return nil }
+        defer { System.close(legacy) }
         return value(legacy)
     }
 
@@ -324,13 +322,13 @@ final class EpochCounter {
 
     private func write(_ epoch: UInt64, onlyUp: Bool) {
         guard let fd = descriptor(create: true) else { return }
-        guard flock(fd, LOCK_EX) == 0 else { return }
-        defer { flock(fd, LOCK_UN) }
+        guard (try? System.flock(fd, LOCK_EX)) != nil else { return }
+        defer { try? System.flock(fd, LOCK_UN) }
         if onlyUp, let current = value(fd), current >= epoch { return }
         // Fixed width: a shorter number never leaves digits of a longer one behind.
         var text = Array(String(epoch).utf8)
         while text.count < 20 { text.append(0x20) }
         text.append(0x0A)
-        _ = pwrite(fd, text, text.count, 0)
+        try? System.pwriteAll(fd, text, at: 0)
     }
 }

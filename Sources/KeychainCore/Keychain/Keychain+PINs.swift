@@ -53,8 +53,7 @@ extension Keychain {
     }
 
     static func inode(of path: String) -> Int64? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
+        guard let info = try? System.stat(path) else { return nil }
         return Int64(bitPattern: UInt64(info.st_ino))
     }
 

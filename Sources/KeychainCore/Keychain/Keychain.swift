@@ -122,7 +122,7 @@ public final class Keychain: @unchecked Sendable {
                               deviceKey: DeviceKeyFile = .configured()) throws(KeychainError) -> Keychain {
         try policy.checkLength(soPIN)
         if let userPIN { try policy.checkLength(userPIN) }
-        if access(path, F_OK) == 0 { throw KeychainError(.argumentsBad, "\(path) already exists") }
+        if System.exists(path) { throw KeychainError(.argumentsBad, "\(path) already exists") }
         do {
             let store = try KeychainDatabase(path: path, create: true)
             let master = try SecureBytes.random(count: AESGCM.keySize)

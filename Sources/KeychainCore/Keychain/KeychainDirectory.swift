@@ -21,9 +21,9 @@ public struct KeychainDirectory: Sendable {
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
             components.append(part)
             let prefix = "/" + components.joined(separator: "/")
-            if mkdir(prefix, 0o700) != 0, errno != EEXIST {
-                throw KeychainError(.storageFailure, "cannot create \(prefix): \(String(cString: strerror(errno)))")
-            }
+            do { try System.mkdir(prefix, mode: 0o700) } catch where error.code != EEXIST {
+                throw KeychainError(.storageFailure, "cannot create \(prefix): \(error.reason)")
+            } catch {}
         }
         try Self.checkSafe(path, what: "keychain folder")
     }
@@ -33,8 +33,7 @@ public struct KeychainDirectory: Sendable {
     /// writable by group or others. Whoever can write there can swap, roll back or delete
     /// records; the keychain's own checks detect much of that, but not all (Docs/security.md).
     public static func checkSafe(_ path: String, what: String) throws(KeychainError) {
-        var status = stat()
-        guard stat(path, &status) == 0 else { return }
+        guard let status = try? System.stat(path) else { return }
         let owner = status.st_uid
         guard owner == geteuid() || owner == 0 else {
             let name = getpwuid(owner).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid \(owner)"
@@ -56,13 +55,7 @@ public struct KeychainDirectory: Sendable {
 
     /// Paths of the keychain files, sorted by name.
     public func keychainFiles() -> [String] {
-        guard let dir = opendir(path) else { return [] }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name.hasSuffix(Self.fileExtension), !name.hasPrefix(".") { names.append(name) }
-        }
+        let names = ((try? System.directoryEntries(path)) ?? []).filter { $0.hasSuffix(Self.fileExtension) && !$0.hasPrefix(".") }
         return names.sorted().map { path + "/" + $0 }
     }
 
@@ -81,20 +74,20 @@ public struct KeychainDirectory: Sendable {
     public func setDefaultKeychain(_ label: String?) throws(KeychainError) {
         let target = path + "/default-keychain"
         guard let label else {
-            if unlink(target) != 0, errno != ENOENT { throw KeychainError(.storageFailure, "cannot remove \(target): \(String(cString: strerror(errno)))") }
+            do { try System.removeIfPresent(target) } catch { throw KeychainError(.storageFailure, "cannot remove \(target): \(error.reason)") }
             return
         }
         try ensureExists()
         let temporary = target + ".new"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw KeychainError(.storageFailure, "cannot write \(temporary): \(String(cString: strerror(errno)))") }
-        let line = Array((label + "\n").utf8)
-        let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        let synced = fsync(fd) == 0
-        close(fd)
-        guard written == line.count, synced, rename(temporary, target) == 0 else {
-            unlink(temporary)
-            throw KeychainError(.storageFailure, "cannot write \(target): \(String(cString: strerror(errno)))")
+        do throws(SystemError) {
+            let fd = try System.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+            defer { System.close(fd) }
+            try System.writeAll(fd, Array((label + "\n").utf8))
+            try System.fsync(fd)
+            try System.rename(temporary, to: target)
+        } catch {
+            try? System.unlink(temporary)
+            throw KeychainError(.storageFailure, "cannot write \(target): \(error.description)")
         }
     }
 
@@ -105,7 +98,7 @@ public struct KeychainDirectory: Sendable {
         while stem.hasSuffix("-") { stem.removeLast() }
         while stem.hasPrefix("-") { stem.removeFirst() }
         var candidate = path + "/" + (stem.isEmpty ? "keychain-\(slotID)" : String(stem.prefix(64))) + Self.fileExtension
-        if access(candidate, F_OK) == 0 { candidate = path + "/keychain-\(slotID)" + Self.fileExtension }
+        if System.exists(candidate) { candidate = path + "/keychain-\(slotID)" + Self.fileExtension }
         return candidate
     }
 
@@ -114,23 +107,28 @@ public struct KeychainDirectory: Sendable {
     public func withNextSlotID<R>(_ body: (UInt) throws(KeychainError) -> (result: R, next: UInt?)) throws(KeychainError) -> R {
         try ensureExists()
         let counterPath = path + "/slot-ids"
-        let fd = open(counterPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw KeychainError(.storageFailure, "cannot open \(counterPath): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        guard flock(fd, LOCK_EX) == 0 else { throw KeychainError(.storageFailure, "cannot lock \(counterPath)") }
-        defer { flock(fd, LOCK_UN) }
-        var buffer = [UInt8](repeating: 0, count: 32)
-        let length = pread(fd, &buffer, buffer.count, 0)
+        let fd: Int32
+        do { fd = try System.open(counterPath, O_RDWR | O_CREAT, mode: 0o600) } catch {
+            throw KeychainError(.storageFailure, "cannot open \(counterPath): \(error.reason)")
+        }
+        defer { System.close(fd) }
+        do { try System.flock(fd, LOCK_EX) } catch { throw KeychainError(.storageFailure, "cannot lock \(counterPath): \(error.reason)") }
+        defer { try? System.flock(fd, LOCK_UN) }
+        let buffer = (try? System.pread(fd, count: 32, at: 0)) ?? []
+        let length = buffer.count
         let text = length > 0 ? String(decoding: buffer.prefix(length).prefix { $0 != 0x0A }, as: UTF8.self) : ""
         // A damaged counter starts again above every ID in use (the caller passes that floor).
         let current = UInt(text).flatMap { $0 < Self.maximumSlotID ? $0 : nil } ?? 1
         let (result, next) = try body(current)
         if let next, next != current {
             let updated = Array("\(next)\n".utf8)
-            guard ftruncate(fd, 0) == 0, pwrite(fd, updated, updated.count, 0) == updated.count else {
-                throw KeychainError(.storageFailure, "cannot update \(counterPath)")
+            do throws(SystemError) {
+                try System.ftruncate(fd, to: 0)
+                try System.pwriteAll(fd, updated, at: 0)
+            } catch {
+                throw KeychainError(.storageFailure, "cannot update \(counterPath): \(error.reason)")
             }
-            fsync(fd)
+            try? System.fsync(fd)
         }
         return result
     }

@@ -150,18 +150,16 @@ struct ProcessIdentity {
     }
 
     private static func namespaceInode() -> Int64? {
-        var info = stat()
-        guard stat("/proc/self/ns/pid", &info) == 0 else { return nil }
+        guard let info = try? System.stat("/proc/self/ns/pid") else { return nil }
         return Int64(bitPattern: UInt64(info.st_ino))
     }
 
     /// Field 22 of /proc/PID/stat (after the command name, which may hold spaces and parentheses).
     private static func startTime(of pid: Int64) -> Int64? {
-        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 1024)
-        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard let fd = try? System.open("/proc/\(pid)/stat", O_RDONLY) else { return nil }
+        defer { System.close(fd) }
+        let buffer = (try? System.pread(fd, count: 1024, at: 0)) ?? []
+        let count = buffer.count
         guard count > 0, let close = buffer[..<count].lastIndex(of: UInt8(ascii: ")")) else { return nil }
         let fields = buffer[(close + 1)..<count].split(separator: UInt8(ascii: " "))
         // fields[0] is field 3 (state): field 22 is fields[19].

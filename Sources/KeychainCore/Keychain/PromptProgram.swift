@@ -23,9 +23,9 @@ public enum PromptProgram {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw .canceled("no pipe (errno \(errno))") }
         // Not inherited by other children of the host (pipe2 is not exported to Swift here).
-        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
-        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
-        defer { if fds[0] >= 0 { close(fds[0]) } }
+        try? System.fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+        try? System.fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+        defer { if fds[0] >= 0 { System.close(fds[0]) } }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -37,18 +37,18 @@ public enum PromptProgram {
                 return posix_spawn(&pid, path, &actions, nil, &argv, environ)
             }
         }
-        close(fds[1])
+        System.close(fds[1])
         guard spawned == 0 else { throw .canceled("prompt program \(program) could not start (error \(spawned))") }
         // Read at most one byte more than the longest password; the rest is discarded unread.
         let answer = SecureBytes(count: PINPolicy.maximumLength + 2)
         var filled = 0
         answer.withUnsafeMutableBytes { buffer in
-            while filled < buffer.count, let base = buffer.baseAddress {
-                let n = read(fds[0], base + filled, buffer.count - filled)
-                if n > 0 { filled += n } else if n < 0, errno == EINTR { continue } else { break }
+            while filled < buffer.count {
+                let n = (try? System.read(fds[0], into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))) ?? 0
+                if n > 0 { filled += n } else { break }
             }
         }
-        close(fds[0])
+        System.close(fds[0])
         fds[0] = -1
         var status: Int32 = 0
         var waited: pid_t

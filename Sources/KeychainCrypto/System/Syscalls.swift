@@ -85,6 +85,11 @@ public enum System {
         _ = try retrying("rename", source) { Glibc.rename(source, target) }
     }
 
+    /// link(2): a second name for a file; an existing `target` is EEXIST.
+    public static func link(_ source: String, to target: String) throws(SystemError) {
+        _ = try retrying("link", target) { Glibc.link(source, target) }
+    }
+
     /// mkdir(2); an existing entry is EEXIST, for the caller to judge.
     public static func mkdir(_ path: String, mode: mode_t) throws(SystemError) {
         _ = try retrying("mkdir", path) { Glibc.mkdir(path, mode) }
@@ -160,6 +165,24 @@ public enum System {
             guard count > 0 else { throw SystemError(EIO, call: "write") }
             written += count
         }
+    }
+
+    /// Up to `count` bytes from `offset` (pread(2) once): fewer at the end of the file.
+    public static func pread(_ fd: Int32, count: Int, at offset: Int) throws(SystemError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        let read = bytes.withUnsafeMutableBytes { buffer in Result { () throws(SystemError) in try pread(fd, into: buffer, at: offset) } }
+        bytes.removeSubrange(try read.get()...)
+        return bytes
+    }
+
+    /// Writes all of `bytes` (write(2) until done).
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(SystemError) {
+        try bytes.withUnsafeBytes { buffer in Result { () throws(SystemError) in try writeAll(fd, buffer) } }.get()
+    }
+
+    /// Writes all of `bytes` at `offset` (pwrite(2) until done).
+    public static func pwriteAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int) throws(SystemError) {
+        try bytes.withUnsafeBytes { buffer in Result { () throws(SystemError) in try pwriteAll(fd, buffer, at: offset) } }.get()
     }
 
     /// Writes all of `bytes` at `offset` (pwrite(2) until done).

@@ -1,5 +1,6 @@
 internal import CSQLite
 import Glibc
+import KeychainCrypto
 
 /// One SQLite connection. Not shared between threads: the layer above serialises access.
 public final class Database {
@@ -23,8 +24,8 @@ public final class Database {
     /// names the first that could not be removed, after trying them all.
     public static func remove(at path: String) throws(StoreError) {
         var failure: StoreError?
-        for file in files(of: path) where unlink(file) != 0 && errno != ENOENT {
-            failure = failure ?? StoreError(.io, "cannot delete \(file): \(String(cString: strerror(errno)))")
+        for file in files(of: path) {
+            do { try System.removeIfPresent(file) } catch { failure = failure ?? StoreError(.io, "cannot delete \(file): \(error.reason)") }
         }
         if let failure { throw failure }
     }
@@ -32,9 +33,9 @@ public final class Database {
     /// Opens (and, with `create`, creates with mode 0600) the database at `path`.
     public init(path: String, create: Bool) throws {
         if create {
-            let fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw StoreError(.io, "cannot create \(path): \(String(cString: strerror(errno)))") }
-            close(fd)
+            do { System.close(try System.open(path, O_CREAT | O_RDWR, mode: 0o600)) } catch {
+                throw StoreError(.io, "cannot create \(path): \(error.reason)")
+            }
         }
         var connection: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
@@ -94,11 +95,9 @@ public final class Database {
     }
 
     private static func mapWALIndex(_ path: String) -> UnsafeRawPointer? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size >= walIndexMapping else { return nil }
+        guard let fd = try? System.open(path, O_RDONLY | O_NOFOLLOW) else { return nil }
+        defer { System.close(fd) }
+        guard let info = try? System.fstat(fd), (info.st_mode & S_IFMT) == S_IFREG, info.st_size >= walIndexMapping else { return nil }
         let region = mmap(nil, walIndexMapping, PROT_READ, MAP_SHARED, fd, 0)
         guard let region, region != MAP_FAILED else { return nil }
         return UnsafeRawPointer(region)

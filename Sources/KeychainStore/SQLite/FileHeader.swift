@@ -1,4 +1,5 @@
 import Glibc
+import KeychainCrypto
 
 /// What an existing keychain file's first bytes say, read before SQLite opens it: a file that is
 /// not a whole SQLite database is refused without SQLite touching it (opening one in WAL mode
@@ -9,22 +10,19 @@ enum FileHeader {
 
     /// Throws `.corrupt` with a reason a person can act on when `path` cannot be a sound database.
     static func check(_ path: String) throws {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { return }  // SQLite reports the reason (missing, permission)
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { return }
+        guard let fd = try? System.open(path, O_RDONLY | O_NOFOLLOW) else { return }  // SQLite reports the reason (missing, permission)
+        defer { System.close(fd) }
+        guard let info = try? System.fstat(fd) else { return }
         let size = Int64(info.st_size)
         // A checkpoint cut short (power loss, SIGKILL) can leave the file shorter than its header
         // says, or a last page half written (or, before the first checkpoint, empty): the -wal
         // beside it still holds those pages and SQLite finishes the job. Only a file with no
         // write-ahead log to recover from is judged beyond its first bytes.
-        var wal = stat()
-        let recoverable = stat(Database.writeAheadLog(of: path), &wal) == 0 && wal.st_size > 0
+        let recoverable = ((try? System.stat(Database.writeAheadLog(of: path)))?.st_size ?? 0) > 0
         if size == 0, recoverable { return }
         guard size > 0 else { throw StoreError(.corrupt, "not a keychain: the file is empty") }
-        var header = [UInt8](repeating: 0, count: 100)
-        let count = pread(fd, &header, header.count, 0)
+        let header = (try? System.pread(fd, count: 100, at: 0)) ?? []
+        let count = header.count
         guard count >= magic.count, Array(header.prefix(magic.count)) == magic else {
             throw StoreError(.corrupt, "not a keychain: not an SQLite database (\(size) bytes of something else)")
         }
