@@ -234,6 +234,23 @@ typedef CK_FUNCTION_LIST_3_0_PTR *CK_FUNCTION_LIST_3_0_PTR_PTR;
 #define CKM_ECDSA_SHA3_512                (0x104AUL)
 
 #define CKM_EC_MONTGOMERY_KEY_PAIR_GEN    (0x1056UL)
+/* Key types of PKCS#11 3.0 the module makes and stores. */
+#define CKK_CHACHA20                      (0x33UL)
+#define CKK_AES_XTS                       (0x35UL)
+#define CKK_EC_MONTGOMERY                 (0x41UL)
+#define CKK_HKDF                          (0x42UL)
+
+/* CKM_PKCS5_PBKD2's pseudo-random functions and salt source (PKCS#11 2.40 and 3.0). */
+#define CKZ_SALT_SPECIFIED                (0x1UL)
+#define CKP_PKCS5_PBKD2_HMAC_SHA1         (0x1UL)
+#define CKP_PKCS5_PBKD2_HMAC_GOSTR3411    (0x2UL)
+#define CKP_PKCS5_PBKD2_HMAC_SHA224       (0x3UL)
+#define CKP_PKCS5_PBKD2_HMAC_SHA256       (0x4UL)
+#define CKP_PKCS5_PBKD2_HMAC_SHA384       (0x5UL)
+#define CKP_PKCS5_PBKD2_HMAC_SHA512       (0x6UL)
+#define CKP_PKCS5_PBKD2_HMAC_SHA512_224   (0x7UL)
+#define CKP_PKCS5_PBKD2_HMAC_SHA512_256   (0x8UL)
+
 #ifndef CKM_EC_EDWARDS_KEY_PAIR_GEN
 #define CKM_EC_EDWARDS_KEY_PAIR_GEN       (0x1055UL)
 #endif

@@ -6,7 +6,7 @@ import Foundation
 
 public typealias CFNull = NSNull
 /// Core Foundation's null (kSecMatchValidOnDate: kCFNull means now).
-public nonisolated(unsafe) let kCFNull: CFNull! = NSNull()
+public let kCFNull: CFNull! = NSNull()
 
 /// SecBase.h's success code, as Apple code compares with it.
 public let noErr: OSStatus = 0

@@ -201,7 +201,7 @@ struct AccessOptions: ParsableArguments {
             let template = try policy.attributes(for: item) {
                 let password = try readSecret(file: applicationPasswordFile, environment: "KEYCHAIN_PKCS11_APPLICATION_PASSWORD",
                                               prompt: "Application password for this item", confirm: true, option: "--application-password-file")
-                return try password.withBytes { Array($0) }
+                return password.withBytes { Array($0) }
             }
             return template + [(.isPrivate, AttributeValue.bool(policy.protection.needsLogin))]
         } catch let refusal as AccessPolicy.Refusal {

@@ -85,7 +85,7 @@ enum PasswordItems {
 
     static func readPassword(file: String?, confirm: Bool) throws -> [UInt8] {
         let secret = try readSecret(file: file, environment: nil, prompt: "Password to store", confirm: confirm, option: "--password-file")
-        return try secret.withBytes { Array($0) }
+        return secret.withBytes { Array($0) }
     }
 
     static func add(_ itemClass: ItemClass, attributes: PasswordAttributes, extra: Template, access: AccessOptions,

@@ -11,7 +11,7 @@ final class ModernAEADParameterTests: ModernMechanismTestCase {
     }
 
     private func chachaKey(_ session: CK_SESSION_HANDLE, _ value: [UInt8]) -> CK_OBJECT_HANDLE {
-        readableKey(session, Spec3.CKK_CHACHA20, value, UInt(CKA_ENCRYPT), UInt(CKA_DECRYPT))
+        readableKey(session, CK_ULONG(CKK_CHACHA20), value, UInt(CKA_ENCRYPT), UInt(CKA_DECRYPT))
     }
 
     private func gcm(iv: [UInt8], aad: [UInt8], tagBits: CK_ULONG) -> UnsafeMutablePointer<CK_MECHANISM> {
@@ -165,7 +165,7 @@ final class ModernAEADParameterTests: ModernMechanismTestCase {
 
     func test_xts_reads_the_tweak_as_ieee_1619_vector_2() {
         let session = userSession()
-        let key = readableKey(session, Spec3.CKK_AES_XTS, [UInt8](repeating: 0x11, count: 16) + [UInt8](repeating: 0x22, count: 16),
+        let key = readableKey(session, CK_ULONG(CKK_AES_XTS), [UInt8](repeating: 0x11, count: 16) + [UInt8](repeating: 0x22, count: 16),
                               UInt(CKA_ENCRYPT), UInt(CKA_DECRYPT))
         // Data unit sequence number 0x3333333333, little-endian in the 16-byte tweak.
         let tweak = [UInt8](repeating: 0x33, count: 5) + [UInt8](repeating: 0, count: 11)
@@ -178,7 +178,7 @@ final class ModernAEADParameterTests: ModernMechanismTestCase {
 
     func test_xts_refuses_an_8_byte_tweak_15_bytes_of_data_and_a_plain_aes_key() {
         let session = userSession()
-        let key = readableKey(session, Spec3.CKK_AES_XTS, Array(1...64).map(UInt8.init), UInt(CKA_ENCRYPT), UInt(CKA_DECRYPT))
+        let key = readableKey(session, CK_ULONG(CKK_AES_XTS), Array(1...64).map(UInt8.init), UInt(CKA_ENCRYPT), UInt(CKA_DECRYPT))
         let tweak = [UInt8](repeating: 0, count: 16)
         XCTAssertRV(encrypt(session, memory.mechanism(UInt(CKM_AES_XTS), flat: tweak), key, [UInt8](repeating: 5, count: 15)).0, CKR_DATA_LEN_RANGE)
         XCTAssertRV(p11.C_EncryptInit!(session, memory.mechanism(UInt(CKM_AES_XTS), flat: Array(tweak.prefix(8))), key), CKR_MECHANISM_PARAM_INVALID)

@@ -100,11 +100,11 @@ final class ModernKDFParameterTests: ModernMechanismTestCase {
 
     func test_hkdf_derives_from_a_ckk_hkdf_key_and_hkdf_key_gen_needs_a_length() {
         let session = userSession()
-        let base = derivable(session, case1.ikm, type: Spec3.CKK_HKDF)
+        let base = derivable(session, case1.ikm, type: CK_ULONG(CKK_HKDF))
         XCTAssertEqual(derivedValue(session, hkdf(case1), base, readableTemplate(length: 42)), case1.okm)
         let (made, key) = generateKey(session, memory.mechanism(UInt(CKM_HKDF_KEY_GEN)), Self.readable + [(UInt(CKA_VALUE_LEN), Self.ulong(48)), (UInt(CKA_DERIVE), [1])])
         XCTAssertRV(made, CKR_OK)
-        XCTAssertEqual(ulongValue(session, key, UInt(CKA_KEY_TYPE)), Spec3.CKK_HKDF)
+        XCTAssertEqual(ulongValue(session, key, UInt(CKA_KEY_TYPE)), CK_ULONG(CKK_HKDF))
         XCTAssertEqual(value(session, key).1?.count, 48)
         XCTAssertRV(generateKey(session, memory.mechanism(UInt(CKM_HKDF_KEY_GEN)), [(UInt(CKA_TOKEN), [0]), (UInt(CKA_DERIVE), [1])]).0, CKR_TEMPLATE_INCOMPLETE)
         XCTAssertRV(generateKey(session, memory.mechanism(UInt(CKM_GENERIC_SECRET_KEY_GEN)), readableTemplate(UInt(CKK_GENERIC_SECRET), UInt(CKA_SIGN))).0, CKR_TEMPLATE_INCOMPLETE,
@@ -145,7 +145,7 @@ final class ModernKDFParameterTests: ModernMechanismTestCase {
 
     // MARK: PBKDF2
 
-    private func pbkdf2(_ password: [UInt8], _ salt: [UInt8], iterations: CK_ULONG, prf: CK_ULONG, saltSource: CK_ULONG = Spec3.CKZ_SALT_SPECIFIED,
+    private func pbkdf2(_ password: [UInt8], _ salt: [UInt8], iterations: CK_ULONG, prf: CK_ULONG, saltSource: CK_ULONG = CK_ULONG(CKZ_SALT_SPECIFIED),
                         prfData: [UInt8] = [], passwordLength: CK_ULONG? = nil, length: Int? = nil) -> UnsafeMutablePointer<CK_MECHANISM> {
         let params = CK_PKCS5_PBKD2_PARAMS2(saltSource: saltSource, pSaltSourceData: memory.raw(salt), ulSaltSourceDataLen: CK_ULONG(salt.count),
                                             iterations: iterations, prf: prf, pPrfData: memory.raw(prfData), ulPrfDataLen: CK_ULONG(prfData.count),
@@ -162,7 +162,7 @@ final class ModernKDFParameterTests: ModernMechanismTestCase {
             ("pass\0word", "sa\0lt", 4096, "56fa6aa75548099dcc37d7f03425e0c3"),
         ]
         for (password, salt, iterations, expected) in vectors {
-            let mechanism = pbkdf2(Array(password.utf8), Array(salt.utf8), iterations: iterations, prf: Spec3.CKP_PKCS5_PBKD2_HMAC_SHA1)
+            let mechanism = pbkdf2(Array(password.utf8), Array(salt.utf8), iterations: iterations, prf: CK_ULONG(CKP_PKCS5_PBKD2_HMAC_SHA1))
             let (result, key) = generateKey(session, mechanism, readableTemplate(length: UInt(hex(expected).count)))
             XCTAssertRV(result, CKR_OK)
             XCTAssertEqual(value(session, key).1, hex(expected), "\(password.debugDescription) c=\(iterations)")
@@ -173,7 +173,7 @@ final class ModernKDFParameterTests: ModernMechanismTestCase {
 
     func test_pbkdf2_refuses_zero_iterations_unknown_prf_and_salt_source_prf_data_and_a_64_byte_parameter() {
         let session = userSession()
-        let password = Array("pw".utf8), salt = Array("salt".utf8), sha256 = Spec3.CKP_PKCS5_PBKD2_HMAC_SHA256
+        let password = Array("pw".utf8), salt = Array("salt".utf8), sha256 = CK_ULONG(CKP_PKCS5_PBKD2_HMAC_SHA256)
         let template = readableTemplate(length: 32)
         let undefinedPRF: CK_ULONG = 99, undefinedSaltSource: CK_ULONG = 2
         let refused: [(String, UnsafeMutablePointer<CK_MECHANISM>)] = [
@@ -191,14 +191,14 @@ final class ModernKDFParameterTests: ModernMechanismTestCase {
 
     func test_pbkdf2_generic_secret_without_value_len_is_template_incomplete() {
         let session = userSession()
-        let mechanism = pbkdf2(Array("pw".utf8), Array("salt".utf8), iterations: 10, prf: Spec3.CKP_PKCS5_PBKD2_HMAC_SHA256)
+        let mechanism = pbkdf2(Array("pw".utf8), Array("salt".utf8), iterations: 10, prf: CK_ULONG(CKP_PKCS5_PBKD2_HMAC_SHA256))
         XCTAssertRV(generateKey(session, mechanism, readableTemplate()).0, CKR_TEMPLATE_INCOMPLETE)
     }
 
     func test_pbkdf2_work_above_ten_million_blocks_is_refused_before_any_is_done() {
         let session = userSession()
         // HMAC-SHA-1, 64 bytes: 4 output blocks of 10 million iterations each.
-        let mechanism = pbkdf2(Array("password".utf8), Array("salt".utf8), iterations: 10_000_000, prf: Spec3.CKP_PKCS5_PBKD2_HMAC_SHA1)
+        let mechanism = pbkdf2(Array("password".utf8), Array("salt".utf8), iterations: 10_000_000, prf: CK_ULONG(CKP_PKCS5_PBKD2_HMAC_SHA1))
         let started = Date()
         XCTAssertRV(generateKey(session, mechanism, readableTemplate(length: 64)).0, CKR_MECHANISM_PARAM_INVALID)
         XCTAssertLessThan(Date().timeIntervalSince(started), 1, "refused at once, not after the work")
@@ -207,7 +207,7 @@ final class ModernKDFParameterTests: ModernMechanismTestCase {
     func test_pbkdf2_password_length_neither_a_length_nor_a_pointer_is_mechanism_param_invalid() {
         let session = userSession()
         // 100,000: above any password length the module takes, below any 2.40 caller's pointer.
-        let mechanism = pbkdf2(Array("password".utf8), Array("salt".utf8), iterations: 1, prf: Spec3.CKP_PKCS5_PBKD2_HMAC_SHA1, passwordLength: 100_000)
+        let mechanism = pbkdf2(Array("password".utf8), Array("salt".utf8), iterations: 1, prf: CK_ULONG(CKP_PKCS5_PBKD2_HMAC_SHA1), passwordLength: 100_000)
         XCTAssertRV(generateKey(session, mechanism, readableTemplate(length: 64)).0, CKR_MECHANISM_PARAM_INVALID)
     }
 }

@@ -109,13 +109,13 @@ final class ModernSignatureAndWrapParameterTests: ModernMechanismTestCase {
 
     func test_ecdh_with_ckd_null_gives_the_rfc_7748_x25519_shared_secret() {
         let session = userSession()
-        let alice = privateKey(session, Spec3.CKK_EC_MONTGOMERY, curve: Self.x25519, alicePrivate, UInt(CKA_DERIVE))
+        let alice = privateKey(session, CK_ULONG(CKK_EC_MONTGOMERY), curve: Self.x25519, alicePrivate, UInt(CKA_DERIVE))
         XCTAssertEqual(derivedValue(session, ecdh(kdf: UInt(CKD_NULL), publicData: bobPublic), alice, readableTemplate(length: 32)), x25519Shared)
     }
 
     func test_ecdh_with_ckd_sha256_kdf_reads_the_shared_data() {
         let session = userSession()
-        let alice = privateKey(session, Spec3.CKK_EC_MONTGOMERY, curve: Self.x25519, alicePrivate, UInt(CKA_DERIVE))
+        let alice = privateKey(session, CK_ULONG(CKK_EC_MONTGOMERY), curve: Self.x25519, alicePrivate, UInt(CKA_DERIVE))
         // ANSI X9.63 with SHA-256 over the RFC's shared secret and "ecdh shared" (computed by
         // `cryptography`'s X963KDF).
         let mechanism = ecdh(kdf: UInt(CKD_SHA256_KDF), shared: Array("ecdh shared".utf8), publicData: bobPublic)

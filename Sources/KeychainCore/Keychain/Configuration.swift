@@ -123,8 +123,35 @@ public struct Configuration: Sendable {
         return state + "/keychain-pkcs11/device-key"
     }
 
+    /// The last configuration file read, with what identified its contents then: `current()` is
+    /// called for every keychain opened and every SecItem call, and reads the file again only
+    /// when it changed (another inode, size or modification time).
+    private struct ReadFile {
+        let path: String
+        let inode: UInt, size: Int, modified: timespec
+        let values: [String: String]
+
+        func isCurrent(_ path: String, _ info: stat) -> Bool {
+            path == self.path && inode == UInt(info.st_ino) && size == Int(info.st_size)
+                && modified.tv_sec == info.st_mtim.tv_sec && modified.tv_nsec == info.st_mtim.tv_nsec
+        }
+    }
+
+    private static let readFileLock = PThreadMutex()
+    nonisolated(unsafe) private static var lastRead: ReadFile?
+
     /// `key = value` lines; unknown keys are ignored so newer files work with older code.
     static func readConfigurationFile(_ path: String) -> [String: String] {
+        guard let info = try? System.stat(path) else { return [:] }
+        if let last = readFileLock.withLock({ lastRead }), last.isCurrent(path, info) { return last.values }
+        let values = parseConfigurationFile(path)
+        readFileLock.withLock {
+            lastRead = ReadFile(path: path, inode: UInt(info.st_ino), size: Int(info.st_size), modified: info.st_mtim, values: values)
+        }
+        return values
+    }
+
+    private static func parseConfigurationFile(_ path: String) -> [String: String] {
         guard let file = fopen(path, "r") else { return [:] }
         defer { fclose(file) }
         var result: [String: String] = [:]

@@ -55,7 +55,7 @@ extension Keychain {
                 guard ProcessIdentity.monotonicSeconds() < deadline else {
                     throw KeychainError(.storageFailure, "more PIN checks were in flight for this keychain than could finish in \(Int(Self.attemptWaitLimit)) s: try again")
                 }
-                lock.released { usleep(UInt32(10_000 + Int.random(in: 0..<20_000))) }
+                lock.released { _ = usleep(UInt32(10_000 + Int.random(in: 0..<20_000))) }
             }
         }
     }

@@ -23,8 +23,8 @@ public enum PromptProgram {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw .canceled("no pipe (errno \(errno))") }
         // Not inherited by other children of the host (pipe2 is not exported to Swift here).
-        try? System.fcntl(fds[0], F_SETFD, FD_CLOEXEC)
-        try? System.fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+        _ = try? System.fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+        _ = try? System.fcntl(fds[1], F_SETFD, FD_CLOEXEC)
         defer { if fds[0] >= 0 { System.close(fds[0]) } }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)

@@ -18,8 +18,7 @@ public final class PThreadMutex: @unchecked Sendable {
     public enum Kind: Sendable {
         /// A thread finding it held spins a little before it sleeps: for locks held a few lookups
         /// long, where a sleeping waiter would cost two context switches per hold (and two threads
-        /// then fall into taking turns). Measured faster than Synchronization.Mutex under
-        /// contention on this project's 2-core machines (Docs/architecture.md).
+        /// then fall into taking turns; Docs/performance.md, "Threads").
         case adaptive
         /// The thread holding it may take it again: a keychain's public methods call each other, a
         /// call on a session may look its session up again.

@@ -1,7 +1,7 @@
 import CPKCS11
 
-/// The cryptographic entry points (§5.8–§5.14). Those whose mechanisms are not registered yet
-/// check their session and answer CKR_FUNCTION_NOT_SUPPORTED.
+/// The cryptographic entry points (PKCS#11's encryption, digest, signing, key management and
+/// random-number functions). Signatures with recovery are not offered (`Exports.notOffered`).
 public func C_EncryptInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
     if let parameters = CallerKeptParameters(m), let rv = SymmetricFastPath.initialize(s, parameters, k, encrypting: true) { return rv }
     return Exports.inSession(#function, s) { state throws(CKError) in
@@ -101,8 +101,8 @@ public func C_SignFinal(_ s: CK_SESSION_HANDLE, _ o: BytePointer, _ ol: ULongPoi
         try state.finishMultiPart(s, .sign, output: try CallerOutput(o, ol))
     }
 }
-public func C_SignRecoverInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_SignRecover(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
+public func C_SignRecoverInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notOffered(#function, s) }
+public func C_SignRecover(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notOffered(#function, s) }
 public func C_VerifyInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV {
     Exports.inSession(#function, s) { state throws(CKError) in
         // PKCS#11 3.0: a NULL mechanism ends the active operation.
@@ -125,12 +125,12 @@ public func C_VerifyFinal(_ s: CK_SESSION_HANDLE, _ g: BytePointer, _ gl: CK_ULO
         try state.verify(s, data: nil, signature: try CallerBytes.input(g, count: gl))
     }
 }
-public func C_VerifyRecoverInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_VerifyRecover(_ s: CK_SESSION_HANDLE, _ g: BytePointer, _ gl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_DigestEncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_DecryptDigestUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_SignEncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
-public func C_DecryptVerifyUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notYetSupported(#function, s) }
+public func C_VerifyRecoverInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE) -> CK_RV { Exports.notOffered(#function, s) }
+public func C_VerifyRecover(_ s: CK_SESSION_HANDLE, _ g: BytePointer, _ gl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notOffered(#function, s) }
+public func C_DigestEncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notOffered(#function, s) }
+public func C_DecryptDigestUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notOffered(#function, s) }
+public func C_SignEncryptUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notOffered(#function, s) }
+public func C_DecryptVerifyUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer) -> CK_RV { Exports.notOffered(#function, s) }
 public func C_GenerateKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ t: AttributePointer, _ c: CK_ULONG, _ k: HandlePointer) -> CK_RV {
     Exports.inSession(#function, s) { state throws(CKError) in
         guard let k else { throw CKError.argumentsBad }

@@ -54,9 +54,12 @@ enum Exports {
         }
     }
 
-    /// For the cryptographic functions that arrive with the mechanisms: the usual session
-    /// checks, then CKR_FUNCTION_NOT_SUPPORTED.
-    static func notYetSupported(_ function: StaticString, _ session: CK_SESSION_HANDLE) -> CK_RV {
+    /// The functions the module does not offer: signatures with recovery (C_SignRecover…, no
+    /// mechanism here reports CKF_SIGN_RECOVER) and PKCS#11 3.0's message-based functions
+    /// (C_MessageEncryptInit … C_MessageVerifyFinal, no mechanism reports CKF_MESSAGE_*; the hosts
+    /// it serves use C_Sign and C_Encrypt). After the usual session checks they answer
+    /// CKR_FUNCTION_NOT_SUPPORTED, as the specification asks of a function a token lacks.
+    static func notOffered(_ function: StaticString, _ session: CK_SESSION_HANDLE) -> CK_RV {
         inSession(function, session) { state throws(CKError) in
             _ = try state.session(session)
             throw CKError.functionNotSupported
