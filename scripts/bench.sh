@@ -13,6 +13,9 @@
 # SoftHSMv2's file store syncs each object to disk at about 16 creations/s here, so its scale
 # runs use a token directory on tmpfs (/dev/shm) — in its favour — and stop at
 # BENCH_SOFTHSM_MAX_N objects (default 10000: it searches by reading every object, ~50 µs each).
+# BENCH_BASELINE=PATH/libkeychain-pkcs11.so adds an earlier build of this module to the same run
+# (single-thread measures, alternating with the others each round) and a "vs baseline" column:
+# how a change moved the figures, measured side by side on one machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -39,7 +42,10 @@ run() {
     local tokens="$work/sh"
     [ "${1:-}" = scale ] && tokens="$fast/sh"
     printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$tokens" >"$work/softhsm2.conf"
-    if [ "$who" = keychain ]; then
+    if [ "$who" = baseline ]; then
+        KEYCHAIN_PKCS11_DIR="$work/kc" KEYCHAIN_PKCS11_DEVICE_KEY="$work/state/device-key" "$work/bench" "$BENCH_BASELINE" "$@" |
+            sed 's/^@openssl .*//; /^$/d; s/^/baseline /' >>"$work/results"
+    elif [ "$who" = keychain ]; then
         # Signatures on raw OpenSSL run inside this process right after ours ("@openssl" lines).
         # Scale runs: raw SQLite then does the same writes per commit beside the keychain file.
         BENCH_RAW_SQLITE="$work/kc/bench.keychain-db" BENCH_OPENSSL_INLINE=1 KEYCHAIN_PKCS11_DIR="$work/kc" KEYCHAIN_PKCS11_DEVICE_KEY="$work/state/device-key" "$work/bench" "$ours" "$@" |
@@ -59,6 +65,7 @@ speed() {
 
 for round in $(seq 1 "$rounds"); do
     KEYCHAIN_PKCS11_KDF_LOG_N=10 run keychain "$seconds"
+    if [ -n "${BENCH_BASELINE:-}" ]; then KEYCHAIN_PKCS11_KDF_LOG_N=10 run baseline "$seconds"; fi
     run softhsm "$seconds"
     # -aead at 1 KiB: each message is a whole AEAD operation (new IV, AAD, data, tag), as each of
     # ours is C_EncryptInit + C_Encrypt; without it openssl streams updates through one context
@@ -112,10 +119,15 @@ def fmt(x):
 def ratio(a, b):
     return "n/a" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 print(f"medians of {sys.argv[2]} alternating rounds")
-print(f"{'measure':24} {'unit':6} {'keychain':>10} {'softhsm':>10} {'openssl':>10} {'vs softhsm':>11} {'vs openssl':>11}")
+baseline = any(who == "baseline" for who, _ in rows)
+extra = f" {'baseline':>10} {'vs baseline':>12}" if baseline else ""
+print(f"{'measure':24} {'unit':6} {'keychain':>10} {'softhsm':>10} {'openssl':>10} {'vs softhsm':>11} {'vs openssl':>11}" + extra)
 for m in order:
-    k, s, o = med("keychain", m), med("softhsm", m), med("openssl", m)
-    print(f"{m:24} {units[m]:6} {fmt(k):>10} {fmt(s):>10} {fmt(o):>10} {ratio(k, s):>11} {ratio(k, o):>11}")
+    k, s, o, b = med("keychain", m), med("softhsm", m), med("openssl", m), med("baseline", m)
+    line = f"{m:24} {units[m]:6} {fmt(k):>10} {fmt(s):>10} {fmt(o):>10} {ratio(k, s):>11} {ratio(k, o):>11}"
+    if baseline:
+        line += f" {fmt(b):>10} {ratio(k, b):>12}"
+    print(line)
 PY
 
 if [ -n "$plot" ]; then

@@ -4,27 +4,33 @@ import KeychainCrypto
 @testable import KeychainCore
 @testable import KeychainStore
 
-/// Creating and deleting keychains by name: the one lifecycle keychainctl, restore and the
-/// Secret Service use.
-final class KeychainLifecycleTests: XCTestCase {
-    private var root = ""
-    private let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
+/// A keychain folder in a temporary directory, and keychains made in it by name.
+class KeychainFolderTestCase: XCTestCase {
+    var root = ""
+    let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
 
     override func setUp() {
         var template = Array("/tmp/kc-lifecycle.XXXXXX".utf8CString)
         root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
     }
 
-    override func tearDown() { _ = system("rm -rf '\(root)'") }
+    override func tearDown() {
+        System.failure = nil
+        _ = system("rm -rf '\(root)'")
+    }
 
-    private var directory: KeychainDirectory { KeychainDirectory(path: root + "/keychains") }
+    var directory: KeychainDirectory { KeychainDirectory(path: root + "/keychains") }
 
-    private func create(_ label: String, so: String = "so-secret", user: String = "1234") throws -> Keychain {
+    func create(_ label: String, so: String = "so-secret", user: String = "1234") throws -> Keychain {
         try Array(so.utf8).withUnsafeBytes { so in
             try Array(user.utf8).withUnsafeBytes { try directory.create(label: label, soPIN: so, userPIN: $0, kdf: kdf, policy: .default) }
         }
     }
+}
 
+/// Creating and deleting keychains by name: the one lifecycle keychainctl, restore and the
+/// Secret Service use.
+final class KeychainLifecycleTests: KeychainFolderTestCase {
     private func code(_ body: () throws -> Void) -> KeychainError.Code? {
         do { try body(); return nil } catch { return (error as? KeychainError)?.code }
     }
@@ -68,28 +74,7 @@ final class KeychainLifecycleTests: XCTestCase {
 
 /// The syscall seam (`System.failure`): a system call made to fail gives the caller's precise
 /// error and leaves nothing half done.
-final class SystemFailureTests: XCTestCase {
-    private var root = ""
-    private let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
-
-    override func setUp() {
-        var template = Array("/tmp/kc-syscalls.XXXXXX".utf8CString)
-        root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
-    }
-
-    override func tearDown() {
-        System.failure = nil
-        _ = system("rm -rf '\(root)'")
-    }
-
-    private var directory: KeychainDirectory { KeychainDirectory(path: root + "/keychains") }
-
-    private func create(_ label: String) throws -> Keychain {
-        try Array("so-secret".utf8).withUnsafeBytes { so in
-            try Array("1234".utf8).withUnsafeBytes { try directory.create(label: label, soPIN: so, userPIN: $0, kdf: kdf, policy: .default) }
-        }
-    }
-
+final class SystemFailureTests: KeychainFolderTestCase {
     func test_a_slot_counter_that_cannot_be_locked_creates_nothing() throws {
         try directory.ensureExists()
         System.failure = { call, _ in call == "flock" ? ENOLCK : nil }
