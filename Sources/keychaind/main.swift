@@ -12,7 +12,7 @@ import KeychainCrypto
 //   keychaind --foreground [--socket PATH]   run here (tests, systemd's Type=simple)
 //   keychaind [--socket PATH]                start in the background (a new session) and return
 //   --secret-service                         also serve org.freedesktop.secrets on the session bus
-//                                            (SecretService.swift); refused when another provider
+//                                            (SecretService/); refused when another provider
 //                                            owns the name
 
 /// What the daemon holds for one keychain.

@@ -1,0 +1,67 @@
+import Glibc
+import KeychainCore
+import KeychainCrypto
+
+// The keychains as collections: which there are, the default one, and opening one with its
+// master key from the key source.
+extension SecretService {
+    /// A keychain as a collection.
+    struct Collection: Equatable {
+        let file: String
+        let label: String
+        var path: String { SecretService.collectionPrefix + SecretService.pathElement(label) }
+    }
+
+    /// The keychains of the keychain folder that open, as collections; the cache of opened
+    /// keychains (`opened`) keeps only these.
+    func collections() -> [Collection] {
+        let files = KeychainDirectory(path: Configuration.current().directory).keychainFiles()
+        var kept: [String: (device: UInt64, inode: UInt64, label: String, keychain: Keychain)] = [:]
+        var result: [Collection] = []
+        for file in files {
+            var info = stat()
+            guard stat(file, &info) == 0 else { continue }
+            let device = UInt64(info.st_dev), inode = UInt64(info.st_ino)
+            if let cached = opened[file], cached.device == device, cached.inode == inode {
+                kept[file] = cached
+            } else if let keychain = try? Keychain.open(at: file), let label = try? keychain.info(countingObjects: false).label {
+                kept[file] = (device, inode, label, keychain)
+            } else {
+                continue
+            }
+            if let entry = kept[file] { result.append(Collection(file: file, label: entry.label)) }
+        }
+        opened = kept
+        return result
+    }
+
+    private func keychain(_ collection: Collection) throws(Failure) -> Keychain {
+        if let cached = opened[collection.file] { return cached.keychain }
+        do { return try Keychain.open(at: collection.file) } catch { throw .failed("cannot open keychain '\(printable(collection.label))': \(error.reason)") }
+    }
+
+    /// The default keychain, as keychainctl chooses it: the configured default, else "login",
+    /// else the only one.
+    func defaultCollection(_ all: [Collection]) -> Collection? {
+        if let wanted = Configuration.current().defaultKeychain, let match = all.first(where: { $0.label == wanted }) { return match }
+        if let login = all.first(where: { $0.label == "login" }) { return login }
+        return all.count == 1 ? all.first : nil
+    }
+
+    // MARK: keychains
+
+    /// The open keychain and its master key (nil while locked).
+    func open(_ collection: Collection) throws(Failure) -> (Keychain, MasterKey?) {
+        let keychain = try keychain(collection)
+        guard let key = keys.sessionKey(path: collection.file) else { return (keychain, nil) }
+        return (keychain, try? keychain.masterKey(fromSession: key))
+    }
+
+    func unlocked(_ collection: Collection) throws(Failure) -> (Keychain, MasterKey) {
+        let (keychain, master) = try open(collection)
+        guard let master else { throw .isLocked("Keychain '\(collection.label)'") }
+        return (keychain, master)
+    }
+
+    func isLocked(_ collection: Collection) -> Bool { !keys.isHeld(path: collection.file) }
+}
