@@ -265,7 +265,7 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
         }
         // One request per connection. Unlocks run scrypt: each connection has its own thread so
         // that a slow unlock does not hold up key requests.
-        let worker = Thread { [daemon] in
+        let worker = DetachedThread { [daemon] in
             defer { close(client) }
             guard var request = UnlockSession.readFrame(client) else { return }
             defer { wipe(&request) }
@@ -300,24 +300,6 @@ func serveSecretServiceOnly() -> Int32 {
     complain("keychaind: serving the Secret Service (\(SecretService.name)) with the running keychaind's unlock session")
     while stopRequested == 0 { usleep(200_000) }
     return 0
-}
-
-/// A detached thread running a closure (pthreads; Foundation is not linked here).
-final class Thread {
-    private let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
-
-    func start() {
-        let box = Unmanaged.passRetained(self)
-        var thread = pthread_t()
-        let started = pthread_create(&thread, nil, { context in
-            guard let context else { return nil }
-            let me = Unmanaged<Thread>.fromOpaque(context).takeRetainedValue()
-            me.body()
-            return nil
-        }, box.toOpaque())
-        if started == 0 { pthread_detach(thread) } else { box.release() }
-    }
 }
 
 /// Standard error as a stream (fd 2 directly: the C `stderr` global is not concurrency-safe).

@@ -94,7 +94,7 @@ extension SecretService {
     }
 
     /// Applies `changes` to an item (unlocked keychain), and says so on the bus.
-    func change(_ collection: Collection, uniqueID: String, _ changes: Template) throws(Failure) {
+    func change(_ collection: KeychainCollection, uniqueID: String, _ changes: Template) throws(Failure) {
         let (keychain, master) = try unlocked(collection)
         var found = try item(collection, uniqueID: uniqueID, keychain: keychain, master: master)
         defer { found.object.wipeValues() }

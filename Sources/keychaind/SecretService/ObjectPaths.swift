@@ -19,11 +19,11 @@ extension SecretService {
     }
 
     enum Target {
-        case collection(Collection)
-        case item(Collection, uniqueID: String)
+        case collection(KeychainCollection)
+        case item(KeychainCollection, uniqueID: String)
 
         /// The collection named, or the item's.
-        var collection: Collection {
+        var collection: KeychainCollection {
             switch self {
             case .collection(let collection), .item(let collection, _): return collection
             }
@@ -34,7 +34,7 @@ extension SecretService {
     func resolve(_ path: String) -> Target? {
         let all = collections()
         var rest: Substring
-        var collection: Collection?
+        var collection: KeychainCollection?
         if path.hasPrefix(Self.collectionPrefix) {
             rest = path.dropFirst(Self.collectionPrefix.count)
             let element = rest.prefix { $0 != "/" }
@@ -57,7 +57,7 @@ extension SecretService {
         return .item(collection, uniqueID: uniqueID)
     }
 
-    func itemPath(_ collection: Collection, _ object: ObjectAttributes) -> String? {
+    func itemPath(_ collection: KeychainCollection, _ object: ObjectAttributes) -> String? {
         guard let unique = object[.uniqueID], !unique.isEmpty else { return nil }
         return collection.path + "/" + String(decoding: unique, as: UTF8.self)
     }

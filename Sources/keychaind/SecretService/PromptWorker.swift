@@ -10,7 +10,7 @@ extension SecretService {
         case dismissed
         case unlocked(files: [String], objects: [String])
         case created(file: String, label: String)
-        case deleted(Collection)
+        case deleted(KeychainCollection)
     }
 
     func post(path: String, action: PromptAction, outcome: PromptOutcome) {
@@ -105,7 +105,7 @@ extension SecretService {
                 let unlocked = objects.filter { object in resolve(object).map { !isLocked($0.collection) } ?? false }
                 completed(path, dismissed: false, result: .objects(unlocked))
             case .created(let file, let label):
-                let collection = Collection(file: file, label: label)
+                let collection = KeychainCollection(file: file, label: label)
                 emit(Self.root, Self.serviceInterface, "CollectionCreated", objectPath: collection.path)
                 propertiesChanged(Self.root, Self.serviceInterface, ["Collections"])
                 completed(path, dismissed: false, result: .object(collection.path))

@@ -10,11 +10,11 @@ extension SecretService {
     /// What a prompt does when its caller runs it.
     enum PromptAction {
         /// Unlock these keychains; the result lists the object paths the caller named that are then unlocked.
-        case unlock(keychains: [Collection], objects: [String])
+        case unlock(keychains: [KeychainCollection], objects: [String])
         /// Make a keychain (its SO PIN and user PIN are asked), optionally the default alias.
         case create(label: String, alias: String)
         /// Delete a keychain and everything in it (its SO PIN is asked).
-        case delete(Collection)
+        case delete(KeychainCollection)
     }
 
     final class Prompt {
@@ -64,7 +64,7 @@ extension SecretService {
         let existing = collections().map(\.label)
         let keys = self.keys
         let service = self
-        Thread {
+        DetachedThread {
             let outcome = Self.ask(program: program, action: prompt.action, existingLabels: existing, keys: keys)
             service.post(path: path, action: prompt.action, outcome: outcome)
         }.start()

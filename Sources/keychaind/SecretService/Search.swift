@@ -7,7 +7,7 @@ extension SecretService {
     /// access control asks a credential at each use (user presence, an application password):
     /// the Secret Service has no way to ask it, so such items are not served over D-Bus.
     /// Damage found on the way is reported, not hidden as a missing item.
-    func item(_ collection: Collection, uniqueID: String, keychain: Keychain, master: MasterKey?) throws(Failure) -> (row: Int64, object: ObjectAttributes) {
+    func item(_ collection: KeychainCollection, uniqueID: String, keychain: Keychain, master: MasterKey?) throws(Failure) -> (row: Int64, object: ObjectAttributes) {
         do {
             let rows = try keychain.find([(.uniqueID, Array(uniqueID.utf8)), (.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue))], master: master)
             guard let row = rows.first else { throw Failure.noSuchObject }
@@ -30,7 +30,7 @@ extension SecretService {
     static func isServed(_ object: ObjectAttributes) -> Bool { object.requiredCredential == .none }
 
     /// Items of `collection` showing every pair of `wanted` (those served over D-Bus).
-    func search(_ collection: Collection, _ wanted: [String: String], keychain: Keychain, master: MasterKey?) throws(Failure) -> [String] {
+    func search(_ collection: KeychainCollection, _ wanted: [String: String], keychain: Keychain, master: MasterKey?) throws(Failure) -> [String] {
         var seen: Set<Int64> = []
         var paths: [String] = []
         do {

@@ -70,7 +70,7 @@ final class SecretService: @unchecked Sendable {
         }
         guard requested >= 0 else { return "cannot own \(Self.name) (\(String(cString: strerror(-requested))))" }
         let service = self
-        Thread { service.run() }.start()
+        DetachedThread { service.run() }.start()
         return nil
     }
 
@@ -207,7 +207,7 @@ final class SecretService: @unchecked Sendable {
         _ = pointers.withUnsafeMutableBufferPointer { sd_bus_emit_properties_changed_strv(bus, path, interface, $0.baseAddress) }
     }
 
-    func itemsChanged(_ collection: Collection, item: String, member: String) {
+    func itemsChanged(_ collection: KeychainCollection, item: String, member: String) {
         emit(collection.path, Self.collectionInterface, member, objectPath: item)
         propertiesChanged(collection.path, Self.collectionInterface, ["Items", "Modified"])
     }

@@ -105,7 +105,7 @@ extension SecretService {
         guard let properties = reader.properties(), let alias = reader.string() else { throw .invalid("properties, alias") }
         guard alias.isEmpty || alias == "default" else { throw .notSupported("only the 'default' alias exists here") }
         let all = collections()
-        var found: Collection?
+        var found: KeychainCollection?
         if alias == "default" { found = defaultCollection(all) }
         if found == nil, case .string(let label)? = properties["org.freedesktop.Secret.Collection.Label"] {
             found = all.first { $0.label == label }
@@ -126,7 +126,7 @@ extension SecretService {
     private func unlock(_ message: OpaquePointer, _ reader: BusReader, sender: String) throws(Failure) -> Int32 {
         guard let objects = reader.objectPaths() else { throw .invalid("objects") }
         var done: [String] = []
-        var pending: [Collection] = []
+        var pending: [KeychainCollection] = []
         var pendingObjects: [String] = []
         for object in objects {
             guard let collection = resolve(object)?.collection else { continue }
