@@ -37,8 +37,8 @@ extension SecretService {
         case "Label": writer.string(collection.label)
         case "Locked": writer.bool(isLocked(collection))
         case "Created", "Modified":
-            var info = stat()
-            let time = stat(collection.file, &info) == 0 ? UInt64(max(0, property == "Created" ? info.st_ctim.tv_sec : info.st_mtim.tv_sec)) : 0
+            let info = try? System.stat(collection.file)
+            let time = info.map { UInt64(max(0, property == "Created" ? $0.st_ctim.tv_sec : $0.st_mtim.tv_sec)) } ?? 0
             writer.uint64(time)
         default: throw .noSuchObject
         }

@@ -19,8 +19,7 @@ extension SecretService {
         var kept: [String: (device: UInt64, inode: UInt64, label: String, keychain: Keychain)] = [:]
         var result: [KeychainCollection] = []
         for file in files {
-            var info = stat()
-            guard stat(file, &info) == 0 else { continue }
+            guard let info = try? System.stat(file) else { continue }
             let device = UInt64(info.st_dev), inode = UInt64(info.st_ino)
             if let cached = opened[file], cached.device == device, cached.inode == inode {
                 kept[file] = cached

@@ -15,8 +15,8 @@ extension SecretService {
 
     func post(path: String, action: PromptAction, outcome: PromptOutcome) {
         outcomeLock.withLock { outcomes.append((path, action, outcome)) }
-        var byte: UInt8 = 1
-        _ = Glibc.write(wake[1], &byte, 1)
+        let byte: UInt8 = 1
+        _ = withUnsafeBytes(of: byte) { try? System.writeAll(wake[1], $0) }
     }
 
     /// The slow part of a prompt, off the bus thread: only the prompt program, the unlock
@@ -88,7 +88,7 @@ extension SecretService {
     /// On the bus thread: announces the outcomes the prompt workers posted.
     func announceOutcomes() {
         var byte: UInt8 = 0
-        while Glibc.read(wake[0], &byte, 1) == 1 {}
+        while withUnsafeMutableBytes(of: &byte, { try? System.read(wake[0], into: $0) }) == 1 {}
         let ready = outcomeLock.withLock { () -> [(path: String, action: PromptAction, outcome: PromptOutcome)] in
             defer { outcomes.removeAll() }
             return outcomes

@@ -54,11 +54,13 @@ final class SecretService: @unchecked Sendable {
         let opened = sd_bus_open_user(&connection)
         guard opened >= 0, let connection else { return "no session bus (\(String(cString: strerror(-opened)))): set DBUS_SESSION_BUS_ADDRESS" }
         bus = connection
-        guard pipe(&wake) == 0 else { return "no pipe (\(String(cString: strerror(errno))))" }
-        for fd in wake {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
+        do {
+            let ends = try System.pipe()
+            wake = [ends.read, ends.write]
+        } catch {
+            return "no pipe (\(error.reason))"
         }
+        for fd in wake { _ = try? System.fcntl(fd, F_SETFL, O_NONBLOCK) }
         let registered = registerObjects(on: connection)
         guard registered >= 0 else { return "cannot register the Secret Service objects (\(String(cString: strerror(-registered))))" }
         // No queueing and no replacement: if gnome-keyring, KeePassXC or another keychaind owns
@@ -101,7 +103,7 @@ final class SecretService: @unchecked Sendable {
                 let nowMicros = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
                 wait = deadline <= nowMicros ? 0 : Int32(min(UInt64(wait), (deadline - nowMicros + 999) / 1000))
             }
-            _ = poll(&fds, 2, wait)
+            _ = try? System.poll(&fds, timeout: wait)
             if fds[1].revents != 0 { announceOutcomes() }
         }
         _ = sd_bus_release_name(bus, Self.name)
