@@ -241,51 +241,57 @@ extension Substring {
     var trimmingSpaces: String { String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed()) }
 }
 
-/// Writes all of `bytes` to `fd`.
-private func writeAll(_ bytes: [UInt8], to fd: Int32) -> Bool {
-    var written = 0
-    while written < bytes.count {
-        let n = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        if n < 0, errno == EINTR { continue }
-        guard n > 0 else { return false }
-        written += n
-    }
-    return true
-}
-
 /// Writes bytes to standard output (`path` nil or "-") or to a file, whole or not at all: a new
 /// file beside the target (never following a link; 0600 for secrets) is synced, then renamed
 /// over it, so an existing file keeps its contents if anything fails.
 func writeOutput(_ bytes: [UInt8], to path: String?, secret: Bool) throws {
     guard let path, path != "-" else {
-        guard writeAll(bytes, to: STDOUT_FILENO) else {
-            throw fail("cannot write to standard output: \(String(cString: strerror(errno))).", status: ExitStatus.failure)
+        do {
+            try bytes.withUnsafeBytes { buffer in Result { () throws(SystemError) in try System.writeAll(STDOUT_FILENO, buffer) } }.get()
+        } catch {
+            throw fail("cannot write to standard output: \(error.reason).", status: ExitStatus.failure)
         }
         return
     }
     let temporary = path + ".keychainctl-\(getpid())"
-    let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, secret ? 0o600 : 0o644)
-    guard fd >= 0 else { throw fail("cannot write \(path): \(String(cString: strerror(errno))).", status: ExitStatus.failure) }
-    let written = writeAll(bytes, to: fd) && fsync(fd) == 0
-    let reason = String(cString: strerror(errno))
-    close(fd)
-    guard written, rename(temporary, path) == 0 else {
-        unlink(temporary)
-        throw fail("cannot write \(path): \(reason).", status: ExitStatus.failure)
+    let fd: Int32
+    do {
+        fd = try System.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: secret ? 0o600 : 0o644)
+    } catch {
+        throw fail("cannot write \(path): \(error.reason).", status: ExitStatus.failure)
+    }
+    do {
+        do {
+            defer { System.close(fd) }
+            try bytes.withUnsafeBytes { buffer in Result { () throws(SystemError) in try System.writeAll(fd, buffer) } }.get()
+            try System.fsync(fd)
+        }
+        try System.rename(temporary, to: path)
+    } catch {
+        try? System.unlink(temporary)
+        throw fail("cannot write \(path): \(error.reason).", status: ExitStatus.failure)
     }
 }
 
 /// Reads a whole file ('-' = standard input), bounded at 16 MiB.
 func readInput(_ path: String) throws -> [UInt8] {
     let limit = 16 << 20
-    let fd = path == "-" ? STDIN_FILENO : Glibc.open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { throw fail("cannot read \(path): \(String(cString: strerror(errno))).", status: ExitStatus.badInput) }
-    defer { if fd != STDIN_FILENO { close(fd) } }
+    let fd: Int32
+    do {
+        fd = path == "-" ? STDIN_FILENO : try System.open(path, O_RDONLY)
+    } catch {
+        throw fail("cannot read \(path): \(error.reason).", status: ExitStatus.badInput)
+    }
+    defer { if fd != STDIN_FILENO { System.close(fd) } }
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 65536)
     while true {
-        let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-        if n < 0 { throw fail("cannot read \(path): \(String(cString: strerror(errno))).", status: ExitStatus.badInput) }
+        let n: Int
+        do {
+            n = try chunk.withUnsafeMutableBytes { buffer in Result { () throws(SystemError) in try System.read(fd, into: buffer) } }.get()
+        } catch {
+            throw fail("cannot read \(path): \(error.reason).", status: ExitStatus.badInput)
+        }
         if n == 0 { break }
         bytes += chunk[0..<n]
         if bytes.count > limit { throw fail("\(path) is larger than 16 MiB.", status: ExitStatus.badInput) }

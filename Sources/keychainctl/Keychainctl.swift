@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import KeychainCore
+import KeychainCrypto
 
 @main
 struct Keychainctl: ParsableCommand {
@@ -136,5 +137,7 @@ func failure(for error: KeychainError) -> ExitCode {
 
 /// Standard error as a TextOutputStream.
 struct StandardError: TextOutputStream {
-    mutating func write(_ string: String) { _ = string.withCString { Glibc.write(STDERR_FILENO, $0, strlen($0)) } }
+    mutating func write(_ string: String) {
+        _ = string.withCString { try? System.writeAll(STDERR_FILENO, UnsafeRawBufferPointer(start: $0, count: strlen($0))) }
+    }
 }

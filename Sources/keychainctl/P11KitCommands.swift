@@ -1,5 +1,6 @@
 import ArgumentParser
 import Glibc
+import KeychainCrypto
 
 struct P11Kit: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -64,11 +65,12 @@ struct P11Kit: ParsableCommand {
             var prefix = ""
             for part in location.folder.split(separator: "/") {
                 prefix += "/" + part
-                var status = stat()
-                if stat(prefix, &status) == 0 { continue }
-                if mkdir(prefix, 0o755) != 0, errno != EEXIST {
-                    throw fail("cannot create \(prefix): \(String(cString: strerror(errno))).", status: ExitStatus.storage)
-                }
+                if System.exists(prefix) { continue }
+                do {
+                    try System.mkdir(prefix, mode: 0o755)
+                } catch where error.code != EEXIST {
+                    throw fail("cannot create \(prefix): \(error.reason).", status: ExitStatus.storage)
+                } catch {}
             }
             let text = """
                 # Keychain PKCS#11, registered by keychainctl p11-kit register.
@@ -79,9 +81,12 @@ struct P11Kit: ParsableCommand {
                 """
             let temporary = location.file + ".new"
             try writeOutput(Array(text.utf8), to: temporary, secret: false)
-            guard chmod(temporary, 0o644) == 0, rename(temporary, location.file) == 0 else {
-                unlink(temporary)
-                throw fail("cannot write \(location.file): \(String(cString: strerror(errno))).", status: ExitStatus.storage)
+            do {
+                try System.chmod(temporary, mode: 0o644)
+                try System.rename(temporary, to: location.file)
+            } catch {
+                try? System.unlink(temporary)
+                throw fail("cannot write \(location.file): \(error.reason).", status: ExitStatus.storage)
             }
             print("Registered \(path) in \(location.file)")
             print("Check with: p11-kit list-modules" + (location.isSystem ? " (every user's p11-kit programs now load it)" : ""))
@@ -101,9 +106,11 @@ struct P11Kit: ParsableCommand {
         @OptionGroup var location: Location
 
         func run() throws {
-            guard unlink(location.file) == 0 else {
-                if errno == ENOENT { throw fail("the module is not registered in \(location.folder).", status: ExitStatus.notFound) }
-                throw fail("cannot remove \(location.file): \(String(cString: strerror(errno))).", status: ExitStatus.storage)
+            do {
+                try System.unlink(location.file)
+            } catch {
+                if error.code == ENOENT { throw fail("the module is not registered in \(location.folder).", status: ExitStatus.notFound) }
+                throw fail("cannot remove \(location.file): \(error.reason).", status: ExitStatus.storage)
             }
             print("Removed \(location.file)")
         }

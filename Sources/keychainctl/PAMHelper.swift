@@ -75,8 +75,9 @@ struct PAMHelper: ParsableCommand {
         var result: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 1024)
         while result.count < 4096 {
-            let n = read(0, &buffer, buffer.count)
-            if n > 0 { result += buffer[0..<n] } else if n < 0, errno == EINTR { continue } else { break }
+            // End of input or an error ends it (EINTR is retried).
+            guard let n = buffer.withUnsafeMutableBytes({ try? System.read(0, into: $0) }), n > 0 else { break }
+            result += buffer[0..<n]
         }
         wipe(&buffer)
         // A trailing newline ends the last line.

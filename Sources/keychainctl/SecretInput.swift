@@ -71,9 +71,8 @@ struct SecretInput {
     /// Whether this process has a terminal to ask on: /dev/tty opens (its permission bits say
     /// nothing; without a controlling terminal the open fails with ENXIO).
     static func controllingTerminal() -> Bool {
-        let fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        close(fd)
+        guard let fd = try? System.open("/dev/tty", O_RDWR | O_NOCTTY) else { return false }
+        System.close(fd)
         return true
     }
 

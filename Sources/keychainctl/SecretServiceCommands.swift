@@ -108,9 +108,11 @@ struct SecretServiceEnable: ParsableCommand {
         var prefix = ""
         for part in file.split(separator: "/").dropLast() {
             prefix += "/" + part
-            if mkdir(prefix, 0o755) != 0, errno != EEXIST {
-                throw fail("cannot create \(prefix): \(String(cString: strerror(errno))).", status: ExitStatus.storage)
-            }
+            do {
+                try System.mkdir(prefix, mode: 0o755)
+            } catch where error.code != EEXIST {
+                throw fail("cannot create \(prefix): \(error.reason).", status: ExitStatus.storage)
+            } catch {}
         }
         let text = """
             # Written by keychainctl secret-service enable: keychaind serves the Secret Service.
@@ -120,9 +122,12 @@ struct SecretServiceEnable: ParsableCommand {
 
             """
         try writeOutput(Array(text.utf8), to: file + ".new", secret: false)
-        guard chmod(file + ".new", 0o644) == 0, rename(file + ".new", file) == 0 else {
-            unlink(file + ".new")
-            throw fail("cannot write \(file): \(String(cString: strerror(errno))).", status: ExitStatus.storage)
+        do {
+            try System.chmod(file + ".new", mode: 0o644)
+            try System.rename(file + ".new", to: file)
+        } catch {
+            try? System.unlink(file + ".new")
+            throw fail("cannot write \(file): \(error.reason).", status: ExitStatus.storage)
         }
         print("Wrote \(file): the session bus starts \(keychaind) --secret-service for the first Secret Service client.")
         if let client = try? SecretServiceClient(), let owner = client.owner(), owner.exe?.hasSuffix("/keychaind") != true {
@@ -143,9 +148,11 @@ struct SecretServiceDisable: ParsableCommand {
 
     func run() throws {
         let file = SecretServiceCommand.userActivationFile
-        guard unlink(file) == 0 else {
-            if errno == ENOENT { throw fail("\(file) does not exist: keychaind was not enabled for this user.", status: ExitStatus.notFound) }
-            throw fail("cannot remove \(file): \(String(cString: strerror(errno))).", status: ExitStatus.storage)
+        do {
+            try System.unlink(file)
+        } catch {
+            if error.code == ENOENT { throw fail("\(file) does not exist: keychaind was not enabled for this user.", status: ExitStatus.notFound) }
+            throw fail("cannot remove \(file): \(error.reason).", status: ExitStatus.storage)
         }
         print("Removed \(file). A running keychaind --secret-service keeps the name until it stops (log out, or pkill -f 'keychaind.*--secret-service').")
     }

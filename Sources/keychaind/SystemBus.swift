@@ -47,7 +47,7 @@ final class SystemBusWatcher: @unchecked Sendable {
             return false
         }
         let watcher = self
-        Thread { watcher.run() }.start()
+        DetachedThread { watcher.run() }.start()
         return true
     }
 

@@ -12,7 +12,7 @@ import KeychainCrypto
 //   keychaind --foreground [--socket PATH]   run here (tests, systemd's Type=simple)
 //   keychaind [--socket PATH]                start in the background (a new session) and return
 //   --secret-service                         also serve org.freedesktop.secrets on the session bus
-//                                            (SecretService.swift); refused when another provider
+//                                            (SecretService/); refused when another provider
 //                                            owns the name
 
 /// What the daemon holds for one keychain.
@@ -170,9 +170,8 @@ nonisolated(unsafe) var stopRequested: sig_atomic_t = 0
 /// The uid of the process at the other end of `fd` (SO_PEERCRED: pid, uid, gid).
 func peerUID(_ fd: Int32) -> uid_t? {
     var credentials = [Int32](repeating: -1, count: 3)
-    var length = socklen_t(MemoryLayout<Int32>.size * 3)
-    let ok = credentials.withUnsafeMutableBytes { getsockopt(fd, SOL_SOCKET, SO_PEERCRED, $0.baseAddress, &length) }
-    guard ok == 0, length == socklen_t(MemoryLayout<Int32>.size * 3) else { return nil }
+    let length = credentials.withUnsafeMutableBytes { try? System.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, into: $0) }
+    guard length == MemoryLayout<Int32>.size * 3 else { return nil }
     return uid_t(bitPattern: credentials[1])
 }
 
@@ -182,7 +181,7 @@ func activatedSocket() -> Int32? {
           let count = getenv("LISTEN_FDS").flatMap({ Int(String(cString: $0)) }), count >= 1 else { return nil }
     unsetenv("LISTEN_PID")
     unsetenv("LISTEN_FDS")
-    _ = fcntl(3, F_SETFD, FD_CLOEXEC)
+    _ = try? System.fcntl(3, F_SETFD, FD_CLOEXEC)
     return 3
 }
 
@@ -196,16 +195,17 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
             return 64
         }
         let folder = String(socketPath[..<slash])
-        if mkdir(folder, 0o700) != 0, errno != EEXIST {
-            print("keychaind: cannot make \(folder): \(String(cString: strerror(errno)))", to: &standardError)
+        do {
+            try System.mkdir(folder, mode: 0o700)
+        } catch where error.code != EEXIST {
+            print("keychaind: cannot make \(folder): \(error.reason)", to: &standardError)
             return 1
-        }
-        var info = stat()
-        guard lstat(folder, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == getuid() else {
+        } catch {}
+        guard let info = try? System.lstat(folder), (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == getuid() else {
             print("keychaind: \(folder) is not a folder of this user", to: &standardError)
             return 1
         }
-        if info.st_mode & 0o077 != 0 { _ = chmod(folder, 0o700) }
+        if info.st_mode & 0o077 != 0 { try? System.chmod(folder, mode: 0o700) }
     }
     let listener: Int32
     if let activated {
@@ -217,14 +217,20 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
             print("keychaind: another keychaind already answers on \(socketPath)", to: &standardError)
             return 1
         }
-        unlink(socketPath)
-        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard listener >= 0 else { return 1 }
-        let previous = umask(0o077)
-        let bound = UnlockSession.withUnixAddress(socketPath) { address, length in bind(listener, address, length) == 0 } ?? false
-        umask(previous)
-        guard bound, listen(listener, 16) == 0 else {
-            print("keychaind: cannot listen on \(socketPath): \(String(cString: strerror(errno)))", to: &standardError)
+        try? System.removeIfPresent(socketPath)
+        guard let opened = try? System.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue)) else { return 1 }
+        listener = opened
+        // Bound under umask 077: the socket file is its user's alone.
+        let previous = System.umask(0o077)
+        let bound = UnlockSession.withUnixAddress(socketPath) { address, length in
+            Result { () throws(SystemError) in try System.bind(listener, address, length) }
+        } ?? .failure(SystemError(ENAMETOOLONG, call: "bind", path: socketPath))
+        System.umask(previous)
+        do {
+            try bound.get()
+            try System.listen(listener, backlog: 16)
+        } catch {
+            print("keychaind: cannot listen on \(socketPath): \(error.reason)", to: &standardError)
             return 1
         }
     }
@@ -238,8 +244,8 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
         let service = SecretService(keys: daemon)
         if let problem = service.start() {
             print("keychaind: \(problem)", to: &standardError)
-            if activated == nil { unlink(socketPath) }
-            close(listener)
+            if activated == nil { try? System.removeIfPresent(socketPath) }
+            System.close(listener)
             return 1
         }
         print("keychaind: serving the Secret Service (\(SecretService.name)) on the session bus", to: &standardError)
@@ -250,23 +256,20 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
     print("keychaind: listening on \(socketPath)", to: &standardError)
     while stopRequested == 0 {
         daemon.expire()
-        var poller = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&poller, 1, 500)
-        guard ready > 0 else { continue }
-        let client = accept(listener, nil, nil)
-        guard client >= 0 else { continue }
-        _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        _ = setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var poller = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
+        guard let ready = try? System.poll(&poller, timeout: 500), ready > 0 else { continue }
+        guard let client = try? System.accept(listener) else { continue }
+        let timeout = timeval(tv_sec: 5, tv_usec: 0)
+        _ = withUnsafeBytes(of: timeout) { try? System.setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, $0) }
         guard peerUID(client) == me else {
             // Another user's process: nothing, not even an error frame.
-            close(client)
+            System.close(client)
             continue
         }
         // One request per connection. Unlocks run scrypt: each connection has its own thread so
         // that a slow unlock does not hold up key requests.
-        let worker = Thread { [daemon] in
-            defer { close(client) }
+        let worker = DetachedThread { [daemon] in
+            defer { System.close(client) }
             guard var request = UnlockSession.readFrame(client) else { return }
             defer { wipe(&request) }
             var (status, fields) = daemon.handle(request)
@@ -279,9 +282,9 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
         worker.start()
     }
     daemon.forgetEverything()
-    close(listener)
+    System.close(listener)
     // systemd's socket stays for the next activation; our own goes with us.
-    if activated == nil { unlink(socketPath) }
+    if activated == nil { try? System.removeIfPresent(socketPath) }
     print("keychaind: stopped; every keychain locked", to: &standardError)
     return 0
 }
@@ -302,29 +305,11 @@ func serveSecretServiceOnly() -> Int32 {
     return 0
 }
 
-/// A detached thread running a closure (pthreads; Foundation is not linked here).
-final class Thread {
-    private let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
-
-    func start() {
-        let box = Unmanaged.passRetained(self)
-        var thread = pthread_t()
-        let started = pthread_create(&thread, nil, { context in
-            guard let context else { return nil }
-            let me = Unmanaged<Thread>.fromOpaque(context).takeRetainedValue()
-            me.body()
-            return nil
-        }, box.toOpaque())
-        if started == 0 { pthread_detach(thread) } else { box.release() }
-    }
-}
-
 /// Standard error as a stream (fd 2 directly: the C `stderr` global is not concurrency-safe).
 struct StandardError: TextOutputStream {
     mutating func write(_ string: String) {
-        var bytes = Array(string.utf8)
-        _ = Glibc.write(2, &bytes, bytes.count)
+        let bytes = Array(string.utf8)
+        _ = bytes.withUnsafeBytes { try? System.writeAll(2, $0) }
     }
 }
 

@@ -35,6 +35,15 @@ public enum System {
         if let failure, let code = failure(call, path) { throw SystemError(code, call: call, path: path) }
     }
 
+    /// Runs `body` once; -1 (EINTR included) becomes a `SystemError`.
+    @inline(__always)
+    private static func once<T: BinaryInteger>(_ call: String, _ path: String?, _ body: () -> T) throws(SystemError) -> T {
+        try check(call, path)
+        let result = body()
+        if result == -1 { throw SystemError(errno, call: call, path: path) }
+        return result
+    }
+
     /// Runs `body` until it does not fail with EINTR; -1 becomes a `SystemError`.
     @inline(__always)
     private static func retrying<T: BinaryInteger>(_ call: String, _ path: String?, _ body: () -> T) throws(SystemError) -> T {
@@ -202,6 +211,57 @@ public enum System {
     /// socket(2); SOCK_CLOEXEC is always added.
     public static func socket(_ domain: Int32, _ type: Int32, _ protocolNumber: Int32 = 0) throws(SystemError) -> Int32 {
         try retrying("socket", nil) { Glibc.socket(domain, type | Int32(SOCK_CLOEXEC.rawValue), protocolNumber) }
+    }
+
+    /// bind(2) to `address` (a sockaddr_un as UnlockSession.withUnixAddress gives it).
+    public static func bind(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) throws(SystemError) {
+        _ = try once("bind", nil) { Glibc.bind(fd, address, length) }
+    }
+
+    public static func listen(_ fd: Int32, backlog: Int32) throws(SystemError) {
+        _ = try once("listen", nil) { Glibc.listen(fd, backlog) }
+    }
+
+    /// accept(2) of the next connection, close-on-exec (Glibc's module has no accept4). EINTR is
+    /// thrown, not retried: a server's loop sees the signal that asks it to stop.
+    public static func accept(_ fd: Int32) throws(SystemError) -> Int32 {
+        let connection = try once("accept", nil) { Glibc.accept(fd, nil, nil) }
+        _ = Glibc.fcntl(connection, F_SETFD, FD_CLOEXEC)
+        return connection
+    }
+
+    /// getsockopt(2) into `value`: the length the option filled.
+    public static func getsockopt(_ fd: Int32, _ level: Int32, _ option: Int32, into value: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
+        var length = socklen_t(value.count)
+        _ = try once("getsockopt", nil) { Glibc.getsockopt(fd, level, option, value.baseAddress, &length) }
+        return Int(length)
+    }
+
+    public static func setsockopt(_ fd: Int32, _ level: Int32, _ option: Int32, _ value: UnsafeRawBufferPointer) throws(SystemError) {
+        _ = try once("setsockopt", nil) { Glibc.setsockopt(fd, level, option, value.baseAddress, socklen_t(value.count)) }
+    }
+
+    // MARK: pipes, polling, the file mode mask
+
+    /// pipe(2), both ends close-on-exec (Glibc's module has no pipe2): the read end and the write end.
+    public static func pipe() throws(SystemError) -> (read: Int32, write: Int32) {
+        var ends: [Int32] = [-1, -1]
+        _ = try once("pipe", nil) { Glibc.pipe(&ends) }
+        for end in ends { _ = Glibc.fcntl(end, F_SETFD, FD_CLOEXEC) }
+        return (ends[0], ends[1])
+    }
+
+    /// poll(2): how many of `descriptors` are ready (0 when `timeout` ms passed). EINTR is thrown,
+    /// not retried: a waiting loop sees the signal that asks it to stop.
+    public static func poll(_ descriptors: inout [pollfd], timeout: Int32) throws(SystemError) -> Int {
+        let count = nfds_t(descriptors.count)
+        return Int(try once("poll", nil) { Glibc.poll(&descriptors, count, timeout) })
+    }
+
+    /// umask(2), which cannot fail: the mask before.
+    @discardableResult
+    public static func umask(_ mask: mode_t) -> mode_t {
+        Glibc.umask(mask)
     }
 }
 
