@@ -247,7 +247,7 @@ extension Substring {
 func writeOutput(_ bytes: [UInt8], to path: String?, secret: Bool) throws {
     guard let path, path != "-" else {
         do {
-            try bytes.withUnsafeBytes { buffer in Result { () throws(SystemError) in try System.writeAll(STDOUT_FILENO, buffer) } }.get()
+            try System.writeAll(STDOUT_FILENO, bytes)
         } catch {
             throw fail("cannot write to standard output: \(error.reason).", status: ExitStatus.failure)
         }
@@ -263,7 +263,7 @@ func writeOutput(_ bytes: [UInt8], to path: String?, secret: Bool) throws {
     do {
         do {
             defer { System.close(fd) }
-            try bytes.withUnsafeBytes { buffer in Result { () throws(SystemError) in try System.writeAll(fd, buffer) } }.get()
+            try System.writeAll(fd, bytes)
             try System.fsync(fd)
         }
         try System.rename(temporary, to: path)
