@@ -27,7 +27,7 @@ public final class PThreadMutex: @unchecked Sendable {
         case plain
     }
 
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     public init(_ kind: Kind = .adaptive) {
         mutex = CacheLine.allocate(pthread_mutex_t.self)
@@ -48,10 +48,13 @@ public final class PThreadMutex: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    public func lock() { pthread_mutex_lock(mutex) }
-    public func unlock() { pthread_mutex_unlock(mutex) }
+    @inlinable public func lock() { pthread_mutex_lock(mutex) }
+    @inlinable public func unlock() { pthread_mutex_unlock(mutex) }
 
-    public func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    // Inlinable: the locks of a call's hot path (a session's, the tables') are taken from other
+    // modules, where an unspecialised generic call cost about 500 instructions per C_EncryptInit
+    // + C_Encrypt pair (callgrind, issue 31).
+    @inlinable public func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         lock()
         defer { unlock() }
         return try body()
@@ -60,7 +63,7 @@ public final class PThreadMutex: @unchecked Sendable {
     /// Inside `withLock`: runs slow work that touches no shared state with the lock let go (once:
     /// for a recursive mutex, a caller that holds it more deeply keeps it, which is correct, only
     /// slower). A keychain's scrypt runs so, and other threads use the keychain meanwhile.
-    public func released<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    @inlinable public func released<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         unlock()
         defer { lock() }
         return try body()
@@ -70,7 +73,7 @@ public final class PThreadMutex: @unchecked Sendable {
 /// A pthread read/write lock on a cache line of its own: the module's tables (slots, sessions,
 /// object handles), read by every call and changed by few, and its fork gate.
 public final class PThreadRWLock: @unchecked Sendable {
-    private let rwlock: UnsafeMutablePointer<pthread_rwlock_t>
+    @usableFromInline let rwlock: UnsafeMutablePointer<pthread_rwlock_t>
     private let preferWriters: Bool
 
     /// `preferWriters`: a waiting writer stops new readers from entering (glibc's
@@ -96,22 +99,22 @@ public final class PThreadRWLock: @unchecked Sendable {
     /// The child is alone, nobody else holds the lock: it starts afresh.
     public func resetInForkedChild() { setUp() }
 
-    public func lockForReading() { pthread_rwlock_rdlock(rwlock) }
-    public func lockForWriting() { pthread_rwlock_wrlock(rwlock) }
-    public func unlock() { pthread_rwlock_unlock(rwlock) }
+    @inlinable public func lockForReading() { pthread_rwlock_rdlock(rwlock) }
+    @inlinable public func lockForWriting() { pthread_rwlock_wrlock(rwlock) }
+    @inlinable public func unlock() { pthread_rwlock_unlock(rwlock) }
 
     deinit {
         pthread_rwlock_destroy(rwlock)
         rwlock.deallocate()
     }
 
-    public func reading<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    @inlinable public func reading<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         pthread_rwlock_rdlock(rwlock)
         defer { pthread_rwlock_unlock(rwlock) }
         return try body()
     }
 
-    public func writing<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    @inlinable public func writing<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         pthread_rwlock_wrlock(rwlock)
         defer { pthread_rwlock_unlock(rwlock) }
         return try body()
