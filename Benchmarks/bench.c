@@ -735,7 +735,7 @@ static int threads_main(const char *module) {
     if (!labelled_slot("bench", &slot) || !labelled_slot("bench2", &other)) { fprintf(stderr, "no bench tokens\n"); return 1; }
     CK_MECHANISM pkcs = {CKM_SHA256_RSA_PKCS, NULL, 0};
     CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
-    CK_MECHANISM eddsa = {0x1057 /* CKM_EDDSA */, NULL, 0};
+    CK_MECHANISM eddsa = {CKM_EDDSA, NULL, 0};
     threaded_signatures(slot, "rsa2048.pkcs1", CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0, 2048, pkcs);
     threaded_signatures(slot, "ecdsa.p256", CKM_EC_KEY_PAIR_GEN, p256, sizeof p256, 0, ecdsa);
     threaded_signatures(slot, "ed25519", 0x1055 /* CKM_EC_EDWARDS_KEY_PAIR_GEN */, ed25519, sizeof ed25519, 0, eddsa);
@@ -783,7 +783,7 @@ int main(int argc, char **argv) {
     CK_MECHANISM pss = {CKM_SHA256_RSA_PKCS_PSS, &pss_params, sizeof pss_params};
     /* Raw ECDSA over a 32-byte hash: SoftHSM 2.6 offers no hashing ECDSA mechanisms. */
     CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
-    CK_MECHANISM eddsa = {0x1057 /* CKM_EDDSA */, NULL, 0};
+    CK_MECHANISM eddsa = {CKM_EDDSA, NULL, 0};
     int inline_openssl = getenv("BENCH_OPENSSL_INLINE") && strcmp(getenv("BENCH_OPENSSL_INLINE"), "1") == 0;
     signatures("rsa2048.pkcs1", CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0, 2048, pkcs);
     if (inline_openssl) evp_signatures("rsa2048.pkcs1", EVP_RSA_PKCS1);
@@ -793,7 +793,7 @@ int main(int argc, char **argv) {
     if (inline_openssl) evp_signatures("ecdsa.p256", EVP_EC_P256);
     signatures("ecdsa.p384", CKM_EC_KEY_PAIR_GEN, p384, sizeof p384, 0, ecdsa);
     if (inline_openssl) evp_signatures("ecdsa.p384", EVP_EC_P384);
-    signatures("ed25519", 0x1055 /* CKM_EC_EDWARDS_KEY_PAIR_GEN */, ed25519, sizeof ed25519, 0, eddsa);
+    signatures("ed25519", CKM_EC_EDWARDS_KEY_PAIR_GEN, ed25519, sizeof ed25519, 0, eddsa);
     if (inline_openssl) evp_signatures("ed25519", EVP_ED25519);
     aes("aes256.gcm.1KiB", CKM_AES_GCM, 1024);
     aes("aes256.gcm.1MiB", CKM_AES_GCM, 1 << 20);
