@@ -738,7 +738,7 @@ static int threads_main(const char *module) {
     CK_MECHANISM eddsa = {CKM_EDDSA, NULL, 0};
     threaded_signatures(slot, "rsa2048.pkcs1", CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0, 2048, pkcs);
     threaded_signatures(slot, "ecdsa.p256", CKM_EC_KEY_PAIR_GEN, p256, sizeof p256, 0, ecdsa);
-    threaded_signatures(slot, "ed25519", 0x1055 /* CKM_EC_EDWARDS_KEY_PAIR_GEN */, ed25519, sizeof ed25519, 0, eddsa);
+    threaded_signatures(slot, "ed25519", CKM_EC_EDWARDS_KEY_PAIR_GEN, ed25519, sizeof ed25519, 0, eddsa);
     CK_OBJECT_HANDLE pub, priv;
     if (!token_key_pair(CKM_EC_KEY_PAIR_GEN, p256, sizeof p256, 0, &pub, &priv)) { fprintf(stderr, "P-256 key\n"); return 1; }
     latency(slot, other, priv, "login", 0);

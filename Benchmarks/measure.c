@@ -176,7 +176,7 @@ static int measure_sign(const char *module, double seconds) {
     CK_ATTRIBUTE ed[] = {{CKA_EC_PARAMS, ed25519, sizeof ed25519}};
     sign_rate(p11, session, "RSA-2048 SHA256-PKCS", CKM_RSA_PKCS_KEY_PAIR_GEN, rsa, 1, CKM_SHA256_RSA_PKCS, seconds);
     sign_rate(p11, session, "ECDSA P-256 SHA256", CKM_EC_KEY_PAIR_GEN, ec, 1, CKM_ECDSA_SHA256, seconds);
-    sign_rate(p11, session, "Ed25519", 0x1055 /* CKM_EC_EDWARDS_KEY_PAIR_GEN */, ed, 1, 0x1057 /* CKM_EDDSA */, seconds);
+    sign_rate(p11, session, "Ed25519", CKM_EC_EDWARDS_KEY_PAIR_GEN, ed, 1, CKM_EDDSA, seconds);
     CHECK(p11->C_Finalize(NULL));
     return 0;
 }
