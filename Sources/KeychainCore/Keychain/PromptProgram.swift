@@ -20,11 +20,10 @@ public enum PromptProgram {
     /// output; returns the first line it printed (at most `PINPolicy.maximumLength` bytes). Call
     /// without holding locks: a person may take a while to answer.
     public static func run(_ program: String, text: String) throws(Failure) -> SecureBytes {
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw .canceled("no pipe (errno \(errno))") }
-        // Not inherited by other children of the host (pipe2 is not exported to Swift here).
-        _ = try? System.fcntl(fds[0], F_SETFD, FD_CLOEXEC)
-        _ = try? System.fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+        // Both ends close-on-exec: not inherited by other children of the host.
+        let ends: (read: Int32, write: Int32)
+        do { ends = try System.pipe() } catch { throw .canceled("no pipe (errno \(error.code))") }
+        var fds = [ends.read, ends.write]
         defer { if fds[0] >= 0 { System.close(fds[0]) } }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)

@@ -168,10 +168,17 @@ public enum System {
 
     /// Writes all of `bytes` (write(2) until done).
     public static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+        try writingAll("write", bytes) { start, count, _ in Glibc.write(fd, start, count) }
+    }
+
+    /// Calls `write` (start, count, bytes done so far) until all of `bytes` are written; a call
+    /// that writes nothing is EIO.
+    private static func writingAll(_ call: String, _ bytes: UnsafeRawBufferPointer,
+                                   _ write: (UnsafeRawPointer?, Int, Int) -> Int) throws(SystemError) {
         var written = 0
         while written < bytes.count {
-            let count = try retrying("write", nil) { Glibc.write(fd, bytes.baseAddress.map { $0 + written }, bytes.count - written) }
-            guard count > 0 else { throw SystemError(EIO, call: "write") }
+            let count = try retrying(call, nil) { write(bytes.baseAddress.map { $0 + written }, bytes.count - written, written) }
+            guard count > 0 else { throw SystemError(EIO, call: call) }
             written += count
         }
     }
@@ -196,14 +203,7 @@ public enum System {
 
     /// Writes all of `bytes` at `offset` (pwrite(2) until done).
     public static func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) throws(SystemError) {
-        var written = 0
-        while written < bytes.count {
-            let count = try retrying("pwrite", nil) {
-                Glibc.pwrite(fd, bytes.baseAddress.map { $0 + written }, bytes.count - written, off_t(offset + written))
-            }
-            guard count > 0 else { throw SystemError(EIO, call: "pwrite") }
-            written += count
-        }
+        try writingAll("pwrite", bytes) { start, count, done in Glibc.pwrite(fd, start, count, off_t(offset + done)) }
     }
 
     // MARK: sockets

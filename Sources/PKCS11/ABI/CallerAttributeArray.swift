@@ -31,42 +31,41 @@ struct CallerAttributeArray {
     /// count of attributes first, then each nested value's length or bytes (C_GetAttributeValue's rules, PKCS#11 3.0).
     func writeTemplate(_ encoded: [UInt8], at index: Int) -> CKError? {
         let template = NestedTemplate.decode(encoded) ?? []
-        let needed = template.count * MemoryLayout<CK_ATTRIBUTE>.stride
-        switch CallTwice(needed: needed, hasBuffer: entries[index].pValue != nil, capacity: entries[index].ulValueLen) {
-        case .lengthOnly:
-            entries[index].ulValueLen = CK_ULONG(needed)
-            return nil
-        case .tooSmall:
-            entries[index].ulValueLen = KC_UNAVAILABLE_INFORMATION
-            return CKError.bufferTooSmall(required: needed)
-        case .fits:
-            guard let destination = entries[index].pValue else { return nil }
+        return Self.answer(&entries[index], needed: template.count * MemoryLayout<CK_ATTRIBUTE>.stride) { destination in
             let inner = destination.bindMemory(to: CK_ATTRIBUTE.self, capacity: template.count)
             var problem: CKError?
             for (position, (type, value)) in template.enumerated() {
                 inner[position].type = CK_ATTRIBUTE_TYPE(type.rawValue)
                 if let failure = Self.write(value, into: &inner[position]) { problem = problem ?? failure }
             }
-            entries[index].ulValueLen = CK_ULONG(needed)
             return problem
         }
     }
 
     private static func write(_ value: [UInt8], into entry: inout CK_ATTRIBUTE) -> CKError? {
-        switch CallTwice(needed: value.count, hasBuffer: entry.pValue != nil, capacity: entry.ulValueLen) {
-        case .lengthOnly:
-            entry.ulValueLen = CK_ULONG(value.count)
-            return nil
-        case .tooSmall:
-            entry.ulValueLen = KC_UNAVAILABLE_INFORMATION
-            return CKError.bufferTooSmall(required: value.count)
-        case .fits:
-            guard let destination = entry.pValue else { return nil }
+        answer(&entry, needed: value.count) { destination in
             value.withUnsafeBytes { source in
                 if let base = source.baseAddress { destination.copyMemory(from: base, byteCount: source.count) }
             }
-            entry.ulValueLen = CK_ULONG(value.count)
             return nil
+        }
+    }
+
+    /// `CallTwice` for one entry: the length asked for, CK_UNAVAILABLE_INFORMATION with
+    /// CKR_BUFFER_TOO_SMALL, or `fill` writing the `needed` bytes (its problem returned).
+    private static func answer(_ entry: inout CK_ATTRIBUTE, needed: Int, fill: (UnsafeMutableRawPointer) -> CKError?) -> CKError? {
+        switch CallTwice(needed: needed, hasBuffer: entry.pValue != nil, capacity: entry.ulValueLen) {
+        case .lengthOnly:
+            entry.ulValueLen = CK_ULONG(needed)
+            return nil
+        case .tooSmall:
+            entry.ulValueLen = KC_UNAVAILABLE_INFORMATION
+            return CKError.bufferTooSmall(required: needed)
+        case .fits:
+            guard let destination = entry.pValue else { return nil }
+            let problem = fill(destination)
+            entry.ulValueLen = CK_ULONG(needed)
+            return problem
         }
     }
 }

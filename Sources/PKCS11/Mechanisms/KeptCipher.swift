@@ -106,12 +106,14 @@ enum SymmetricFastPath {
                 return session.lock.withLock { () -> CK_RV? in
                     let kind: OperationKind = encrypting ? .encrypt : .decrypt
                     guard let operation = session.operations[kind], operation.isKept, operation.phase == .started,
-                          case .symmetric(let cipher) = operation.engine, output.hasRoom(for: cipher.oneShotBound(input.count)) else { return nil }
+                          case .symmetric(let cipher) = operation.engine else { return nil }
+                    let bound = cipher.oneShotBound(input.count)
+                    guard output.hasRoom(for: bound) else { return nil }
                     // A single-part call ends the operation whatever it returns (here: no length
                     // query and no short buffer, which the full path handles).
                     session.operations[kind] = nil
                     do throws(CKError) {
-                        _ = try output.writeDirectly(bound: cipher.oneShotBound(input.count)) { (room) throws(CKError) -> Int in
+                        _ = try output.writeDirectly(bound: bound) { (room) throws(CKError) -> Int in
                             try ModuleState.run(encrypting: encrypting) { try cipher.oneShot(input, into: room) }
                         }
                         return CK_RV(CKR_OK)

@@ -45,9 +45,9 @@ extension SecretService {
             }
             let configuration = Configuration.current()
             let directory = KeychainDirectory(path: configuration.directory)
-            // Checked again now: another prompt or keychainctl may have made the label meanwhile.
-            let labels = directory.keychainFiles().compactMap { try? Keychain.open(at: $0).info(countingObjects: false).label }
-            guard !labels.contains(label), !existingLabels.contains(label) else {
+            // Checked again now (`create` checks the folder under its lock): another prompt or
+            // keychainctl may have made the label meanwhile.
+            guard !existingLabels.contains(label) else {
                 complain("keychaind: a keychain labelled '\(shown)' exists already; nothing created")
                 return .dismissed
             }
@@ -61,6 +61,9 @@ extension SecretService {
                 _ = user.withUnsafeBytes { keys.unlock(path: keychain.path, pin: $0) }
                 if alias == "default", !configuration.defaultKeychainIsFixed { try? directory.setDefaultKeychain(label) }
                 return .created(file: keychain.path, label: label)
+            } catch where error.code == .duplicateItem {
+                complain("keychaind: a keychain labelled '\(shown)' exists already; nothing created")
+                return .dismissed
             } catch {
                 complain("keychaind: the keychain '\(shown)' was not created: \(error.reason)")
                 return .dismissed
