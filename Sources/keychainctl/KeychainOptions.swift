@@ -162,8 +162,8 @@ struct AccessOptions: ParsableArguments {
 
     @Option(help: ArgumentHelp("""
         Comma-separated constraints: user-presence (the PIN at each use), application-password (a second secret \
-        for this item), private-key-usage (the key never leaves); and (both at each use) or or (either one) \
-        joins user-presence and application-password.
+        for this item), private-key-usage (the key never leaves). To have both user-presence and \
+        application-password, add and (both at each use) or or (either one).
         """, valueName: "flags"))
     var accessControl: String?
 
