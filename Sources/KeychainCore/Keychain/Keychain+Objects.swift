@@ -39,8 +39,8 @@ extension Keychain {
 
     /// The sealed record of `object` with its index entries and primary-key digest, which the
     /// record's associated data commits to.
-    func seal(_ object: ObjectAttributes, uid: [UInt8], protection: Protection, keys: RecordKeys, epoch: UInt64) throws -> SealedRow {
-        let index = try indexEntries(object, keys: keys)
+    func seal(_ object: ObjectAttributes, uid: [UInt8], protection: Protection, keys: RecordKeys, epoch: UInt64, master: MasterKey?) throws -> SealedRow {
+        let index = try indexEntries(object, keys: keys) + lockedLookupEntries(object, master: master)
         let primaryKey = try primaryKey(object, keys: keys)
         // Records that may hold a secret are padded to a size class (Docs/security.md).
         var plaintext = AttributeRecord.encode(object.recordAttributes, padded: protection != .public)
@@ -137,7 +137,7 @@ extension Keychain {
             let protection = try Protection(for: object)
             let keys = try keysForStoring(protection, object: object, master: master)
             return try writeRow(master: master) { epoch in
-                    let sealed = try seal(object, uid: uid, protection: protection, keys: keys, epoch: epoch)
+                    let sealed = try seal(object, uid: uid, protection: protection, keys: keys, epoch: epoch, master: master)
                     let id = try store.insertObject(uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue,
                                                     record: sealed.record, primaryKey: sealed.primaryKey, index: sealed.index, now: Self.now(),
                                                     epoch: epoch, indexCommit: sealed.state.indexCommit)
@@ -212,7 +212,7 @@ extension Keychain {
             try writeRow(master: master) { epoch in
                     // The row as it is inside this transaction (another process may have changed it).
                     let before = try store.fetchObject(id: id)
-                    let sealed = try seal(object, uid: before.uid, protection: protection, keys: keys, epoch: epoch)
+                    let sealed = try seal(object, uid: before.uid, protection: protection, keys: keys, epoch: epoch, master: master)
                     try store.updateObject(id: id, protection: protection.rawValue, record: sealed.record, primaryKey: sealed.primaryKey,
                                            index: sealed.index, now: Self.now(), epoch: epoch, indexCommit: sealed.state.indexCommit)
                     return ((), Self.state(of: before), sealed.state)

@@ -61,6 +61,8 @@ public final class Keychain: @unchecked Sendable {
     var availability: (stamp: ChangeStamp, file: DeviceKeyFile.State?, master: ObjectIdentifier?, firstUnlock: Bool, protections: [Protection])?
     /// The Always key's record keys, once opened.
     var alwaysKeys: RecordKeys?
+    /// The locked-lookup index key, for the Always key it was derived from.
+    var lockedLookupCache: (base: RecordKeys, index: BlindIndex)?
     /// The manifest's HMAC, for the Always key it was derived from.
     var integrityMACCache: (base: RecordKeys, mac: KeyedMAC)?
     /// The manifest and the buckets this process has checked, while the file is unchanged.
@@ -148,6 +150,8 @@ public final class Keychain: @unchecked Sendable {
     static func initialiseSecrets(_ store: KeychainDatabase, label: String, master: SecureBytes, soPIN: UnsafeRawBufferPointer,
                                           userPIN: UnsafeRawBufferPointer?, kdf: ScryptParameters) throws {
         try store.setMeta(Meta.label, blob: Array(label.utf8))
+        // A new keychain's locked-lookup index is complete (it has no rows yet).
+        try store.setMeta(lockedLookupMeta, integer: 1)
         try wrap(master, in: store, for: .securityOfficer, pin: soPIN, kdf: kdf)
         if let userPIN {
             try wrap(master, in: store, for: .user, pin: userPIN, kdf: kdf)
