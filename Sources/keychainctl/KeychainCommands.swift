@@ -35,6 +35,7 @@ struct Info: ParsableCommand {
         let kdf = info.userKDF.map { "scrypt N = 2^\($0.logN), r = \($0.blockSize), p = \($0.parallelism)" } ?? "-"
         var rows: [(String, String)] = [
             ("Label", info.label),
+            ("Display name", info.displayName ?? "- (the label)"),
             ("Default", (configuration.defaultKeychain ?? "login") == info.label ? "yes" : "no"),
             ("Slot", info.slotID.map(String.init) ?? "-"),
             ("Serial", info.serial),
@@ -49,6 +50,7 @@ struct Info: ParsableCommand {
             rows.append(("Pending KDF", "scrypt N = 2^\(target.logN), r = \(target.blockSize) (at each PIN's next login)"))
         }
         rows.append(("Device key", info.deviceKeyProblem ?? open.keychain.deviceKeyFile.path))
+        rows.append(("Locked search", info.lockedLookup ? "on (the Secret Service finds passwords by attribute while locked)" : "off"))
         rows.append(("PKCS#11 URI", PKCS11URI.token(label: info.label, serial: info.serial).text))
         let width = rows.map(\.0.count).max() ?? 0
         for (name, value) in rows { print(name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + printable(value)) }
@@ -86,6 +88,44 @@ struct SetDefault: ParsableCommand {
         }
         do { try directory.setDefaultKeychain(label) } catch { throw failure(for: error) }
         print(label.map { "Default keychain: \($0)" } ?? "No default keychain chosen.")
+    }
+}
+
+struct SetDisplayName: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set-display-name",
+        abstract: "Name a keychain as the Secret Service shows it (the collection's Label); the token label stays.",
+        discussion: """
+        Desktop applications show a keychain by this name and may change it (Collection.Label). \
+        The token label — the keychain's identity in PKCS#11 URIs (token=…), in --keychain and in \
+        the collection's D-Bus object path — does not change. Up to 256 bytes, no control \
+        characters; --clear (or the token label itself) shows the token label again. Needs the \
+        user PIN (or the keychain unlocked in the session).
+
+        Examples:
+          keychainctl set-display-name "Personal passwords"
+          keychainctl set-display-name --keychain work --clear
+        """
+    )
+
+    @OptionGroup var options: KeychainOptions
+
+    @Argument(help: "The name to show.")
+    var name: String?
+
+    @Flag(help: "Remove the display name (the token label is shown).")
+    var clear = false
+
+    func validate() throws {
+        guard (name != nil) != clear else { throw ValidationError("give a name or --clear") }
+    }
+
+    func run() throws {
+        let opened = try options.open()
+        _ = try opened.unlock()
+        try opened.run { () throws(KeychainError) in try opened.keychain.setDisplayName(name) }
+        let shown = try opened.run { () throws(KeychainError) in try opened.keychain.displayName() } ?? opened.label
+        print("Keychain '\(printable(opened.label))' is shown as '\(printable(shown))'.")
     }
 }
 

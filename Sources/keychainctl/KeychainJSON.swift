@@ -19,6 +19,8 @@ enum KeychainJSON {
             ("userPIN", pin(info.userPIN, initialized: info.userPINInitialized)),
             ("soPIN", pin(info.soPIN, initialized: true)),
             ("pinLength", "{\"minimum\":\(info.pinPolicy.minimumLength),\"maximum\":\(info.pinPolicy.maximumLength)}"),
+            ("displayName", info.displayName.map(JSON.string) ?? "null"),
+            ("lockedSearch", info.lockedLookup ? "true" : "false"),
         ]
         if let kdf = info.userKDF {
             var text = "{\"algorithm\":\"scrypt\",\"logN\":\(kdf.logN),\"r\":\(kdf.blockSize),\"p\":\(kdf.parallelism)"

@@ -78,17 +78,23 @@ struct Lock: ParsableCommand {
 struct SessionPolicyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "session-policy",
-        abstract: "Show or set how keychaind treats a keychain: idle timeout, locking on sleep and session lock.",
+        abstract: "Show or set how keychaind treats a keychain: idle timeout, locking on sleep and session lock, locked search.",
         discussion: """
         The idle timeout applies when 'keychainctl unlock' gives none; 'none' turns it off.
         --lock-on-sleep yes (the default) locks the keychain when the machine sleeps or the login
         session is locked (logind's signals on the system bus; without one, nothing follows them).
+        --locked-search yes (the default) lets the Secret Service find this keychain's passwords
+        by their attributes while it is locked, so that an application asking for one is offered
+        an unlock prompt instead of being told it has none. It keeps a lookup index keyed from
+        this device's key: someone with the keychain file and the device key could test guesses
+        of attribute values (never read a secret, a label or a value); 'no' removes the index.
         Setting needs the user PIN (or the keychain unlocked in the session).
 
         Examples:
           keychainctl session-policy
           keychainctl session-policy --idle-timeout 30m --lock-on-sleep yes
           keychainctl session-policy -k work --idle-timeout none --lock-on-sleep no
+          keychainctl session-policy -k work --locked-search no
         """
     )
 
@@ -100,9 +106,17 @@ struct SessionPolicyCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Lock when the machine sleeps or the session locks: yes or no.", valueName: "yes|no"))
     var lockOnSleep: String?
 
+    @Option(help: ArgumentHelp("Let the Secret Service find passwords by attribute while the keychain is locked: yes or no.", valueName: "yes|no"))
+    var lockedSearch: String?
+
     func run() throws {
         let opened = try options.open()
         var policy = try opened.run { () throws(KeychainError) in try opened.keychain.sessionPolicy() }
+        if let lockedSearch {
+            guard ["yes", "no"].contains(lockedSearch) else { throw fail("--locked-search takes yes or no.", status: ExitStatus.usage) }
+            let master = try opened.unlock()
+            _ = try opened.run { () throws(KeychainError) in try opened.keychain.setLockedLookup(lockedSearch == "yes", master: master) }
+        }
         if idleTimeout != nil || lockOnSleep != nil {
             if let idleTimeout { policy.idleTimeout = idleTimeout == "none" ? 0 : try parseDuration(idleTimeout) }
             if let lockOnSleep {
@@ -114,7 +128,8 @@ struct SessionPolicyCommand: ParsableCommand {
             let chosen = policy
             try opened.run { () throws(KeychainError) in try opened.keychain.setSessionPolicy(chosen) }
         }
-        print("Keychain '\(opened.label)': idle timeout \(policy.idleTimeout == 0 ? "none" : "\(policy.idleTimeout) s"), lock on sleep and session lock: \(policy.lockOnSleep ? "yes" : "no")")
+        let searchable = try opened.run { () throws(KeychainError) in try opened.keychain.lockedLookupIsOn() }
+        print("Keychain '\(opened.label)': idle timeout \(policy.idleTimeout == 0 ? "none" : "\(policy.idleTimeout) s"), lock on sleep and session lock: \(policy.lockOnSleep ? "yes" : "no"), locked search: \(searchable ? "yes" : "no")")
     }
 }
 

@@ -53,6 +53,10 @@ final class Daemon: @unchecked Sendable {
                 held[path] = entry
                 firstUnlocks[path] = firstUnlock
             }
+            // A keychain from before the locked-lookup index gets it now, once (Docs/security.md).
+            do { try keychain.refreshLockedLookup(master: master) } catch {
+                complain("keychaind: the locked-lookup index of \(path) was not built: \(error.reason) (it is tried again at the next unlock)")
+            }
             return (.ok, [])
         } catch let error as KeychainError {
             let reason: String

@@ -21,6 +21,10 @@ public struct KeychainInfo: Sendable {
     /// The scrypt cost of the user PIN (nil before it is set), and the cost new wraps move to.
     public let userKDF: ScryptParameters?
     public let targetKDF: ScryptParameters?
+    /// The Secret Service's name for the keychain when one was set (the token label otherwise).
+    public let displayName: String?
+    /// Whether its passwords can be found by attribute while it is locked (Keychain+LockedLookup).
+    public let lockedLookup: Bool
 }
 
 /// A point in a keychain's history: equal versions mean no object changed in between, in this
@@ -207,7 +211,9 @@ public final class Keychain: @unchecked Sendable {
                         deviceKeyProblem: deviceBound == 0 ? nil : deviceProblem(),
                         pinPolicy: try policy(),
                         userKDF: try storedKDF(Meta.verifier(.user)),
-                        targetKDF: try storedKDF(Meta.targetKDF))
+                        targetKDF: try storedKDF(Meta.targetKDF),
+                        displayName: try store.metaBlob(Self.displayNameMeta).map { String(decoding: $0, as: UTF8.self) },
+                        lockedLookup: try keepsLockedLookup())
                 }
             }
         }
