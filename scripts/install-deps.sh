@@ -34,6 +34,13 @@ packages=(
     # the Secret Service's clients and the provider it replaces (test_secret_service.sh): secret-tool,
     # libsecret and GLib headers to build git's credential-libsecret helper, gnome-keyring
     libsecret-tools libsecret-1-dev libglib2.0-dev gnome-keyring
+    # SecretStorage's and keyring's own test suites (scripts/secret-service-suites.sh): keyring's
+    # libsecret backend imports gi.repository.Secret, which Debian's PyGObject and the Secret
+    # typelib provide to a venv made with --system-site-packages
+    python3-gi gir1.2-secret-1
+    # a real desktop application keeping its key through the Secret Service (test_desktop_app.sh):
+    # headless Chromium (about 117 MB to download, 375 MB installed, 19 packages on Debian 12)
+    chromium
 )
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
