@@ -163,8 +163,8 @@ struct SecretServiceStatus: ParsableCommand {
         commandName: "status",
         abstract: "Which program owns org.freedesktop.secrets, which D-Bus activation file starts one, and the collections.",
         discussion: """
-        keychaind serves the Secret Service when started with --secret-service (the D-Bus \\
-        activation file that 'make install' installs does so); gnome-keyring, KeePassXC and \\
+        keychaind serves the Secret Service when started with --secret-service (the D-Bus \
+        activation file that 'make install' installs does so); gnome-keyring, KeePassXC and \
         KWallet serve the same name, and only one program can own it.
 
         Examples:
@@ -261,12 +261,12 @@ struct ImportSecretService: ParsableCommand {
         commandName: "import-secret-service",
         abstract: "Copy every item of the running Secret Service provider (gnome-keyring, KeePassXC, …) into a keychain.",
         discussion: """
-        Reads each unlocked collection of the program that owns org.freedesktop.secrets through \\
-        the Secret Service API (over an encrypted transfer session) and adds its items to the \\
-        keychain as Secret Service items, with their labels, attributes and content types: \\
-        keychaind then serves them the same way once it owns the name. Items already in the \\
-        keychain (same label and attributes) are left alone, so a second run copies only what is \\
-        new. Locked collections are reported and skipped: unlock them in their provider first. \\
+        Reads each unlocked collection of the program that owns org.freedesktop.secrets through \
+        the Secret Service API (over an encrypted transfer session) and adds its items to the \
+        keychain as Secret Service items, with their labels, attributes and content types: \
+        keychaind then serves them the same way once it owns the name. Items already in the \
+        keychain (same label and attributes) are left alone, so a second run copies only what is \
+        new. Locked collections are reported and skipped: unlock them in their provider first. \
         Run it before switching providers (see the user guide, "Use it as your desktop keyring").
 
         Examples:
