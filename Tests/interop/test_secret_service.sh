@@ -273,7 +273,9 @@ cd "$WORK" || exit 1
 printf 'gnome-keyring-password' | gnome-keyring-daemon --unlock --components=secrets >gk.env 2>gk.log || fail "gnome-keyring-daemon: $(cat gk.log)"
 for _ in $(seq 50); do kc secret-service status 2>/dev/null | grep -q gnome-keyring && break; sleep 0.1; done
 gk=$(kc secret-service status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["owner"]["pid"])') || fail "gnome-keyring's PID"
-trap 'kill $gk 2>/dev/null; kc lock --all >/dev/null 2>&1; pkill -f "keychaind.*--socket $WORK/run3" 2>/dev/null' EXIT
+# At the end: gnome-keyring, and the keychaind that 'keychainctl unlock' starts on run3 (found by
+# its socket), each stopped by its PID.
+trap 'kill $gk 2>/dev/null; stop_detached "$(socket_pid "$WORK/run3/agent.sock")"' EXIT
 printf 'from-gnome-keyring' | secret-tool store --label='GK item' service gk.example account zed || fail "store in gnome-keyring"
 printf 'protocol=https\nhost=gk-git.example\nusername=yan\npassword=gk-git-pass\n\n' | ./git-credential-libsecret store || fail "git credential into gnome-keyring"
 out=$(kc secret-service status) || fail "status with gnome-keyring"
