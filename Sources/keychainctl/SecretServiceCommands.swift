@@ -24,14 +24,15 @@ final class SecretServiceClient {
 
     deinit { sd_bus_flush_close_unref(bus) }
 
-    /// The owner of the name: its PID and executable, nil when nobody owns it.
-    func owner() -> (pid: pid_t?, exe: String?)? { busNameOwner(bus, Self.name) }
+    /// The owner of the name: its unique name, PID and executable, nil when nobody owns it.
+    func owner() -> (uniqueName: String?, pid: pid_t?, exe: String?)? { busNameOwner(bus, Self.name) }
 
-    /// Calls a method (25 s at most) and hands the reply to `read`.
-    func call<R>(_ path: String, _ interface: String, _ member: String, _ fill: (inout BusWriter) -> Void = { _ in },
-                 read: (BusReader) throws -> R) throws -> R {
+    /// Calls a method (25 s at most) of the name's owner, or of `destination` (a unique name:
+    /// that one connection), and hands the reply to `read`.
+    func call<R>(_ path: String, _ interface: String, _ member: String, destination: String = SecretServiceClient.name,
+                 _ fill: (inout BusWriter) -> Void = { _ in }, read: (BusReader) throws -> R) throws -> R {
         var message: OpaquePointer?
-        guard sd_bus_message_new_method_call(bus, &message, Self.name, path, interface, member) >= 0, let message else {
+        guard sd_bus_message_new_method_call(bus, &message, destination, path, interface, member) >= 0, let message else {
             throw Failure(message: "cannot build a \(member) call")
         }
         defer { sd_bus_message_unref(message) }
@@ -133,28 +134,6 @@ struct SecretServiceEnable: ParsableCommand {
         if let client = try? SecretServiceClient(), let owner = client.owner(), owner.exe?.hasSuffix("/keychaind") != true {
             print("\(owner.exe ?? "Another provider") serves the Secret Service now and keeps it until it stops; import its items first: keychainctl import-secret-service")
         }
-    }
-}
-
-struct SecretServiceDisable: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "disable",
-        abstract: "Remove the activation file that 'enable' wrote (the system's provider, if any, is used again).",
-        discussion: """
-        Examples:
-          keychainctl secret-service disable
-        """
-    )
-
-    func run() throws {
-        let file = SecretServiceCommand.userActivationFile
-        do {
-            try System.unlink(file)
-        } catch {
-            if error.code == ENOENT { throw fail("\(file) does not exist: keychaind was not enabled for this user.", status: ExitStatus.notFound) }
-            throw fail("cannot remove \(file): \(error.reason).", status: ExitStatus.storage)
-        }
-        print("Removed \(file). A running keychaind --secret-service keeps the name until it stops (log out, or pkill -f 'keychaind.*--secret-service').")
     }
 }
 
