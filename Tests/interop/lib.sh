@@ -116,3 +116,14 @@ stop_detached() {
     done
     return 1
 }
+
+# secretstorage_venv: a venv with Python's secretstorage from PyPI, kept between runs in
+# $SECRETSTORAGE_VENV (default /tmp/keychain-pkcs11-secretstorage); sets venv to it.
+secretstorage_venv() {
+    venv=${SECRETSTORAGE_VENV:-/tmp/keychain-pkcs11-secretstorage}
+    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import secretstorage' 2>/dev/null; then
+        rm -rf "$venv"
+        python3 -m venv "$venv" && "$venv/bin/pip" install -q secretstorage >"$WORK/pip.log" 2>&1 ||
+            fail "pip install secretstorage: $(tail -5 "$WORK/pip.log")"
+    fi
+}

@@ -26,11 +26,7 @@ SECITEM="$(dirname "$KEYCHAINCTL")/secitem"
 cd "$WORK" || fail "cd $WORK"
 
 # secretstorage from PyPI, in a venv kept between runs.
-venv=${SECRETSTORAGE_VENV:-/tmp/keychain-pkcs11-secretstorage}
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import secretstorage' 2>/dev/null; then
-    rm -rf "$venv"
-    python3 -m venv "$venv" && "$venv/bin/pip" install -q secretstorage >"$WORK/pip.log" 2>&1 || fail "pip install secretstorage: $(tail -5 "$WORK/pip.log")"
-fi
+secretstorage_venv
 
 # git's libsecret credential helper, from the source Debian's git package ships.
 helper_src=/usr/share/doc/git/contrib/credential/libsecret/git-credential-libsecret.c
