@@ -18,6 +18,8 @@ out=Docs/cli-reference.md
         [ "$command" = help ] && continue
         if [ "$command" = p11-kit ]; then
             set -- "p11-kit register" "p11-kit unregister"
+        elif [ "$command" = secret-service ]; then
+            set -- "secret-service" "secret-service status" "secret-service enable" "secret-service disable"
         else
             set -- "$command"
         fi

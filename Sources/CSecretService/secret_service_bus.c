@@ -14,6 +14,9 @@ static kc_ss_find_fn find_fn;
 #define ITEM "org.freedesktop.Secret.Item"
 #define SESSION "org.freedesktop.Secret.Session"
 #define PROMPT "org.freedesktop.Secret.Prompt"
+/* keychaind's own interface beside the Secret Service's (gnome-keyring keeps its own under
+ * org.gnome.keyring the same way); the project has no domain to name it after. */
+#define DAEMON "keychain_pkcs11.Daemon"
 
 static int on_method(sd_bus_message *message, void *userdata, sd_bus_error *error) {
     (void)userdata;
@@ -113,6 +116,13 @@ static const sd_bus_vtable prompt_vtable[] = {
     SD_BUS_SIGNAL("Completed", "bv", 0),
     SD_BUS_VTABLE_END};
 
+/* Stop: the daemon replies, then exits as on SIGTERM (its keys wiped, its socket removed, the
+ * name released). Only callers of the daemon's own uid are obeyed (the handler checks). */
+static const sd_bus_vtable daemon_vtable[] = {
+    SD_BUS_VTABLE_START(0),
+    SD_BUS_METHOD("Stop", "", "", on_method, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_VTABLE_END};
+
 int kc_secret_service_register(sd_bus *bus, kc_ss_method_fn method, kc_ss_get_fn get, kc_ss_set_fn set, kc_ss_find_fn find) {
     static char collection_name[] = COLLECTION;
     static char session_name[] = SESSION;
@@ -124,6 +134,8 @@ int kc_secret_service_register(sd_bus *bus, kc_ss_method_fn method, kc_ss_get_fn
     set_fn = set;
     find_fn = find;
     r = sd_bus_add_object_vtable(bus, NULL, "/org/freedesktop/secrets", SERVICE, service_vtable, NULL);
+    if (r < 0) return r;
+    r = sd_bus_add_object_vtable(bus, NULL, "/org/freedesktop/secrets", DAEMON, daemon_vtable, NULL);
     if (r < 0) return r;
     static const char *const prefixes[] = {"/org/freedesktop/secrets/collection", "/org/freedesktop/secrets/aliases"};
     for (unsigned i = 0; i < 2; i++) {

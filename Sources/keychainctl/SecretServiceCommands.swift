@@ -24,14 +24,15 @@ final class SecretServiceClient {
 
     deinit { sd_bus_flush_close_unref(bus) }
 
-    /// The owner of the name: its PID and executable, nil when nobody owns it.
-    func owner() -> (pid: pid_t?, exe: String?)? { busNameOwner(bus, Self.name) }
+    /// The owner of the name: its unique name, PID and executable, nil when nobody owns it.
+    func owner() -> (uniqueName: String?, pid: pid_t?, exe: String?)? { busNameOwner(bus, Self.name) }
 
-    /// Calls a method (25 s at most) and hands the reply to `read`.
-    func call<R>(_ path: String, _ interface: String, _ member: String, _ fill: (inout BusWriter) -> Void = { _ in },
-                 read: (BusReader) throws -> R) throws -> R {
+    /// Calls a method (25 s at most) of the name's owner, or of `destination` (a unique name:
+    /// that one connection), and hands the reply to `read`.
+    func call<R>(_ path: String, _ interface: String, _ member: String, destination: String = SecretServiceClient.name,
+                 _ fill: (inout BusWriter) -> Void = { _ in }, read: (BusReader) throws -> R) throws -> R {
         var message: OpaquePointer?
-        guard sd_bus_message_new_method_call(bus, &message, Self.name, path, interface, member) >= 0, let message else {
+        guard sd_bus_message_new_method_call(bus, &message, destination, path, interface, member) >= 0, let message else {
             throw Failure(message: "cannot build a \(member) call")
         }
         defer { sd_bus_message_unref(message) }
@@ -136,35 +137,13 @@ struct SecretServiceEnable: ParsableCommand {
     }
 }
 
-struct SecretServiceDisable: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "disable",
-        abstract: "Remove the activation file that 'enable' wrote (the system's provider, if any, is used again).",
-        discussion: """
-        Examples:
-          keychainctl secret-service disable
-        """
-    )
-
-    func run() throws {
-        let file = SecretServiceCommand.userActivationFile
-        do {
-            try System.unlink(file)
-        } catch {
-            if error.code == ENOENT { throw fail("\(file) does not exist: keychaind was not enabled for this user.", status: ExitStatus.notFound) }
-            throw fail("cannot remove \(file): \(error.reason).", status: ExitStatus.storage)
-        }
-        print("Removed \(file). A running keychaind --secret-service keeps the name until it stops (log out, or pkill -f 'keychaind.*--secret-service').")
-    }
-}
-
 struct SecretServiceStatus: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "Which program owns org.freedesktop.secrets, which D-Bus activation file starts one, and the collections.",
         discussion: """
-        keychaind serves the Secret Service when started with --secret-service (the D-Bus \\
-        activation file that 'make install' installs does so); gnome-keyring, KeePassXC and \\
+        keychaind serves the Secret Service when started with --secret-service (the D-Bus \
+        activation file that 'make install' installs does so); gnome-keyring, KeePassXC and \
         KWallet serve the same name, and only one program can own it.
 
         Examples:
@@ -261,12 +240,12 @@ struct ImportSecretService: ParsableCommand {
         commandName: "import-secret-service",
         abstract: "Copy every item of the running Secret Service provider (gnome-keyring, KeePassXC, …) into a keychain.",
         discussion: """
-        Reads each unlocked collection of the program that owns org.freedesktop.secrets through \\
-        the Secret Service API (over an encrypted transfer session) and adds its items to the \\
-        keychain as Secret Service items, with their labels, attributes and content types: \\
-        keychaind then serves them the same way once it owns the name. Items already in the \\
-        keychain (same label and attributes) are left alone, so a second run copies only what is \\
-        new. Locked collections are reported and skipped: unlock them in their provider first. \\
+        Reads each unlocked collection of the program that owns org.freedesktop.secrets through \
+        the Secret Service API (over an encrypted transfer session) and adds its items to the \
+        keychain as Secret Service items, with their labels, attributes and content types: \
+        keychaind then serves them the same way once it owns the name. Items already in the \
+        keychain (same label and attributes) are left alone, so a second run copies only what is \
+        new. Locked collections are reported and skipped: unlock them in their provider first. \
         Run it before switching providers (see the user guide, "Use it as your desktop keyring").
 
         Examples:

@@ -6,8 +6,9 @@ import KeychainCrypto
 // $XDG_RUNTIME_DIR/keychain-pkcs11/agent.sock (folder 0700; KEYCHAIN_PKCS11_AGENT overrides),
 // answers only peers of its own uid (SO_PEERCRED), checks PINs itself, and keeps the master keys
 // of the keychains unlocked through it in secure memory (never on disk, not in core dumps),
-// until they are locked, their idle timeout passes, or it stops (SIGTERM, SIGINT: everything is
-// locked and the socket removed).
+// until they are locked, their idle timeout passes, or it stops (SIGTERM, SIGINT, or Stop over
+// the session bus with --secret-service: everything is locked, the socket removed, the bus name
+// released).
 //
 //   keychaind --foreground [--socket PATH]   run here (tests, systemd's Type=simple)
 //   keychaind [--socket PATH]                start in the background (a new session) and return
@@ -242,6 +243,7 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
     signal(SIGINT) { _ in stopRequested = 1 }
     signal(SIGPIPE, SIG_IGN)
     let daemon = Daemon()
+    var secretService: SecretService?
     if withSecretService {
         // The Secret Service over this daemon's own unlock session; when the name has another
         // owner, say so and stop rather than take it.
@@ -253,6 +255,7 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
             return 1
         }
         print("keychaind: serving the Secret Service (\(SecretService.name)) on the session bus", to: &standardError)
+        secretService = service
     }
     let watcher = SystemBusWatcher { [daemon] reason in daemon.lockForEvent(reason) }
     _ = watcher.start()
@@ -289,6 +292,8 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
     System.close(listener)
     // systemd's socket stays for the next activation; our own goes with us.
     if activated == nil { try? System.removeIfPresent(socketPath) }
+    // The bus name last: whoever waits for it to be released finds the keys and socket gone.
+    secretService?.finish()
     print("keychaind: stopped; every keychain locked", to: &standardError)
     return 0
 }
@@ -306,6 +311,8 @@ func serveSecretServiceOnly() -> Int32 {
     }
     complain("keychaind: serving the Secret Service (\(SecretService.name)) with the running keychaind's unlock session")
     while stopRequested == 0 { usleep(200_000) }
+    service.finish()
+    complain("keychaind: stopped serving the Secret Service (the unlock session's keychaind keeps running)")
     return 0
 }
 

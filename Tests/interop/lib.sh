@@ -93,3 +93,37 @@ build_stress() {
         fail "compile stress.c"
     "$stress" "$MODULE" setup || fail "stress setup"
 }
+
+# socket_pid SOCKET: the PID of the process listening on the Unix socket SOCKET (the SO_PEERCRED
+# of a connection to it), empty when nothing listens. Tests stop a daemon they caused to start in
+# the background (keychaind forks away from 'keychainctl unlock' and PAM) by this PID, never by
+# its name: a name also matches other users' and other tests' daemons.
+socket_pid() {
+    python3 -c 'import socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+print(struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0])' "$1" 2>/dev/null
+}
+
+# stop_detached PID: terminates PID (a process this test started that is not its child, so it
+# cannot be waited for) and waits until it is gone, 5 s at most; nothing when PID is empty.
+stop_detached() {
+    [ -n "${1:-}" ] || return 0
+    kill "$1" 2>/dev/null || return 0
+    for _ in $(seq 100); do
+        kill -0 "$1" 2>/dev/null || return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# secretstorage_venv: a venv with Python's secretstorage from PyPI, kept between runs in
+# $SECRETSTORAGE_VENV (default /tmp/keychain-pkcs11-secretstorage); sets venv to it.
+secretstorage_venv() {
+    venv=${SECRETSTORAGE_VENV:-/tmp/keychain-pkcs11-secretstorage}
+    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import secretstorage' 2>/dev/null; then
+        rm -rf "$venv"
+        python3 -m venv "$venv" && "$venv/bin/pip" install -q secretstorage >"$WORK/pip.log" 2>&1 ||
+            fail "pip install secretstorage: $(tail -5 "$WORK/pip.log")"
+    fi
+}

@@ -17,9 +17,11 @@ service="keychain-pkcs11-test-$$"
 password='Login pass 1!'
 newpassword='Login pass 2!'
 home="/home/$user"
+agent="$home/agent/agent.sock"
 cleanup() {
     rm -f "/etc/pam.d/$service"
-    pkill -u "$user" keychaind 2>/dev/null
+    # The user's keychaind (the PAM session started it): the one listening on the test's socket.
+    stop_detached "$(socket_pid "$agent")" || echo "keychaind of $user did not stop" >&2
     userdel -r "$user" >/dev/null 2>&1
 }
 trap cleanup EXIT
@@ -29,7 +31,6 @@ uid=$(id -u "$user")
 cp pam_keychain.so "/tmp/pam_keychain_$$.so" && chmod 644 "/tmp/pam_keychain_$$.so"
 module="/tmp/pam_keychain_$$.so"
 trap 'cleanup; rm -f "$module"' EXIT
-agent="$home/agent/agent.sock"
 as_user() { setpriv --reuid="$uid" --regid="$uid" --init-groups env -i HOME="$home" PATH=/usr/bin:/bin KEYCHAIN_PKCS11_AGENT="$agent" KEYCHAIN_PKCS11_KDF_LOG_N=10 "$@"; }
 as_user mkdir -m 700 "$home/agent" || fail "agent folder"
 printf '%s\n' so-secret-1 | as_user tee "$home/so.pin" >/dev/null

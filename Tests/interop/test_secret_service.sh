@@ -9,6 +9,9 @@
 # object and GetSecret with IsLocked, never a secret; the prompt program unlocks it. Neither the
 # secrets nor the attribute values appear in the keychain files. A second provider does not take
 # the name: it says so and exits 1. keychainctl secret-service status names the owner.
+# 'secret-service disable --stop' stops the keychaind that serves the bus and nothing else (not a
+# keychaind of another bus, not the unlock session's own keychaind, not gnome-keyring), and
+# keychaind obeys that Stop only from its own uid. Daemons started here are stopped by their PIDs.
 . "$HERE/lib.sh"
 . "$HERE/servers.sh"
 
@@ -23,11 +26,7 @@ SECITEM="$(dirname "$KEYCHAINCTL")/secitem"
 cd "$WORK" || fail "cd $WORK"
 
 # secretstorage from PyPI, in a venv kept between runs.
-venv=${SECRETSTORAGE_VENV:-/tmp/keychain-pkcs11-secretstorage}
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import secretstorage' 2>/dev/null; then
-    rm -rf "$venv"
-    python3 -m venv "$venv" && "$venv/bin/pip" install -q secretstorage >"$WORK/pip.log" 2>&1 || fail "pip install secretstorage: $(tail -5 "$WORK/pip.log")"
-fi
+secretstorage_venv
 
 # git's libsecret credential helper, from the source Debian's git package ships.
 helper_src=/usr/share/doc/git/contrib/credential/libsecret/git-credential-libsecret.c
@@ -253,12 +252,90 @@ out=$(kc secret-service status) || fail "secret-service status"
 expect_contains "$out" "keychaind" "status names keychaind as the owner"
 expect_status 1 "second provider" "$KEYCHAIND" --foreground --secret-service --socket "$WORK/run2/agent.sock"
 expect_contains "$(cat "$WORK/last.err")" "another Secret Service owns org.freedesktop.secrets" "the second provider says so"
+
+# 'secret-service disable --stop' stops the keychaind that serves this session bus (asked over the
+# bus, by its connection), and no other: a keychaind serving another session bus, on another
+# socket, keeps running. Plain 'disable' names --stop.
+activation="$WORK/ss-data/dbus-1/services/org.freedesktop.secrets.service"
+XDG_DATA_HOME="$WORK/ss-data" kc secret-service enable >/dev/null || fail "secret-service enable"
+expect_status 0 "disable" env XDG_DATA_HOME="$WORK/ss-data" "$KEYCHAINCTL" secret-service disable
+expect_eq "$(cat "$WORK/last.out")" "Removed $activation. A running keychaind --secret-service keeps the name until it stops: 'keychainctl secret-service disable --stop' stops it (or log out)." "disable names --stop"
+mkdir -p "$WORK/run4" && chmod 700 "$WORK/run4"
+dbus-run-session -- bash -c '"$KEYCHAIND" --foreground --secret-service --socket "$WORK/run4/agent.sock" 2>other.log & echo $! >other.pid; wait' 2>/dev/null &
+other_session=$!
+trap 'kill $daemon "$(cat other.pid 2>/dev/null)" 2>/dev/null; wait $daemon $other_session 2>/dev/null' EXIT
+for _ in $(seq 50); do [ -s other.pid ] && break; sleep 0.1; done
+other=$(cat other.pid)
+wait_for_log other.log "serving the Secret Service" "$other" 10
+XDG_DATA_HOME="$WORK/ss-data" kc secret-service enable >/dev/null || fail "secret-service enable again"
+expect_status 0 "disable --stop" env XDG_DATA_HOME="$WORK/ss-data" "$KEYCHAINCTL" secret-service disable --stop
+expect_eq "$(cat "$WORK/last.out")" "Removed $activation.
+Stopped keychaind (PID $daemon), which served org.freedesktop.secrets on this session bus." "disable --stop"
+[ -e "$activation" ] && fail "disable --stop left the activation file"
+wait "$daemon"
+expect_eq "$?" "0" "the stopped keychaind's exit status"
+expect_contains "$(cat daemon.log)" "keychaind: asked to stop over the session bus by PID " "the daemon says who stopped it"
+expect_contains "$(cat daemon.log)" "keychaind: stopped; every keychain locked" "the daemon stopped cleanly"
+[ -e "$KEYCHAIN_PKCS11_AGENT" ] && fail "the stopped keychaind left its socket"
+expect_contains "$(kc secret-service status)" "org.freedesktop.secrets: nobody serves it now" "the name is released"
+kill -0 "$other" 2>/dev/null || fail "disable --stop stopped the keychaind of another session bus"
+expect_contains "$(KEYCHAIN_PKCS11_AGENT="$WORK/run4/agent.sock" kc status)" "keychaind: running on $WORK/run4/agent.sock" "the other keychaind still answers"
+# Nothing left to do: no activation file, nobody serving.
+expect_status 6 "disable --stop with nothing to do" env XDG_DATA_HOME="$WORK/ss-data" "$KEYCHAINCTL" secret-service disable --stop
+expect_eq "$(cat "$WORK/last.err")" "keychainctl: $activation does not exist and no program serves org.freedesktop.secrets on this session bus: nothing was changed." "disable --stop with nothing to do"
+kill "$other"
+wait "$other_session"
+expect_contains "$(cat other.log)" "keychaind: stopped; every keychain locked" "the other keychaind, stopped by its PID"
 echo "ok: Secret Service"
 EOF
 
 mkdir -p "$WORK/run2" && chmod 700 "$WORK/run2"
 KEYCHAIN_PKCS11_PROMPT="$WORK/askpass" WORK="$WORK" HERE="$HERE" venv="$venv" KEYCHAIND="$KEYCHAIND" SECITEM="$SECITEM" \
     timeout 240 dbus-run-session -- bash inner.sh || fail "the Secret Service session failed"
+
+# keychaind obeys Stop only from its own uid, whatever the bus admits: on a session bus that lets
+# every user connect (otherwise session.conf's policy), another uid (nobody, through setpriv: root only) gets AccessDenied and the
+# daemon keeps serving; then disable --stop, with no activation file to remove, stops it.
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    cat >anyuser.conf <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN" "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:abstract=$WORK/anyuser-bus</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+CONF
+    cat >anyuser.sh <<'SCRIPT'
+set -u
+. "$HERE/lib.sh"
+. "$HERE/servers.sh"
+cd "$WORK" || exit 1
+"$KEYCHAIND" --foreground --secret-service --socket "$WORK/run5/agent.sock" 2>anyuser.log &
+daemon=$!
+trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null' EXIT
+wait_for_log anyuser.log "serving the Secret Service" "$daemon" 10
+expect_status 1 "Stop from another uid" setpriv --reuid=65534 --regid=65534 --clear-groups \
+    dbus-send --session --print-reply --dest=org.freedesktop.secrets /org/freedesktop/secrets keychain_pkcs11.Daemon.Stop
+expect_eq "$(cat "$WORK/last.err")" "Error org.freedesktop.DBus.Error.AccessDenied: only uid 0 may stop this keychaind" "Stop from another uid"
+sleep 0.6
+kill -0 "$daemon" 2>/dev/null || fail "keychaind stopped for another uid: $(cat anyuser.log)"
+expect_contains "$(kc secret-service status)" "served by keychaind: " "keychaind still serves after another uid's Stop"
+expect_status 0 "disable --stop with no activation file" env XDG_DATA_HOME="$WORK/anyuser-data" "$KEYCHAINCTL" secret-service disable --stop
+expect_eq "$(cat "$WORK/last.out")" "Stopped keychaind (PID $daemon), which served org.freedesktop.secrets on this session bus." "disable --stop with no activation file"
+wait "$daemon"
+expect_eq "$?" "0" "keychaind's exit status after Stop"
+echo "ok: Stop from another uid refused"
+SCRIPT
+    mkdir -p "$WORK/run5" && chmod 700 "$WORK/run5"
+    WORK="$WORK" HERE="$HERE" KEYCHAIND="$KEYCHAIND" timeout 60 dbus-run-session --config-file="$WORK/anyuser.conf" -- bash anyuser.sh ||
+        fail "Stop from another uid"
+fi
 
 # Switching from gnome-keyring: its items are imported through the API while it serves the name,
 # keychaind refuses to take the name from it, and after it stops the activation file that
@@ -273,13 +350,19 @@ cd "$WORK" || exit 1
 printf 'gnome-keyring-password' | gnome-keyring-daemon --unlock --components=secrets >gk.env 2>gk.log || fail "gnome-keyring-daemon: $(cat gk.log)"
 for _ in $(seq 50); do kc secret-service status 2>/dev/null | grep -q gnome-keyring && break; sleep 0.1; done
 gk=$(kc secret-service status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["owner"]["pid"])') || fail "gnome-keyring's PID"
-trap 'kill $gk 2>/dev/null; kc lock --all >/dev/null 2>&1; pkill -f "keychaind.*--socket $WORK/run3" 2>/dev/null' EXIT
+# At the end: gnome-keyring, and the keychaind that 'keychainctl unlock' starts on run3 (found by
+# its socket), each stopped by its PID.
+trap 'kill $gk 2>/dev/null; stop_detached "$(socket_pid "$WORK/run3/agent.sock")"' EXIT
 printf 'from-gnome-keyring' | secret-tool store --label='GK item' service gk.example account zed || fail "store in gnome-keyring"
 printf 'protocol=https\nhost=gk-git.example\nusername=yan\npassword=gk-git-pass\n\n' | ./git-credential-libsecret store || fail "git credential into gnome-keyring"
 out=$(kc secret-service status) || fail "status with gnome-keyring"
 expect_contains "$out" "served by another provider: /usr/bin/gnome-keyring-daemon" "status names gnome-keyring"
 expect_status 1 "keychaind while gnome-keyring owns the name" "$KEYCHAIND" --foreground --secret-service --socket "$WORK/run2/agent.sock"
 expect_contains "$(cat "$WORK/last.err")" "another Secret Service owns org.freedesktop.secrets (PID $gk, /usr/bin/gnome-keyring-daemon)" "keychaind names the owner"
+# disable --stop leaves another provider alone.
+expect_status 6 "disable --stop while gnome-keyring serves" kc secret-service disable --stop
+expect_eq "$(cat "$WORK/last.err")" "keychainctl: $XDG_DATA_HOME/dbus-1/services/org.freedesktop.secrets.service does not exist and /usr/bin/gnome-keyring-daemon (PID $gk) serves org.freedesktop.secrets, not keychaind (left running): nothing was changed." "disable --stop names gnome-keyring"
+kill -0 "$gk" 2>/dev/null || fail "disable --stop stopped gnome-keyring"
 out=$(kc import-secret-service -k imported --pin-file user.pin) || fail "import-secret-service: $out"
 expect_contains "$out" "Imported 2 item(s) from 2 collection(s) of /usr/bin/gnome-keyring-daemon into keychain 'imported'; 0 already there." "import counts"
 out=$(kc import-secret-service -k imported --pin-file user.pin) || fail "second import"
@@ -298,8 +381,21 @@ dbus-send --session --type=method_call --dest=org.freedesktop.DBus /org/freedesk
 kc unlock -k imported --pin-file user.pin >/dev/null || fail "unlock imported"
 expect_eq "$(secret-tool lookup service gk.example account zed)" "from-gnome-keyring" "keychaind, started by D-Bus activation, serves the imported item"
 out=$(kc secret-service status); expect_contains "$out" "served by keychaind" "status after the switch"
-kc secret-service disable >/dev/null || fail "secret-service disable"
+# Back: disable --stop stops the activated keychaind (it serves with the unlock session's keys),
+# not the unlock session's own keychaind, which 'keychainctl unlock' started.
+served=$(kc secret-service status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["owner"]["pid"])') || fail "keychaind's PID"
+unlock_daemon=$(socket_pid "$WORK/run3/agent.sock")
+[ -n "$unlock_daemon" ] && [ "$unlock_daemon" != "$served" ] || fail "the unlock session's keychaind ($unlock_daemon) is not apart from the serving one ($served)"
+expect_status 0 "disable --stop after the switch" kc secret-service disable --stop
+expect_eq "$(cat "$WORK/last.out")" "Removed $activation.
+Stopped keychaind (PID $served), which served org.freedesktop.secrets on this session bus.
+The unlock session's keychaind still runs on $WORK/run3/agent.sock: 'keychainctl lock --all' locks its keychains." "disable --stop beside the unlock session"
 [ -f "$activation" ] && fail "disable left the activation file"
+for _ in $(seq 50); do kill -0 "$served" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$served" 2>/dev/null && fail "the activated keychaind ($served) still runs"
+expect_contains "$(kc secret-service status)" "org.freedesktop.secrets: nobody serves it now" "the name is released"
+expect_eq "$(socket_pid "$WORK/run3/agent.sock")" "$unlock_daemon" "the unlock session's keychaind still listens"
+expect_contains "$(kc status)" "imported: unlocked" "the unlock session still holds the keychain"
 echo "ok: switching from gnome-keyring"
 EOF
 mkdir -p "$WORK/run2" "$WORK/run3" && chmod 700 "$WORK/run2" "$WORK/run3"

@@ -11,6 +11,7 @@ extension SecretService {
         static func unknownMethod(_ interface: String, _ member: String) -> Failure {
             .error("org.freedesktop.DBus.Error.UnknownMethod", "Unknown method \(interface).\(member)")
         }
+        static func accessDenied(_ why: String) -> Failure { .error("org.freedesktop.DBus.Error.AccessDenied", why) }
         static func readOnly(_ property: String) -> Failure { .error("org.freedesktop.DBus.Error.PropertyReadOnly", "\(property) cannot be set") }
     }
 }

@@ -40,6 +40,9 @@ final class SecretService: @unchecked Sendable {
     let outcomeLock = PThreadMutex()
     var outcomes: [(path: String, action: PromptAction, outcome: PromptOutcome)] = []
     var wake: [Int32] = [-1, -1]
+    /// Whether `run` is still in its loop; once it is not, the connection is `finish`'s.
+    private let runLock = PThreadMutex()
+    private var running = false
 
     init(keys: KeySource) {
         self.keys = keys
@@ -71,9 +74,30 @@ final class SecretService: @unchecked Sendable {
                 + "Stop that provider first (see 'keychainctl secret-service status')"
         }
         guard requested >= 0 else { return "cannot own \(Self.name) (\(String(cString: strerror(-requested))))" }
+        running = true
         let service = self
         DetachedThread { service.run() }.start()
         return nil
+    }
+
+    /// Once stopRequested is set and the rest of the daemon has stopped: waits (2 s at most) for
+    /// the service's thread to leave its loop, then drops the sessions' keys and the opened
+    /// keychains, releases the name and closes the connection. The name goes last, so a client
+    /// that sees it released knows the daemon is done. A thread still inside a call keeps the
+    /// connection; the process's exit closes it (and the bus releases the name).
+    func finish() {
+        var waited = 0
+        while runLock.withLock({ running }), waited < 200 {
+            usleep(10_000)
+            waited += 1
+        }
+        guard !runLock.withLock({ running }), let bus else { return }
+        sessions.removeAll()
+        prompts.removeAll()
+        opened.removeAll()
+        _ = sd_bus_release_name(bus, Self.name)
+        sd_bus_flush_close_unref(bus)
+        self.bus = nil
     }
 
     private func ownerDescription(_ connection: OpaquePointer) -> String {
@@ -82,6 +106,7 @@ final class SecretService: @unchecked Sendable {
     }
 
     private func run() {
+        defer { runLock.withLock { running = false } }
         guard let bus else { return }
         while stopRequested == 0 {
             let processed = sd_bus_process(bus, nil)
@@ -106,8 +131,6 @@ final class SecretService: @unchecked Sendable {
             _ = try? System.poll(&fds, timeout: wait)
             if fds[1].revents != 0 { announceOutcomes() }
         }
-        _ = sd_bus_release_name(bus, Self.name)
-        sd_bus_flush_close_unref(bus)
     }
 
     func forget(sender: String) {
@@ -127,6 +150,7 @@ final class SecretService: @unchecked Sendable {
         case Self.itemInterface: return try itemMethod(member, message, reader, path: path, sender: sender)
         case Self.sessionInterface: return try sessionMethod(member, message, path: path, sender: sender)
         case Self.promptInterface: return try promptMethod(member, message, path: path, sender: sender)
+        case Self.daemonInterface: return try daemonMethod(member, message)
         default: throw .unknownMethod(interface, member)
         }
     }
