@@ -75,6 +75,7 @@ public final class SecretServiceServer: @unchecked Sendable {
                 + "Stop that provider first (see 'keychainctl secret-service status')"
         }
         guard requested >= 0 else { return "cannot own \(Self.busName) (\(BusCallFailure(requested).reason))" }
+        lock.withLock { stopping = false }
         self.wake = wake
         self.whenBusEnds = whenBusEnds
         self.registration = registration

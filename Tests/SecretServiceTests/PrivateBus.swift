@@ -137,6 +137,7 @@ class SecretServiceTestCase: XCTestCase {
         server = nil
         bus?.stop()
         bus = nil
+        keys.lock(path: keychainFile)
         for (name, value) in savedEnvironment {
             if let value { setenv(name, value, 1) } else { unsetenv(name) }
         }
