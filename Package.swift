@@ -105,12 +105,14 @@ let package = Package(
         // Apple's SecItem calls on the command line (the cross-door tests).
         .executableTarget(name: "secitem", dependencies: ["Security"]),
 
-        // The unlock session's daemon (Docs/security.md).
         // The Secret Service's sd-bus object tables (C: Swift cannot build them).
         .target(name: "CSecretService", dependencies: ["CSystemd"]),
-        // Reading and writing sd-bus messages from Swift (keychaind's server, keychainctl's client).
+        // Reading and writing sd-bus messages from Swift (the Secret Service server, keychainctl's client).
         .target(name: "BusSupport", dependencies: ["CSystemd"]),
-        .executableTarget(name: "keychaind", dependencies: ["KeychainCore", "KeychainCrypto", "CSystemd", "CSecretService", "BusSupport"]),
+        // The freedesktop Secret Service over the keychains (keychaind serves it; tests drive it on a private bus).
+        .target(name: "SecretService", dependencies: ["KeychainCore", "KeychainCrypto", "CSystemd", "CSecretService", "BusSupport"]),
+        // The unlock session's daemon (Docs/security.md); with --secret-service it also serves SecretService.
+        .executableTarget(name: "keychaind", dependencies: ["SecretService", "KeychainCore", "KeychainCrypto", "CSystemd"]),
 
         // Fuzz targets (scripts/fuzz.sh builds them with libFuzzer; a normal build makes
         // replayers of the committed corpora, run by the tests).
@@ -124,6 +126,7 @@ let package = Package(
         .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainCore", "KeychainCrypto", "PKCS11", "CPKCS11",
                                                                 .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "CPKCS11", "KeychainCore"]),
+        .testTarget(name: "SecretServiceTests", dependencies: ["SecretService", "KeychainCore", "KeychainCrypto", "CSystemd", "BusSupport"]),
         // Apple's published samples, ported: each sample file imports only Apple's module names.
         .testTarget(name: "AppleSampleTests", dependencies: ["Security", "LocalAuthentication", "CryptoKit", "KeychainCore"]),
     ]

@@ -4,11 +4,6 @@
 #include <errno.h>
 #include <string.h>
 
-static kc_ss_method_fn method_fn;
-static kc_ss_get_fn get_fn;
-static kc_ss_set_fn set_fn;
-static kc_ss_find_fn find_fn;
-
 #define SERVICE "org.freedesktop.Secret.Service"
 #define COLLECTION "org.freedesktop.Secret.Collection"
 #define ITEM "org.freedesktop.Secret.Item"
@@ -18,46 +13,61 @@ static kc_ss_find_fn find_fn;
  * org.gnome.keyring the same way); the project has no domain to name it after. */
 #define DAEMON "keychain_pkcs11.Daemon"
 
+/* USERDATA is always the registered kc_ss_handlers. */
+
 static int on_method(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-    (void)userdata;
-    return method_fn(message, sd_bus_message_get_path(message), sd_bus_message_get_interface(message),
-                     sd_bus_message_get_member(message), error);
+    const kc_ss_handlers *handlers = userdata;
+    return handlers->method(handlers->userdata, message, sd_bus_message_get_path(message),
+                            sd_bus_message_get_interface(message), sd_bus_message_get_member(message), error);
 }
 
 static int on_get(sd_bus *bus, const char *path, const char *interface, const char *property, sd_bus_message *reply,
                   void *userdata, sd_bus_error *error) {
+    const kc_ss_handlers *handlers = userdata;
     (void)bus;
-    (void)userdata;
-    return get_fn(path, interface, property, reply, error);
+    return handlers->get(handlers->userdata, path, interface, property, reply, error);
 }
 
 static int on_set(sd_bus *bus, const char *path, const char *interface, const char *property, sd_bus_message *value,
                   void *userdata, sd_bus_error *error) {
+    const kc_ss_handlers *handlers = userdata;
     (void)bus;
-    (void)userdata;
-    return set_fn(path, interface, property, value, error);
+    return handlers->set(handlers->userdata, path, interface, property, value, error);
 }
 
 static int on_find(sd_bus *bus, const char *path, const char *interface, void *userdata, void **found, sd_bus_error *error) {
+    const kc_ss_handlers *handlers = userdata;
     (void)bus;
     (void)error;
-    if (!find_fn(path, interface)) return 0;
+    if (!handlers->find(handlers->userdata, path, interface)) return 0;
     *found = userdata;
     return 1;
 }
 
 /* Runs before the vtables for every message below a prefix: an object that does not exist gets
  * Secret.Error.NoSuchObject; anything else goes on (0). */
-static int on_any(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-    const char *interface = userdata;
+static int refuse_missing(sd_bus_message *message, const kc_ss_handlers *handlers, const char *interface, sd_bus_error *error) {
     const char *path = sd_bus_message_get_path(message);
     const char *called = sd_bus_message_get_interface(message);
     if (!sd_bus_message_is_method_call(message, NULL, NULL) || path == NULL) return 0;
     /* Introspection of the prefix nodes themselves stays sd-bus's. */
     if (called != NULL && strcmp(called, "org.freedesktop.DBus.Introspectable") == 0) return 0;
-    if (find_fn(path, interface) || (strcmp(interface, COLLECTION) == 0 && find_fn(path, ITEM))) return 0;
+    if (handlers->find(handlers->userdata, path, interface)) return 0;
+    if (strcmp(interface, COLLECTION) == 0 && handlers->find(handlers->userdata, path, ITEM)) return 0;
     sd_bus_error_set(error, "org.freedesktop.Secret.Error.NoSuchObject", "No such object in the keychain's Secret Service");
     return -ENOENT;
+}
+
+static int on_any_collection(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+    return refuse_missing(message, userdata, COLLECTION, error);
+}
+
+static int on_any_session(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+    return refuse_missing(message, userdata, SESSION, error);
+}
+
+static int on_any_prompt(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+    return refuse_missing(message, userdata, PROMPT, error);
 }
 
 static const sd_bus_vtable service_vtable[] = {
@@ -123,34 +133,33 @@ static const sd_bus_vtable daemon_vtable[] = {
     SD_BUS_METHOD("Stop", "", "", on_method, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_VTABLE_END};
 
-int kc_secret_service_register(sd_bus *bus, kc_ss_method_fn method, kc_ss_get_fn get, kc_ss_set_fn set, kc_ss_find_fn find) {
-    static char collection_name[] = COLLECTION;
-    static char session_name[] = SESSION;
-    static char prompt_name[] = PROMPT;
+int kc_secret_service_register(sd_bus *bus, const kc_ss_handlers *handlers, sd_bus_slot *slots[KC_SS_SLOT_COUNT]) {
+    static const char *const item_prefixes[] = {"/org/freedesktop/secrets/collection", "/org/freedesktop/secrets/aliases"};
+    void *userdata = (void *)handlers;
+    unsigned next = 0;
     int r;
-    if (bus == NULL || method == NULL || get == NULL || set == NULL || find == NULL) return -EINVAL;
-    method_fn = method;
-    get_fn = get;
-    set_fn = set;
-    find_fn = find;
-    r = sd_bus_add_object_vtable(bus, NULL, "/org/freedesktop/secrets", SERVICE, service_vtable, NULL);
+    if (slots == NULL) return -EINVAL;
+    for (unsigned i = 0; i < KC_SS_SLOT_COUNT; i++) slots[i] = NULL;
+    if (bus == NULL || handlers == NULL || handlers->method == NULL || handlers->get == NULL || handlers->set == NULL ||
+        handlers->find == NULL)
+        return -EINVAL;
+    r = sd_bus_add_object_vtable(bus, &slots[next++], "/org/freedesktop/secrets", SERVICE, service_vtable, userdata);
     if (r < 0) return r;
-    r = sd_bus_add_object_vtable(bus, NULL, "/org/freedesktop/secrets", DAEMON, daemon_vtable, NULL);
+    r = sd_bus_add_object_vtable(bus, &slots[next++], "/org/freedesktop/secrets", DAEMON, daemon_vtable, userdata);
     if (r < 0) return r;
-    static const char *const prefixes[] = {"/org/freedesktop/secrets/collection", "/org/freedesktop/secrets/aliases"};
     for (unsigned i = 0; i < 2; i++) {
-        r = sd_bus_add_fallback(bus, NULL, prefixes[i], on_any, collection_name);
+        r = sd_bus_add_fallback(bus, &slots[next++], item_prefixes[i], on_any_collection, userdata);
         if (r < 0) return r;
-        r = sd_bus_add_fallback_vtable(bus, NULL, prefixes[i], COLLECTION, collection_vtable, on_find, NULL);
+        r = sd_bus_add_fallback_vtable(bus, &slots[next++], item_prefixes[i], COLLECTION, collection_vtable, on_find, userdata);
         if (r < 0) return r;
-        r = sd_bus_add_fallback_vtable(bus, NULL, prefixes[i], ITEM, item_vtable, on_find, NULL);
+        r = sd_bus_add_fallback_vtable(bus, &slots[next++], item_prefixes[i], ITEM, item_vtable, on_find, userdata);
         if (r < 0) return r;
     }
-    r = sd_bus_add_fallback(bus, NULL, "/org/freedesktop/secrets/session", on_any, session_name);
+    r = sd_bus_add_fallback(bus, &slots[next++], "/org/freedesktop/secrets/session", on_any_session, userdata);
     if (r < 0) return r;
-    r = sd_bus_add_fallback_vtable(bus, NULL, "/org/freedesktop/secrets/session", SESSION, session_vtable, on_find, NULL);
+    r = sd_bus_add_fallback_vtable(bus, &slots[next++], "/org/freedesktop/secrets/session", SESSION, session_vtable, on_find, userdata);
     if (r < 0) return r;
-    r = sd_bus_add_fallback(bus, NULL, "/org/freedesktop/secrets/prompt", on_any, prompt_name);
+    r = sd_bus_add_fallback(bus, &slots[next++], "/org/freedesktop/secrets/prompt", on_any_prompt, userdata);
     if (r < 0) return r;
-    return sd_bus_add_fallback_vtable(bus, NULL, "/org/freedesktop/secrets/prompt", PROMPT, prompt_vtable, on_find, NULL);
+    return sd_bus_add_fallback_vtable(bus, &slots[next++], "/org/freedesktop/secrets/prompt", PROMPT, prompt_vtable, on_find, userdata);
 }

@@ -1,5 +1,6 @@
 import CSystemd
 import Glibc
+import SecretService
 
 /// Follows logind on the system bus: before the machine sleeps (`PrepareForSleep(true)` of
 /// org.freedesktop.login1.Manager) and when this login session is locked (`Lock` of its

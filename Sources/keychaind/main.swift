@@ -1,6 +1,7 @@
 import Glibc
 import KeychainCore
 import KeychainCrypto
+import SecretService
 
 // keychaind: the per-user unlock session (Docs/security.md, "The unlock session"). It listens on
 // $XDG_RUNTIME_DIR/keychain-pkcs11/agent.sock (folder 0700; KEYCHAIN_PKCS11_AGENT overrides),
@@ -13,7 +14,7 @@ import KeychainCrypto
 //   keychaind --foreground [--socket PATH]   run here (tests, systemd's Type=simple)
 //   keychaind [--socket PATH]                start in the background (a new session) and return
 //   --secret-service                         also serve org.freedesktop.secrets on the session bus
-//                                            (SecretService/); refused when another provider
+//                                            (the SecretService library); refused when another provider
 //                                            owns the name
 
 /// What the daemon holds for one keychain.
@@ -243,19 +244,19 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
     signal(SIGINT) { _ in stopRequested = 1 }
     signal(SIGPIPE, SIG_IGN)
     let daemon = Daemon()
-    var secretService: SecretService?
+    var service: SecretServiceServer?
     if withSecretService {
         // The Secret Service over this daemon's own unlock session; when the name has another
         // owner, say so and stop rather than take it.
-        let service = SecretService(keys: daemon)
-        if let problem = service.start() {
+        let server = SecretServiceServer(keys: daemon, report: complain)
+        if let problem = server.start(whenBusEnds: { stopRequested = 1 }, whenAskedToStop: { stopRequested = 1 }) {
             print("keychaind: \(problem)", to: &standardError)
             if activated == nil { try? System.removeIfPresent(socketPath) }
             System.close(listener)
             return 1
         }
-        print("keychaind: serving the Secret Service (\(SecretService.name)) on the session bus", to: &standardError)
-        secretService = service
+        service = server
+        print("keychaind: serving the Secret Service (\(SecretServiceServer.busName)) on the session bus", to: &standardError)
     }
     let watcher = SystemBusWatcher { [daemon] reason in daemon.lockForEvent(reason) }
     _ = watcher.start()
@@ -293,7 +294,7 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
     // systemd's socket stays for the next activation; our own goes with us.
     if activated == nil { try? System.removeIfPresent(socketPath) }
     // The bus name last: whoever waits for it to be released finds the keys and socket gone.
-    secretService?.finish()
+    service?.stop()
     print("keychaind: stopped; every keychain locked", to: &standardError)
     return 0
 }
@@ -304,14 +305,14 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
 func serveSecretServiceOnly() -> Int32 {
     signal(SIGTERM) { _ in stopRequested = 1 }
     signal(SIGINT) { _ in stopRequested = 1 }
-    let service = SecretService(keys: SocketKeySource())
-    if let problem = service.start() {
+    let service = SecretServiceServer(keys: SocketKeySource(), report: complain)
+    if let problem = service.start(whenBusEnds: { stopRequested = 1 }, whenAskedToStop: { stopRequested = 1 }) {
         complain("keychaind: \(problem)")
         return 1
     }
-    complain("keychaind: serving the Secret Service (\(SecretService.name)) with the running keychaind's unlock session")
+    complain("keychaind: serving the Secret Service (\(SecretServiceServer.busName)) with the running keychaind's unlock session")
     while stopRequested == 0 { usleep(200_000) }
-    service.finish()
+    service.stop()
     complain("keychaind: stopped serving the Secret Service (the unlock session's keychaind keeps running)")
     return 0
 }

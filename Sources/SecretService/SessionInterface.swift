@@ -1,32 +1,49 @@
-import BusSupport
-import CSystemd
+internal import BusSupport
 import KeychainCore
 import KeychainCrypto
 
-// The Session interface (org.freedesktop.Secret.Session) and the transfer of secrets through a
-// session: in plain, or encrypted with the key a Diffie-Hellman exchange agreed (SecretServiceTransport).
-extension SecretService {
-    /// An open transfer session of one client connection.
-    final class Session {
-        let sender: String
-        let key: SecureBytes?
-        init(sender: String, key: SecureBytes?) {
-            self.sender = sender
-            self.key = key
-        }
-    }
+/// An open transfer session of one client connection: secrets pass in plain, or encrypted with
+/// the key a Diffie-Hellman exchange agreed (SecretServiceTransport).
+final class TransferSession {
+    let sender: String
+    let key: SecureBytes?
 
-    /// The Service's OpenSession, answered here since it makes a session: "plain", or the DH
-    /// exchange whose agreed key encrypts each secret.
-    func openSession(_ message: OpaquePointer, _ reader: BusReader, sender: String) throws(Failure) -> Int32 {
+    init(sender: String, key: SecureBytes?) {
+        self.sender = sender
+        self.key = key
+    }
+}
+
+/// org.freedesktop.Secret.Session: one object per transfer session, opened by the Service's
+/// OpenSession (answered here, since it makes the session).
+enum SessionInterface {
+    static let name = "org.freedesktop.Secret.Session"
+
+    static let table = Interface(
+        name: name,
+        methods: [
+            Method("Close", takes: "", returns: "") { server, call throws(BusError) in
+                guard let session = server.sessions[call.path], session.sender == call.sender else { throw .noSession }
+                server.sessions[call.path] = nil
+                return call.reply()
+            },
+        ],
+        properties: [],
+        signals: [],
+        finds: { server, path in server.sessions[path] != nil })
+
+    /// OpenSession(s algorithm, v input) -> (v output, o result): "plain", or the DH exchange
+    /// whose agreed key encrypts each secret.
+    static func openSession(_ server: SecretServiceServer, _ call: MethodCall) throws(BusError) -> Replied {
+        let reader = call.arguments
         guard let algorithm = reader.string(), let signature = reader.variantSignature() else { throw .invalid("algorithm, input") }
-        counter += 1
-        let path = Self.sessionPrefix + "s\(counter)"
+        server.counter += 1
+        let path = ObjectPath.sessionPrefix + "s\(server.counter)"
         switch algorithm {
         case "plain":
             guard signature == "s" else { throw .invalid("the plain algorithm takes an empty string") }
-            sessions[path] = Session(sender: sender, key: nil)
-            return reply(message) { writer in
+            server.sessions[path] = TransferSession(sender: call.sender, key: nil)
+            return call.reply { writer in
                 writer.open("v", "s")
                 writer.string("")
                 writer.close()
@@ -38,8 +55,8 @@ extension SecretService {
             }
             let agreed: (publicValue: [UInt8], key: SecureBytes)
             do { agreed = try SecretServiceTransport.agree(clientPublic: clientPublic) } catch { throw .invalid("the client's public value is not usable") }
-            sessions[path] = Session(sender: sender, key: agreed.key)
-            return reply(message) { writer in
+            server.sessions[path] = TransferSession(sender: call.sender, key: agreed.key)
+            return call.reply { writer in
                 writer.open("v", "ay")
                 writer.bytes(agreed.publicValue)
                 writer.close()
@@ -49,27 +66,19 @@ extension SecretService {
             throw .notSupported("Algorithm \(algorithm) is not supported (plain, \(SecretServiceTransport.algorithm))")
         }
     }
+}
 
-    func sessionMethod(_ member: String, _ message: OpaquePointer, path: String, sender: String) throws(Failure) -> Int32 {
-        switch member {
-        // Close()
-        case "Close":
-            guard let session = sessions[path], session.sender == sender else { throw .noSession }
-            sessions[path] = nil
-            return reply(message) { _ in }
-        default:
-            throw .unknownMethod(Self.sessionInterface, member)
-        }
-    }
+// MARK: secrets in transfer
 
-    // MARK: secrets in transfer
-
-    func session(_ path: String, sender: String) throws(Failure) -> Session {
+extension SecretServiceServer {
+    /// The session at `path`, when `sender` opened it; NoSession otherwise.
+    func session(_ path: String, sender: String) throws(BusError) -> TransferSession {
         guard let session = sessions[path], session.sender == sender else { throw .noSession }
         return session
     }
 
-    func encode(_ secret: [UInt8], contentType: String, sessionPath: String, session: Session, into writer: inout BusWriter) throws(Failure) {
+    /// Appends the Secret struct (oayays) of `secret` as the session carries it.
+    func encode(_ secret: [UInt8], contentType: String, sessionPath: String, session: TransferSession, into writer: inout BusWriter) throws(BusError) {
         if let key = session.key {
             do {
                 let sealed = try SecretServiceTransport.encrypt(secret, key: key)
@@ -82,7 +91,8 @@ extension SecretService {
         }
     }
 
-    func decode(_ secret: (session: String, parameters: [UInt8], value: [UInt8], contentType: String), sender: String) throws(Failure) -> [UInt8] {
+    /// The secret a client sent through its session (the caller wipes it).
+    func decode(_ secret: (session: String, parameters: [UInt8], value: [UInt8], contentType: String), sender: String) throws(BusError) -> [UInt8] {
         let session = try session(secret.session, sender: sender)
         guard let key = session.key else {
             guard secret.parameters.isEmpty else { throw .invalid("a plain session's secret has no parameters") }

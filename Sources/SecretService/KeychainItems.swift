@@ -1,0 +1,120 @@
+import KeychainCore
+import KeychainCrypto
+
+/// A keychain collection opened for one call: its keychain and master key (nil while locked).
+/// Items are its password records (SecretServiceItems maps them); looking one up, searching,
+/// adding, changing and removing are done here.
+struct KeychainItems {
+    let collection: KeychainCollection
+    let keychain: Keychain
+    let master: MasterKey?
+
+    /// The item's row and object; NoSuchObject when it is gone, not a password, or one whose
+    /// access control asks a credential at each use (user presence, an application password):
+    /// the Secret Service has no way to ask it, so such items are not served over D-Bus.
+    /// Damage found on the way is reported, not hidden as a missing item.
+    func item(uniqueID: String) throws(BusError) -> (row: Int64, object: ObjectAttributes) {
+        do {
+            let rows = try keychain.find([(.uniqueID, Array(uniqueID.utf8)), (.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue))], master: master)
+            guard let row = rows.first else { throw BusError.noSuchObject }
+            var object = try keychain.object(id: row.id, master: master)
+            guard Self.isServed(object) else {
+                object.wipeValues()
+                throw BusError.noSuchObject
+            }
+            return (row.id, object)
+        } catch let failure as BusError {
+            throw failure
+        } catch let error as KeychainError where error.code == .recordCorrupted {
+            throw .failed("keychain '\(printable(collection.label))' is damaged or was altered: \(error.reason) (keychainctl verify)")
+        } catch {
+            throw .noSuchObject
+        }
+    }
+
+    /// Items whose secret needs nothing beyond the unlocked keychain.
+    static func isServed(_ object: ObjectAttributes) -> Bool { object.requiredCredential == .none }
+
+    /// The paths of the items showing every pair of `wanted` (those served over D-Bus).
+    func search(_ wanted: [String: String]) throws(BusError) -> [String] {
+        var seen: Set<Int64> = []
+        var paths: [String] = []
+        do {
+            for template in SecretServiceItems.searchTemplates(wanted) {
+                for row in try keychain.find(template, master: master) where !seen.contains(row.id) {
+                    seen.insert(row.id)
+                    guard var object = try? keychain.object(id: row.id, master: master) else { continue }
+                    defer { object.wipeValues() }
+                    guard Self.isServed(object), SecretServiceItems.matches(object, wanted), let path = itemPath(object) else { continue }
+                    paths.append(path)
+                }
+            }
+        } catch {
+            throw .failed("keychain '\(printable(collection.label))' could not be searched: \(error.reason) (keychainctl verify)")
+        }
+        return paths
+    }
+
+    func itemPath(_ object: ObjectAttributes) -> String? {
+        guard let unique = object[.uniqueID], !unique.isEmpty else { return nil }
+        return SecretCollection.keychain(collection).itemPath(String(decoding: unique, as: UTF8.self))
+    }
+
+    static func contentType(_ object: ObjectAttributes) -> String {
+        guard let bytes = object[.contentType], !bytes.isEmpty else { return "text/plain" }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The master key of an unlocked keychain; IsLocked otherwise.
+    func unlockedMaster() throws(BusError) -> MasterKey {
+        guard let master else { throw .isLocked("Keychain '\(collection.label)'") }
+        return master
+    }
+
+    /// Stores a new password item; its path.
+    func add(_ attributes: [String: String], label: String, contentType: String, secret: [UInt8]) throws(BusError) -> String {
+        let master = try unlockedMaster()
+        let object: ObjectAttributes
+        do {
+            object = try SecretServiceItems.add(attributes, label: label, contentType: contentType, secret: secret, to: keychain, master: master)
+        } catch {
+            throw .failed("the keychain refuses the item: \(error.reason)")
+        }
+        guard let itemPath = itemPath(object) else { throw .failed("the item was not stored") }
+        return itemPath
+    }
+
+    /// Applies `changes` to the item's record.
+    func change(_ found: (row: Int64, object: ObjectAttributes), _ changes: Template) throws(BusError) {
+        let master = try unlockedMaster()
+        do {
+            var changed = try ObjectTemplate.set(changes, on: found.object)
+            defer { changed.wipeValues() }
+            try keychain.replace(id: found.row, with: changed, master: master)
+        } catch {
+            throw .failed("the keychain refuses the change: \(error.reason)")
+        }
+    }
+
+    func remove(_ found: (row: Int64, object: ObjectAttributes)) throws(BusError) {
+        let master = try unlockedMaster()
+        do { try keychain.remove(id: found.row, master: master) } catch { throw .failed(error.reason) }
+    }
+}
+
+extension SecretServiceServer {
+    /// The keychain of `collection` with its master key from the key source (a use of the key:
+    /// it restarts the idle timer); the key is nil while the keychain is locked.
+    func open(_ collection: KeychainCollection) throws(BusError) -> KeychainItems {
+        let keychain = try keychain(collection)
+        guard let key = keys.sessionKey(path: collection.file) else { return KeychainItems(collection: collection, keychain: keychain, master: nil) }
+        return KeychainItems(collection: collection, keychain: keychain, master: try? keychain.masterKey(fromSession: key))
+    }
+
+    /// `open`, for what needs the keychain unlocked: IsLocked while it is not.
+    func unlocked(_ collection: KeychainCollection) throws(BusError) -> KeychainItems {
+        let items = try open(collection)
+        _ = try items.unlockedMaster()
+        return items
+    }
+}
