@@ -2,8 +2,8 @@ internal import BusSupport
 import KeychainCore
 import KeychainCrypto
 
-/// org.freedesktop.Secret.Collection: one object per collection (per keychain), also reached
-/// through the `default` alias.
+/// org.freedesktop.Secret.Collection: one object per collection (per keychain, and the session
+/// collection), also reached through the `default` and `session` aliases.
 enum CollectionInterface {
     static let name = "org.freedesktop.Secret.Collection"
 
@@ -13,6 +13,13 @@ enum CollectionInterface {
             // Deleting a keychain needs its SO PIN, asked by the prompt.
             Method("Delete", takes: "", returns: "o") { server, call throws(BusError) in
                 let collection = try server.collection(at: call.path)
+                if collection == .session {
+                    // Nothing to ask: its items go at once; the collection stays, empty.
+                    for uniqueID in server.sessionCollection.removeAll() {
+                        server.itemsChanged(collection, item: collection.itemPath(uniqueID), member: "ItemDeleted")
+                    }
+                    return call.reply { $0.string(ObjectPath.none, type: "o") }
+                }
                 let promptPath = server.newPrompt(sender: call.sender, .delete(collection))
                 return call.reply { $0.string(promptPath, type: "o") }
             },
@@ -28,10 +35,15 @@ enum CollectionInterface {
             Property("Items", "ao") { server, path, writer throws(BusError) in
                 writer.objectPaths(try server.findItems(in: try server.collection(at: path), matching: [:]).paths)
             },
+            // A keychain's display name; its token label (its path, its PKCS#11 identity) stays.
             Property("Label", "s", get: { server, path, writer throws(BusError) in
-                writer.string(try server.collection(at: path).label)
-            }, set: { _, _, _ throws(BusError) in
-                throw .notSupported("a keychain's label is its token label: it is set when the keychain is created")
+                writer.string(server.displayLabel(try server.collection(at: path)))
+            }, set: { server, path, reader throws(BusError) in
+                let collection = try server.collection(at: path)
+                guard let label = reader.string() else { throw .invalid("a label is a string") }
+                try server.setDisplayLabel(collection, label)
+                server.propertiesChanged(collection.path, name, ["Label"])
+                server.emit(ObjectPath.root, ServiceInterface.name, "CollectionChanged", objectPath: collection.path)
             }),
             Property("Locked", "b") { server, path, writer throws(BusError) in
                 writer.bool(server.isLocked(try server.collection(at: path)))

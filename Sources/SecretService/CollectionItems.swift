@@ -18,18 +18,49 @@ enum ItemChange {
 }
 
 // What the interfaces ask of a collection and its items, one switch per question over the kinds
-// of collection (Collections.swift). A collection held in memory would answer in each.
+// of collection (Collections.swift): a keychain, or the session collection in memory.
 extension SecretServiceServer {
     /// Whether its items are sealed until it is unlocked (asking is not a use of the key).
     func isLocked(_ collection: SecretCollection) -> Bool {
         switch collection {
         case .keychain(let keychain): return !keys.isHeld(path: keychain.file)
+        case .session: return false
         }
     }
 
     func lock(_ collection: SecretCollection) {
         switch collection {
         case .keychain(let keychain): keys.lock(path: keychain.file)
+        case .session: break
+        }
+    }
+
+    /// Collection.Label: a keychain's display name (its token label when none was set), or the
+    /// session collection's label.
+    func displayLabel(_ collection: SecretCollection) -> String {
+        switch collection {
+        case .keychain(let keychain):
+            return ((try? self.keychain(keychain).displayName()) ?? nil) ?? keychain.label
+        case .session:
+            return sessionCollection.label
+        }
+    }
+
+    /// Sets Collection.Label: a keychain's display name, while it is unlocked (changing it is a
+    /// use of the keychain, as `keychainctl set-display-name` needs the PIN or the session).
+    func setDisplayLabel(_ collection: SecretCollection, _ label: String) throws(BusError) {
+        switch collection {
+        case .keychain(let keychain):
+            let opened = try unlocked(keychain).keychain
+            do throws(KeychainError) { try opened.setDisplayName(label) } catch {
+                if error.code == .argumentsBad { throw .invalid(error.reason) }
+                throw .failed("the keychain refuses the label: \(error.reason)")
+            }
+        case .session:
+            guard label.utf8.count <= Keychain.maximumDisplayNameBytes else {
+                throw .invalid("a label has at most \(Keychain.maximumDisplayNameBytes) bytes")
+            }
+            sessionCollection.label = label
         }
     }
 
@@ -39,6 +70,8 @@ extension SecretServiceServer {
         case .keychain(let keychain):
             guard let info = try? System.stat(keychain.file) else { return (0, 0) }
             return (UInt64(max(0, info.st_ctim.tv_sec)), UInt64(max(0, info.st_mtim.tv_sec)))
+        case .session:
+            return (sessionCollection.created, sessionCollection.modified)
         }
     }
 
@@ -49,6 +82,8 @@ extension SecretServiceServer {
         case .keychain(let keychain):
             let items = try open(keychain)
             return (try items.search(wanted), items.master == nil)
+        case .session:
+            return (sessionCollection.search(wanted).map(collection.itemPath), false)
         }
     }
 
@@ -61,6 +96,8 @@ extension SecretServiceServer {
             guard let items = try? open(keychain), var found = try? items.item(uniqueID: uniqueID) else { return false }
             found.object.wipeValues()
             return true
+        case .session:
+            return sessionCollection.items[uniqueID] != nil
         }
     }
 
@@ -75,6 +112,9 @@ extension SecretServiceServer {
                                    attributes: SecretServiceItems.attributes(of: object),
                                    created: object[.creationTime].flatMap(AttributeValue.decodeULong).map(UInt64.init) ?? 0,
                                    modified: object[.modificationTime].flatMap(AttributeValue.decodeULong).map(UInt64.init) ?? 0)
+        case .session:
+            guard let item = sessionCollection.items[uniqueID] else { throw .noSuchObject }
+            return ItemDescription(label: item.label, attributes: item.attributes, created: item.created, modified: item.modified)
         }
     }
 
@@ -88,6 +128,11 @@ extension SecretServiceServer {
             var found = try items.item(uniqueID: uniqueID)
             defer { found.object.wipeValues() }
             return try body(found.object[.value] ?? [], KeychainItems.contentType(found.object))
+        case .session:
+            guard let item = sessionCollection.items[uniqueID] else { throw .noSuchObject }
+            var secret = item.secret.withUnsafeBytes { Array($0) }
+            defer { wipe(&secret) }
+            return try body(secret, item.contentType)
         }
     }
 
@@ -100,6 +145,9 @@ extension SecretServiceServer {
             guard items.master != nil, var found = try? items.item(uniqueID: uniqueID) else { return nil }
             defer { found.object.wipeValues() }
             return (found.object[.value] ?? [], KeychainItems.contentType(found.object))
+        case .session:
+            guard let item = sessionCollection.items[uniqueID] else { return nil }
+            return (item.secret.withUnsafeBytes { Array($0) }, item.contentType)
         }
     }
 
@@ -120,6 +168,13 @@ extension SecretServiceServer {
                 }
             }
             return (try items.add(attributes, label: label, contentType: contentType, secret: secret), false)
+        case .session:
+            do {
+                let stored = try sessionCollection.store(label: label, attributes: attributes, secret: secret, contentType: contentType, replace: replace)
+                return (collection.itemPath(stored.id), !stored.created)
+            } catch {
+                throw .failed(error.reason)
+            }
         }
     }
 
@@ -142,6 +197,16 @@ extension SecretServiceServer {
                 changes.removeAll { $0.type == .itemClass }
                 try items.change(found, changes)
             }
+        case .session:
+            guard sessionCollection.items[uniqueID] != nil else { throw .noSuchObject }
+            switch change {
+            case .secret(let value, let contentType):
+                do { try sessionCollection.setSecret(uniqueID, value, contentType: contentType) } catch { throw .failed(error.reason) }
+            case .label(let label):
+                sessionCollection.setLabel(uniqueID, label)
+            case .attributes(let attributes):
+                sessionCollection.setAttributes(uniqueID, attributes)
+            }
         }
     }
 
@@ -152,6 +217,9 @@ extension SecretServiceServer {
             var found = try items.item(uniqueID: uniqueID)
             defer { found.object.wipeValues() }
             try items.remove(found)
+        case .session:
+            guard sessionCollection.items[uniqueID] != nil else { throw .noSuchObject }
+            sessionCollection.delete(uniqueID)
         }
     }
 }

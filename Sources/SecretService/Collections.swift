@@ -4,19 +4,32 @@ import KeychainCrypto
 
 // The collections: which there are, the default one, and the keychains kept open for them.
 
-/// A collection as the interfaces see it. Every collection is a keychain today; one held in
-/// memory (gnome-keyring's `session` collection) would be a second case, answered by the
-/// switches of CollectionItems.swift, where the interfaces reach items.
+/// A collection as the interfaces see it: a keychain, or the `session` collection held in this
+/// daemon's memory (SessionCollection). The switches of CollectionItems.swift answer for each.
 enum SecretCollection: Equatable {
     case keychain(KeychainCollection)
+    case session
 
+    /// Its identity: a keychain's token label (never its display name), or "session".
     var label: String {
         switch self {
         case .keychain(let keychain): return keychain.label
+        case .session: return SessionCollection.name
         }
     }
 
-    var path: String { ObjectPath.collectionPrefix + ObjectPath.element(label) }
+    /// A keychain's path element comes from its token label; a keychain labelled "session" gets
+    /// its first letter escaped (`_73ession`), which no other label gives, so that the session
+    /// collection keeps the path libsecret and gnome-keyring use.
+    var path: String {
+        switch self {
+        case .keychain(let keychain):
+            let element = ObjectPath.element(keychain.label)
+            return ObjectPath.collectionPrefix + (element == SessionCollection.name ? "_73ession" : element)
+        case .session:
+            return ObjectPath.collectionPrefix + SessionCollection.name
+        }
+    }
 
     /// The path of its item with this unique ID.
     func itemPath(_ uniqueID: String) -> String { path + "/" + uniqueID }
@@ -26,6 +39,14 @@ enum SecretCollection: Equatable {
 struct KeychainCollection: Equatable {
     let file: String
     let label: String
+}
+
+/// What identifies the keychain folder's state: a listing made at one stamp holds while it stays.
+struct FolderStamp: Equatable {
+    let path: String
+    let inode: UInt64
+    let seconds: Int
+    let nanoseconds: Int
 }
 
 /// A keychain kept open while its file is the same one (device and inode): a Keychain reads
@@ -39,10 +60,16 @@ struct OpenedKeychain {
 }
 
 extension SecretServiceServer {
-    /// The collections: the keychains of the keychain folder that open. The cache of opened
-    /// keychains (`opened`) keeps only these.
+    /// The collections: the keychains of the keychain folder that open, then the session
+    /// collection. The cache of opened keychains (`opened`) keeps only these; while the folder
+    /// and the configuration are unchanged (same inode and modification time: a file added,
+    /// removed or renamed into place changes the folder's), the last listing is used as it is.
     func collections() -> [SecretCollection] {
-        let files = KeychainDirectory(path: Configuration.current().directory).keychainFiles()
+        let directory = Configuration.current().directory
+        let folder = try? System.stat(directory)
+        let stamp = folder.map { FolderStamp(path: directory, inode: UInt64($0.st_ino), seconds: Int($0.st_mtim.tv_sec), nanoseconds: Int($0.st_mtim.tv_nsec)) }
+        if let stamp, let listed = listing, listed.stamp == stamp { return listed.collections }
+        let files = KeychainDirectory(path: directory).keychainFiles()
         var kept: [String: OpenedKeychain] = [:]
         var result: [SecretCollection] = []
         for file in files {
@@ -58,12 +85,21 @@ extension SecretServiceServer {
             if let entry = kept[file] { result.append(.keychain(KeychainCollection(file: file, label: entry.label))) }
         }
         opened = kept
+        masters = masters.filter { kept[$0.key] != nil }
+        result.append(.session)
+        // A listing whose folder changed while it was read is not kept (the next call reads again).
+        if let stamp, let after = try? System.stat(directory), Int(after.st_mtim.tv_nsec) == stamp.nanoseconds, Int(after.st_mtim.tv_sec) == stamp.seconds {
+            listing = (stamp, result)
+        } else {
+            listing = nil
+        }
         return result
     }
 
     /// The default collection, as keychainctl chooses the default keychain: the configured
     /// default, else "login", else the only one.
     func defaultCollection(_ all: [SecretCollection]) -> SecretCollection? {
+        let all = all.filter { $0 != .session }
         if let wanted = Configuration.current().defaultKeychain, let match = all.first(where: { $0.label == wanted }) { return match }
         if let login = all.first(where: { $0.label == "login" }) { return login }
         return all.count == 1 ? all.first : nil

@@ -35,8 +35,17 @@ struct KeychainItems {
     /// Items whose secret needs nothing beyond the unlocked keychain.
     static func isServed(_ object: ObjectAttributes) -> Bool { object.requiredCredential == .none }
 
-    /// The paths of the items showing every pair of `wanted` (those served over D-Bus).
+    /// The paths of the items showing every pair of `wanted` (those served over D-Bus); while the
+    /// keychain is locked, those its locked-lookup index finds (none when the index is off).
     func search(_ wanted: [String: String]) throws(BusError) -> [String] {
+        if master == nil {
+            do {
+                let uids = try keychain.lockedSearch(wanted) ?? []
+                return uids.map { SecretCollection.keychain(collection).itemPath(String(decoding: Hex.digits($0), as: UTF8.self)) }
+            } catch {
+                throw .failed("keychain '\(printable(collection.label))' could not be searched: \(error.reason) (keychainctl verify)")
+            }
+        }
         var seen: Set<Int64> = []
         var paths: [String] = []
         do {
@@ -107,8 +116,21 @@ extension SecretServiceServer {
     /// it restarts the idle timer); the key is nil while the keychain is locked.
     func open(_ collection: KeychainCollection) throws(BusError) -> KeychainItems {
         let keychain = try keychain(collection)
-        guard let key = keys.sessionKey(path: collection.file) else { return KeychainItems(collection: collection, keychain: keychain, master: nil) }
-        return KeychainItems(collection: collection, keychain: keychain, master: try? keychain.masterKey(fromSession: key))
+        guard let key = keys.sessionKey(path: collection.file) else {
+            masters[collection.file] = nil
+            return KeychainItems(collection: collection, keychain: keychain, master: nil)
+        }
+        // The master key made for this session key last time (a new unlock hands out another
+        // key; the keychain checks each new one against its key check).
+        if let cached = masters[collection.file], cached.sessionKey.constantTimeEquals(key) {
+            return KeychainItems(collection: collection, keychain: keychain, master: cached.master)
+        }
+        guard let master = try? keychain.masterKey(fromSession: key) else {
+            masters[collection.file] = nil
+            return KeychainItems(collection: collection, keychain: keychain, master: nil)
+        }
+        masters[collection.file] = (key, master)
+        return KeychainItems(collection: collection, keychain: keychain, master: master)
     }
 
     /// `open`, for what needs the keychain unlocked: IsLocked while it is not.

@@ -50,13 +50,13 @@ extension SecretServiceServer {
         if path.hasPrefix(ObjectPath.collectionPrefix) {
             rest = path.dropFirst(ObjectPath.collectionPrefix.count)
             let element = rest.prefix { $0 != "/" }
-            collection = all.first { ObjectPath.element($0.label) == element }
+            let prefix = ObjectPath.collectionPrefix + element
+            collection = all.first { $0.path == prefix }
             rest = rest.dropFirst(element.count)
         } else if path.hasPrefix(ObjectPath.aliasPrefix) {
             rest = path.dropFirst(ObjectPath.aliasPrefix.count)
             let alias = rest.prefix { $0 != "/" }
-            guard alias == "default" else { return nil }
-            collection = defaultCollection(all)
+            collection = self.collection(forAlias: String(alias), all)
             rest = rest.dropFirst(alias.count)
         } else {
             return nil
@@ -67,6 +67,15 @@ extension SecretServiceServer {
         let uniqueID = String(rest.dropFirst())
         guard uniqueID.count == 32, uniqueID.utf8.allSatisfy({ Hex.value($0) != nil }) else { return nil }
         return .item(collection, uniqueID: uniqueID)
+    }
+
+    /// The collection an alias names: `default` (the default keychain) and `session`.
+    func collection(forAlias alias: String, _ all: [SecretCollection]) -> SecretCollection? {
+        switch alias {
+        case "default": return defaultCollection(all)
+        case SessionCollection.name: return .session
+        default: return nil
+        }
     }
 
     /// The collection at `path` (or its alias form); NoSuchObject when there is none.

@@ -43,6 +43,8 @@ extension SecretServiceServer {
                     } else {
                         report("keychaind: the Secret Service prompt for '\(printable(keychain.label))' got a wrong PIN")
                     }
+                case .session:
+                    continue
                 }
             }
             return unlocked.isEmpty ? .dismissed : .unlocked(collections: unlocked, objects: objects)
@@ -52,6 +54,9 @@ extension SecretServiceServer {
             switch collection {
             case .keychain(let keychain):
                 return deleteKeychain(keychain, ask: ask, keys: keys, report: report) ? .deleted(collection) : .dismissed
+            case .session:
+                // Its Delete needs no prompt (CollectionInterface).
+                return .dismissed
             }
         }
     }

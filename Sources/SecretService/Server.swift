@@ -24,6 +24,13 @@ public final class SecretServiceServer: @unchecked Sendable {
     var counter = 0
     /// Keychains kept open, by file (Collections.swift).
     var opened: [String: OpenedKeychain] = [:]
+    /// The last listing of the collections, while the keychain folder is unchanged.
+    var listing: (stamp: FolderStamp, collections: [SecretCollection])?
+    /// Master keys made from the key source's session keys, by file, kept while the source
+    /// hands out the same key (KeychainItems.swift): one per unlock, not one per call.
+    var masters: [String: (sessionKey: SecureBytes, master: MasterKey)] = [:]
+    /// The `session` collection's items (in memory only).
+    let sessionCollection = SessionCollection()
 
     // Shared with other threads, under `lock`: the outcomes prompt workers post (PromptWorker.swift)
     // and whether `stop` was asked; `wake` rouses the bus thread for either.

@@ -3,7 +3,7 @@ import KeychainCore
 import KeychainCrypto
 
 /// org.freedesktop.Secret.Service at /org/freedesktop/secrets: sessions, collections, searches
-/// and secrets across collections, locking, and the `default` alias.
+/// and secrets across collections, locking, and the `default` and `session` aliases.
 enum ServiceInterface {
     static let name = "org.freedesktop.Secret.Service"
 
@@ -27,7 +27,8 @@ enum ServiceInterface {
                 var done: [String] = []
                 var lockedNow: [SecretCollection] = []
                 for object in objects {
-                    guard let collection = server.resolve(object)?.collection else { continue }
+                    // The session collection is never locked: it is not listed as locked.
+                    guard let collection = server.resolve(object)?.collection, collection != .session else { continue }
                     done.append(object)
                     guard !lockedNow.contains(collection) else { continue }
                     lockedNow.append(collection)
@@ -40,7 +41,7 @@ enum ServiceInterface {
             Method("GetSecrets", takes: "aoo", returns: "a{o(oayays)}", getSecrets),
             Method("ReadAlias", takes: "s", returns: "o") { server, call throws(BusError) in
                 guard let alias = call.arguments.string() else { throw .invalid("name") }
-                let path = alias == "default" ? server.defaultCollection(server.collections())?.path ?? ObjectPath.none : ObjectPath.none
+                let path = server.collection(forAlias: alias, server.collections())?.path ?? ObjectPath.none
                 return call.reply { $0.string(path, type: "o") }
             },
             Method("SetAlias", takes: "so", returns: "", setAlias),
@@ -58,10 +59,12 @@ enum ServiceInterface {
     /// answers with that keychain; a new one is made by the prompt, which asks its PINs.
     private static func createCollection(_ server: SecretServiceServer, _ call: MethodCall) throws(BusError) -> Replied {
         guard let properties = call.arguments.properties(), let alias = call.arguments.string() else { throw .invalid("properties, alias") }
-        guard alias.isEmpty || alias == "default" else { throw .notSupported("only the 'default' alias exists here") }
+        guard alias.isEmpty || alias == "default" || alias == SessionCollection.name else {
+            throw .notSupported("only the 'default' and 'session' aliases exist here")
+        }
         let all = server.collections()
         var found: SecretCollection?
-        if alias == "default" { found = server.defaultCollection(all) }
+        if !alias.isEmpty { found = server.collection(forAlias: alias, all) }
         if found == nil, case .string(let label)? = properties["org.freedesktop.Secret.Collection.Label"] {
             found = all.first { $0.label == label }
         }
@@ -126,7 +129,7 @@ enum ServiceInterface {
     /// keychain unless the configuration fixes it.
     private static func setAlias(_ server: SecretServiceServer, _ call: MethodCall) throws(BusError) -> Replied {
         guard let alias = call.arguments.string(), let path = call.arguments.string("o") else { throw .invalid("name, collection") }
-        guard alias == "default" else { throw .notSupported("only the 'default' alias exists here") }
+        guard alias == "default" else { throw .notSupported("only the 'default' alias can be set here ('session' is the session collection's)") }
         if Configuration.current().defaultKeychainIsFixed {
             throw .notSupported("the default keychain is set by KEYCHAIN_PKCS11_DEFAULT or the configuration file's default_keychain")
         }
@@ -135,6 +138,7 @@ enum ServiceInterface {
             try? directory.setDefaultKeychain(nil)
         } else {
             guard case .collection(let collection)? = server.resolve(path) else { throw .invalid("\(path) is not a collection") }
+            guard collection != .session else { throw .notSupported("the session collection cannot be the default: its items are not kept") }
             do { try directory.setDefaultKeychain(collection.label) } catch { throw .failed(error.reason) }
         }
         return call.reply()
