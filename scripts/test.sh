@@ -88,6 +88,16 @@ if scripts/build-release.sh >/tmp/keychain-pkcs11-release.log 2>&1; then
     else
         count 0 1
     fi
+    # The desktop's own Secret Service judges (fetched from PyPI): SecretStorage 3.5.0's tests and
+    # keyring 25.7.0's SecretService and libsecret backend tests, against the release keychaind.
+    echo "== SecretStorage's and keyring's own test suites against the release keychaind"
+    scripts/secret-service-suites.sh "$release" 2>&1 | tee /tmp/keychain-pkcs11-secret-service-suites.log
+    line=$(grep -E '^secret-service-suites: [0-9]+ passed, [0-9]+ failed' /tmp/keychain-pkcs11-secret-service-suites.log | tail -n 1)
+    if [ -n "$line" ]; then
+        count "$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")" "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")"
+    else
+        count 0 1
+    fi
 else
     tail -n 30 /tmp/keychain-pkcs11-release.log
     count 0 1

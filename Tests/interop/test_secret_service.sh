@@ -135,9 +135,10 @@ work = secretstorage.create_collection(conn, "Work Keys")
 assert work.collection_path == "/org/freedesktop/secrets/collection/Work_20Keys", work.collection_path
 assert work.get_label() == "Work Keys" and not work.is_locked()
 item = work.create_item("vpn", {"service": "vpn.example", "account": "gina"}, b"vpn-secret")
-assert sorted(c.get_label() for c in secretstorage.get_all_collections(conn)) == ["Work Keys", "login"]
+assert sorted(c.get_label() for c in secretstorage.get_all_collections(conn)) == ["Session", "Work Keys", "login"]
 print("collection: ok")
 PY
+
 expect_contains "$(kc list)" "Work Keys" "the new collection is a keychain"
 expect_eq "$(kc find-generic-password -k 'Work Keys' -s vpn.example -a gina -w)" "vpn-secret" "its item, through keychainctl"
 expect_contains "$(cat asked)" "New keychain 'Work Keys': its SO PIN" "the prompt asked the SO PIN"
@@ -146,10 +147,47 @@ import secretstorage
 conn = secretstorage.dbus_init()
 work = [c for c in secretstorage.get_all_collections(conn) if c.get_label() == "Work Keys"][0]
 work.delete()
-assert sorted(c.get_label() for c in secretstorage.get_all_collections(conn)) == ["login"]
+assert sorted(c.get_label() for c in secretstorage.get_all_collections(conn)) == ["Session", "login"]
 print("delete collection: ok")
 PY
 expect_not_contains "$(kc list)" "Work Keys" "the deleted collection's keychain is gone"
+
+# A collection's Label is the keychain's display name: settable over D-Bus (also through the
+# default alias), shown by keychainctl; the token label, the object path and the PKCS#11 URI stay.
+"$venv/bin/python" - <<'PY' || fail "collection labels"
+import secretstorage
+conn = secretstorage.dbus_init()
+login = secretstorage.get_default_collection(conn)
+login.set_label("Mes mots de passe ✓")
+assert login.get_label() == "Mes mots de passe ✓", login.get_label()
+assert secretstorage.Collection(conn, "/org/freedesktop/secrets/collection/login").get_label() == "Mes mots de passe ✓"
+print("label: ok")
+PY
+expect_contains "$(kc info)" "Display name   Mes mots de passe ✓" "keychainctl shows the display name"
+expect_contains "$(kc info)" "token=login" "the PKCS#11 URI keeps the token label"
+kc set-display-name --clear >/dev/null || fail "keychainctl set-display-name --clear"
+expect_eq "$("$venv/bin/python" -c 'import secretstorage; print(secretstorage.get_default_collection(secretstorage.dbus_init()).get_label())')" "login" "cleared: the token label again"
+
+# The session collection (libsecret's SECRET_COLLECTION_SESSION): in memory only. Nothing of its
+# items reaches the keychain folder or the device key's folder.
+snapshot() { find "$KEYCHAIN_PKCS11_DIR" "$(dirname "$KEYCHAIN_PKCS11_DEVICE_KEY")" -type f -exec sha256sum {} + | sort; }
+before=$(snapshot)
+printf 'session-secret-77' | secret-tool store --collection=session --label='In memory' scope session-only || fail "secret-tool store in the session collection"
+expect_eq "$(secret-tool lookup scope session-only)" "session-secret-77" "secret-tool finds the session item"
+"$venv/bin/python" - <<'PY' || fail "the session collection through secretstorage"
+import secretstorage
+conn = secretstorage.dbus_init()
+session = secretstorage.Collection(conn, "/org/freedesktop/secrets/aliases/session")
+assert session.collection_path == "/org/freedesktop/secrets/aliases/session"
+items = list(session.search_items({"scope": "session-only"}))
+assert len(items) == 1 and items[0].item_path.startswith("/org/freedesktop/secrets/collection/session/"), [i.item_path for i in items]
+assert items[0].get_secret() == b"session-secret-77" and items[0].get_label() == "In memory"
+assert not session.is_locked()
+print("session collection: ok")
+PY
+[ "$(snapshot)" = "$before" ] || fail "storing in the session collection changed files on disk"
+grep -rl "session-secret-77\|session-only" "$KEYCHAIN_PKCS11_DIR" "$(dirname "$KEYCHAIN_PKCS11_DEVICE_KEY")" 2>/dev/null && fail "the session item reached a file"
+kc find-generic-password -l 'In memory' >/dev/null 2>&1 && fail "the session item is in a keychain"
 
 # git credential-libsecret: store, get, erase.
 printf 'protocol=https\nhost=git.example.org\nusername=erin\npassword=git-s3cret\n\n' | ./git-credential-libsecret store || fail "git credential store"
@@ -181,7 +219,19 @@ import secretstorage
 conn = secretstorage.dbus_init()
 print([i.item_path for i in secretstorage.search_items(conn, {"service": "example.org", "account": "alice"})][0])' >alice.path || fail "alice's item path"
 kc lock >/dev/null || fail "keychainctl lock"
-secret-tool lookup service example.org account alice >locked.out && fail "a locked keychain gave a secret: $(cat locked.out)"
+# A locked keychain's item is found (in SearchItems' locked list, through the locked-lookup
+# index): secret-tool asks to unlock, the prompt program is run, and the secret comes back.
+: >asked
+expect_eq "$(secret-tool lookup service example.org account alice)" "hunter2" "secret-tool lookup on a locked keychain"
+expect_contains "$(cat asked)" "Unlock the keychain 'login'" "the lookup ran the prompt"
+# With the keychain's locked search off, a locked keychain shows nothing and asks nothing.
+kc session-policy --pin-file user.pin --locked-search no >/dev/null || fail "locked search off"
+kc lock >/dev/null || fail "keychainctl lock"
+: >asked
+secret-tool lookup service example.org account alice >locked.out && fail "locked search off, yet a secret: $(cat locked.out)"
+[ -s asked ] && fail "locked search off, yet the prompt ran: $(cat asked)"
+kc session-policy --pin-file user.pin --locked-search yes >/dev/null || fail "locked search on"
+kc lock >/dev/null || fail "keychainctl lock"
 "$venv/bin/python" - <<'PY' || fail "locked keychain through secretstorage"
 import secretstorage
 from secretstorage.exceptions import LockedException
@@ -190,6 +240,16 @@ conn = secretstorage.dbus_init()
 collection = secretstorage.get_default_collection(conn)
 assert collection.is_locked()
 service = DBusAddressWrapper("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", conn)
+path = open("alice.path").read().strip()
+unlocked, locked = service.call("SearchItems", "a{ss}", {"service": "example.org", "account": "alice"})
+assert unlocked == [] and locked == [path], (unlocked, locked)
+unlocked, locked = service.call("SearchItems", "a{ss}", {"service": "example.org", "account": "nobody"})
+assert unlocked == [] and locked == [], (unlocked, locked)
+try:
+    collection.set_label("renamed while locked")
+    raise SystemExit("Label set on a locked keychain")
+except LockedException:
+    pass
 unlocked, prompt = service.call("Unlock", "ao", [collection.collection_path])
 assert unlocked == [] and prompt.startswith("/org/freedesktop/secrets/prompt/"), (unlocked, prompt)
 try:
