@@ -1,4 +1,6 @@
 import BusSupport
+import Foundation
+import KeychainCore
 import XCTest
 
 /// The server driven over a private bus as a client drives it: exact replies and exact error names.
@@ -128,10 +130,48 @@ final class SecretServiceBehaviourTests: SecretServiceTestCase {
         XCTAssertEqual(try getSecret(item, session: session).value, Self.secret, "the secret stays")
     }
 
-    func test_a_collection_label_cannot_be_set() throws {
+    func test_a_collection_label_is_the_keychains_display_name_and_its_path_stays() throws {
         XCTAssertEqual(try client.property(Self.login, Self.collection, "Label", signature: "s").string(), "login")
-        XCTAssertThrowsError(try client.setProperty(Self.login, Self.collection, "Label", signature: "s") { $0.string("other") }) { error in
-            XCTAssertEqual((error as? CallFailure)?.name, "org.freedesktop.DBus.Error.NotSupported")
+        try client.setProperty(Self.defaultAlias, Self.collection, "Label", signature: "s") { $0.string("Mes mots ✓") }
+        XCTAssertEqual(try client.property(Self.login, Self.collection, "Label", signature: "s").string(), "Mes mots ✓")
+        XCTAssertEqual(try Keychain.open(at: keychainFile).displayName(), "Mes mots ✓")
+        XCTAssertEqual(try Keychain.open(at: keychainFile).info(countingObjects: false).label, "login", "the token label stays")
+        XCTAssertThrowsError(try client.setProperty(Self.login, Self.collection, "Label", signature: "s") { $0.string("a\u{7}b") }) { error in
+            XCTAssertEqual((error as? CallFailure)?.name, "org.freedesktop.DBus.Error.InvalidArgs")
+        }
+        _ = try client.call(Self.root, Self.service, "Lock") { $0.objectPaths([Self.login]) }
+        XCTAssertThrowsError(try client.setProperty(Self.login, Self.collection, "Label", signature: "s") { $0.string("x") }) { error in
+            XCTAssertEqual((error as? CallFailure)?.name, "org.freedesktop.Secret.Error.IsLocked")
+        }
+        XCTAssertEqual(try client.property(Self.login, Self.collection, "Label", signature: "s").string(), "Mes mots ✓", "read while locked")
+    }
+
+    // MARK: the session collection
+
+    func test_the_session_collection_keeps_items_in_memory_only() throws {
+        let sessionPath = Self.root + "/collection/session"
+        let before = try keychainBytes()
+        XCTAssertEqual(try client.call(Self.root, Self.service, "ReadAlias") { $0.string("session") }.string("o"), sessionPath)
+        XCTAssertEqual(try client.property(Self.root, Self.service, "Collections", signature: "ao").objectPaths(), [Self.login, sessionPath])
+        let session = try openPlainSession()
+        let item = try createItem(in: Self.root + "/aliases/session", session: session, attributes: ["scope": "memory"])
+        XCTAssertTrue(item.hasPrefix(sessionPath + "/"), item)
+        XCTAssertEqual(try searchService(["scope": "memory"]).unlocked, [item])
+        XCTAssertEqual(try getSecret(item, session: session).value, Self.secret)
+        XCTAssertEqual(try client.property(item, Self.item, "Label", signature: "s").string(), "Example")
+        let locked = try client.call(Self.root, Self.service, "Lock") { $0.objectPaths([sessionPath]) }
+        XCTAssertEqual(locked.objectPaths(), [], "the session collection is never locked")
+        XCTAssertEqual(try client.property(sessionPath, Self.collection, "Locked", signature: "b").bool(), false)
+        XCTAssertEqual(try keychainBytes(), before, "nothing reached the keychain file")
+        XCTAssertEqual(try client.call(sessionPath, Self.collection, "Delete").string("o"), "/", "emptied at once, no prompt")
+        XCTAssertEqual(try searchService(["scope": "memory"]).unlocked, [])
+        XCTAssertEqual(try client.errorName(item, Self.item, "GetSecret") { $0.string(session, type: "o") }, "org.freedesktop.Secret.Error.NoSuchObject")
+    }
+
+    /// The keychain file and its side files, as bytes.
+    private func keychainBytes() throws -> [[UInt8]] {
+        try [keychainFile, keychainFile + "-wal"].map { path in
+            FileManager.default.fileExists(atPath: path) ? Array(try Data(contentsOf: URL(fileURLWithPath: path))) : []
         }
     }
 
@@ -148,7 +188,11 @@ final class SecretServiceBehaviourTests: SecretServiceTestCase {
         XCTAssertEqual(try client.property(item, Self.item, "Label", signature: "s").string(), "", "sealed while locked")
 
         XCTAssertEqual(try client.errorName(item, Self.item, "GetSecret") { $0.string(session, type: "o") }, "org.freedesktop.Secret.Error.IsLocked")
-        XCTAssertEqual(try searchService(["service": "example.org"]).unlocked, [])
+        let found = try searchService(["service": "example.org"])
+        XCTAssertEqual(found.unlocked, [])
+        XCTAssertEqual(found.locked, [item], "found through the locked-lookup index")
+        XCTAssertEqual(try searchService(["service": "example.org", "account": "bob"]).locked, [])
+        XCTAssertEqual(try client.call(Self.login, Self.collection, "SearchItems") { $0.stringDictionary(["account": "alice"]) }.objectPaths(), [item])
         let unlock = try client.call(Self.root, Self.service, "Unlock") { $0.objectPaths([Self.login]) }
         XCTAssertEqual(unlock.objectPaths(), [])
         XCTAssertEqual(unlock.string("o"), Self.root + "/prompt/p2", "a prompt (p2: the session was s1)")
