@@ -29,3 +29,19 @@ static inline int kc_wal_index_stamp(const void *base, uint32_t stamp[4]) {
     }
     return 0;
 }
+
+/* The first page of the connection's own wal-index mapping (region 0 of its -shm file), through
+ * the VFS's xShmMap on the connection's main file: no second file descriptor. Opening and closing
+ * the -shm file ourselves would drop every POSIX lock this process holds on it (fcntl locks
+ * belong to the process and go with ANY close of the file), and another process would then see
+ * no reader here and re-initialise the wal-index under this connection (sqlite.org/howtocorrupt,
+ * 2.2). NULL when the connection has no wal-index yet (no read since it opened) or none at all.
+ * The mapping is SQLite's: valid until the connection closes, never unmapped by the caller. */
+static inline const void *kc_wal_index_region(sqlite3 *db) {
+    sqlite3_file *file = NULL;
+    volatile void *region = NULL;
+    if (db == NULL || sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK) return NULL;
+    if (file == NULL || file->pMethods == NULL || file->pMethods->iVersion < 2 || file->pMethods->xShmMap == NULL) return NULL;
+    if (file->pMethods->xShmMap(file, 0, 32768, 0, &region) != SQLITE_OK) return NULL;
+    return (const void *)region;
+}

@@ -1,4 +1,5 @@
 import Glibc
+import Foundation
 import XCTest
 import KeychainCrypto
 @testable import KeychainStore
@@ -135,6 +136,38 @@ final class KeychainDatabaseTests: XCTestCase {
         stamp = try reader.currentStamp()
         _ = try reader.insertObject(uid: [100], objectClass: 0, protection: 0, record: [1], primaryKey: nil, index: [], now: 1)
         XCTAssertNotEqual(try reader.currentStamp(), stamp, "a commit by this connection")
+    }
+
+    /// Reading the stamp must not cost SQLite its locks on the -shm file. POSIX locks belong to
+    /// the process and go with any close of the file: a stamp read through a descriptor of our
+    /// own dropped them, and another process (keychainctl beside keychaind) then saw no reader,
+    /// re-initialised the wal-index, and keychaind kept reading an old snapshot. /proc/locks
+    /// lists this process's locks on the -shm file's inode before and after.
+    func test_reading_the_stamp_keeps_sqlites_locks_on_the_shared_memory_file() throws {
+        let path = directory + "/locks.keychain-db"
+        let writer = try KeychainDatabase(path: path, create: true)
+        _ = try writer.insertObject(uid: [1], objectClass: 0, protection: 0, record: [1], primaryKey: nil, index: [], now: 1)
+        let reader = try KeychainDatabase(path: path, create: false)
+        _ = try reader.countObjects(protections: [0])
+        let before = try shmLocks(path)
+        XCTAssertGreaterThan(before, 0, "SQLite holds locks on the -shm file while connections are open")
+        XCTAssertEqual(try reader.currentStamp().dataVersion, -1, "read from the wal-index header")
+        _ = try reader.currentStamp()
+        XCTAssertEqual(try shmLocks(path), before, "the stamp read left every lock in place")
+        withExtendedLifetime(writer) {}
+    }
+
+    /// This process's POSIX locks on the -shm file of `path`, as /proc/locks lists them.
+    private func shmLocks(_ path: String) throws -> Int {
+        var status = stat()
+        guard stat(path + "-shm", &status) == 0 else { throw XCTSkip("no -shm file") }
+        let text = try String(contentsOfFile: "/proc/locks", encoding: .utf8)
+        let pid = String(getpid())
+        return text.split(separator: "\n").filter { line in
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 6, fields[1] == "POSIX", fields[4] == pid else { return false }
+            return fields[5].split(separator: ":").last.map { UInt64($0) == UInt64(status.st_ino) } ?? false
+        }.count
     }
 }
 

@@ -68,39 +68,30 @@ public final class Database {
 
     deinit {
         statements.removeAll()
-        if let walIndex { munmap(UnsafeMutableRawPointer(mutating: walIndex), Self.walIndexMapping) }
         sqlite3_close_v2(handle)
     }
 
-    /// The -shm file's first page, mapped read-only once this connection has used it (SQLite
-    /// keeps the file, at its full size, as long as a connection is open).
+    /// The wal-index header, in SQLite's own mapping of the -shm file (kc_wal_index_region), once
+    /// this connection has used it. Never a mapping of our own: opening and closing the -shm file
+    /// here would drop this process's locks on it (POSIX locks go with any close of the file), and
+    /// another process would re-initialise the wal-index under this connection.
     private var walIndex: UnsafeRawPointer?
     private var walIndexTried = false
-    private static let walIndexMapping = 4096
 
-    /// {iChange, mxFrame, salt1, salt2} of the wal-index header, or nil (no WAL, no -shm file
-    /// to map, or a header being written or not initialised: the caller asks SQLite).
+    /// {iChange, mxFrame, salt1, salt2} of the wal-index header, or nil (no WAL, no wal-index
+    /// yet, or a header being written or not initialised: the caller asks SQLite).
     func walIndexStamp() -> (UInt32, UInt32, UInt32, UInt32)? {
         if walIndex == nil {
             guard !walIndexTried, transactionDepth == 0 else { return nil }
-            // Map only after a read through this connection has opened the -shm file.
+            // SQLite maps the wal-index at the connection's first read.
             guard (try? query("PRAGMA data_version") { _ in }) != nil else { return nil }
             walIndexTried = true
-            walIndex = Self.mapWALIndex(Self.sharedMemoryIndex(of: path))
+            walIndex = kc_wal_index_region(handle)
         }
         guard let walIndex else { return nil }
         var stamp: (UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0)
         let read = withUnsafeMutableBytes(of: &stamp) { kc_wal_index_stamp(walIndex, $0.baseAddress?.assumingMemoryBound(to: UInt32.self)) }
         return read == 1 ? stamp : nil
-    }
-
-    private static func mapWALIndex(_ path: String) -> UnsafeRawPointer? {
-        guard let fd = try? System.open(path, O_RDONLY | O_NOFOLLOW) else { return nil }
-        defer { System.close(fd) }
-        guard let info = try? System.fstat(fd), (info.st_mode & S_IFMT) == S_IFREG, info.st_size >= walIndexMapping else { return nil }
-        let region = mmap(nil, walIndexMapping, PROT_READ, MAP_SHARED, fd, 0)
-        guard let region, region != MAP_FAILED else { return nil }
-        return UnsafeRawPointer(region)
     }
 
     func error(_ rc: Int32, _ operation: String) -> StoreError {
