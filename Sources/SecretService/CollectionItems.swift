@@ -93,9 +93,8 @@ extension SecretServiceServer {
         switch collection {
         case .keychain(let keychain):
             if isLocked(collection) { return true }
-            guard let items = try? open(keychain), var found = try? items.item(uniqueID: uniqueID) else { return false }
-            found.object.wipeValues()
-            return true
+            guard let items = try? open(keychain) else { return false }
+            return items.has(uniqueID: uniqueID)
         case .session:
             return sessionCollection.items[uniqueID] != nil
         }

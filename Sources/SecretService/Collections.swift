@@ -86,6 +86,7 @@ extension SecretServiceServer {
         }
         opened = kept
         masters = masters.filter { kept[$0.key] != nil }
+        lookupCache = lookupCache.filter { kept[$0.key] != nil }
         result.append(.session)
         // A listing whose folder changed while it was read is not kept (the next call reads again).
         if let stamp, let after = try? System.stat(directory), Int(after.st_mtim.tv_nsec) == stamp.nanoseconds, Int(after.st_mtim.tv_sec) == stamp.seconds {

@@ -29,6 +29,8 @@ public final class SecretServiceServer: @unchecked Sendable {
     /// Master keys made from the key source's session keys, by file, kept while the source
     /// hands out the same key (KeychainItems.swift): one per unlock, not one per call.
     var masters: [String: (sessionKey: SecureBytes, master: MasterKey)] = [:]
+    /// What calls found in each keychain, by file, while it is unchanged (KeychainItems.swift).
+    var lookupCache: [String: KeychainLookups] = [:]
     /// The `session` collection's items (in memory only).
     let sessionCollection = SessionCollection()
 
