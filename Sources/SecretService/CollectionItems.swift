@@ -104,13 +104,17 @@ extension SecretServiceServer {
     func describeItem(_ collection: SecretCollection, uniqueID: String) throws(BusError) -> ItemDescription {
         switch collection {
         case .keychain(let keychain):
-            var found = try open(keychain).item(uniqueID: uniqueID)
+            let items = try open(keychain)
+            if let known = items.lookups?.descriptions[uniqueID] { return known }
+            var found = try items.item(uniqueID: uniqueID)
             defer { found.object.wipeValues() }
             let object = found.object
-            return ItemDescription(label: object[.label].map { String(decoding: $0, as: UTF8.self) } ?? "",
+            let description = ItemDescription(label: object[.label].map { String(decoding: $0, as: UTF8.self) } ?? "",
                                    attributes: SecretServiceItems.attributes(of: object),
                                    created: object[.creationTime].flatMap(AttributeValue.decodeULong).map(UInt64.init) ?? 0,
                                    modified: object[.modificationTime].flatMap(AttributeValue.decodeULong).map(UInt64.init) ?? 0)
+            items.lookups?.descriptions[uniqueID] = description
+            return description
         case .session:
             guard let item = sessionCollection.items[uniqueID] else { throw .noSuchObject }
             return ItemDescription(label: item.label, attributes: item.attributes, created: item.created, modified: item.modified)

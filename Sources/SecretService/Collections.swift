@@ -65,7 +65,7 @@ extension SecretServiceServer {
     /// and the configuration are unchanged (same inode and modification time: a file added,
     /// removed or renamed into place changes the folder's), the last listing is used as it is.
     func collections() -> [SecretCollection] {
-        let directory = Configuration.current().directory
+        let directory = configuration().directory
         let folder = try? System.stat(directory)
         let stamp = folder.map { FolderStamp(path: directory, inode: UInt64($0.st_ino), seconds: Int($0.st_mtim.tv_sec), nanoseconds: Int($0.st_mtim.tv_nsec)) }
         if let stamp, let listed = listing, listed.stamp == stamp { return listed.collections }
@@ -97,11 +97,25 @@ extension SecretServiceServer {
         return result
     }
 
+    /// The configuration (Configuration.current: the environment, the configuration file, the
+    /// folder's default-keychain file), read again when the last reading is 100 ms old: one D-Bus
+    /// call looks up its object several times (sd-bus asks for each interface), and reading it
+    /// each time was a sixth of a call's work. A change made meanwhile is seen 100 ms later.
+    func configuration() -> Configuration {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let millis = Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+        if let kept = configurationRead, millis - kept.at < 100, millis >= kept.at { return kept.configuration }
+        let fresh = Configuration.current()
+        configurationRead = (millis, fresh)
+        return fresh
+    }
+
     /// The default collection, as keychainctl chooses the default keychain: the configured
     /// default, else "login", else the only one.
     func defaultCollection(_ all: [SecretCollection]) -> SecretCollection? {
         let all = all.filter { $0 != .session }
-        if let wanted = Configuration.current().defaultKeychain, let match = all.first(where: { $0.label == wanted }) { return match }
+        if let wanted = configuration().defaultKeychain, let match = all.first(where: { $0.label == wanted }) { return match }
         if let login = all.first(where: { $0.label == "login" }) { return login }
         return all.count == 1 ? all.first : nil
     }

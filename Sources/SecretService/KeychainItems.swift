@@ -3,7 +3,8 @@ import KeychainCrypto
 
 /// What calls found in one keychain, kept while the keychain is unchanged (its version: any
 /// write, here or in another process, moves it) and locked or unlocked as it was: the row of each
-/// item path asked for (nil: no served item), and the answers of recent searches. A client's
+/// item path asked for (nil: no served item), what its properties show, and the answers of recent
+/// searches. Never a secret: GetSecret opens the record each time. A client's
 /// GetSecret reaches the item three times (sd-bus asks whether the object exists before each
 /// call, for each interface) and repeats its searches; each is looked up and checked once.
 final class KeychainLookups {
@@ -11,6 +12,8 @@ final class KeychainLookups {
     let unlocked: Bool
     var rows: [String: Int64?] = [:]
     var searches: [[String: String]: [String]] = [:]
+    /// What Item properties show (label, attributes, times; never the secret), by unique ID.
+    var descriptions: [String: ItemDescription] = [:]
     /// Searches kept at most (the oldest answers go first when more are asked).
     static let searchLimit = 64
     private var searchOrder: [[String: String]] = []

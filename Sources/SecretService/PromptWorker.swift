@@ -137,6 +137,7 @@ extension SecretServiceServer {
                 let open = objects.filter { object in resolve(object).map { !isLocked($0.collection) } ?? false }
                 completed(posted.path, dismissed: false, result: .objects(open))
             case .created(let file, let label):
+                configurationRead = nil
                 let collection = SecretCollection.keychain(KeychainCollection(file: file, label: label))
                 emit(ObjectPath.root, ServiceInterface.name, "CollectionCreated", objectPath: collection.path)
                 propertiesChanged(ObjectPath.root, ServiceInterface.name, ["Collections"])

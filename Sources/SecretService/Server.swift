@@ -24,6 +24,8 @@ public final class SecretServiceServer: @unchecked Sendable {
     var counter = 0
     /// Keychains kept open, by file (Collections.swift).
     var opened: [String: OpenedKeychain] = [:]
+    /// The configuration as last read, and when (milliseconds, monotonic; Collections.swift).
+    var configurationRead: (at: Int64, configuration: Configuration)?
     /// The last listing of the collections, while the keychain folder is unchanged.
     var listing: (stamp: FolderStamp, collections: [SecretCollection])?
     /// Master keys made from the key source's session keys, by file, kept while the source

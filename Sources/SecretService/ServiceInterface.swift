@@ -141,6 +141,7 @@ enum ServiceInterface {
             guard collection != .session else { throw .notSupported("the session collection cannot be the default: its items are not kept") }
             do { try directory.setDefaultKeychain(collection.label) } catch { throw .failed(error.reason) }
         }
+        server.configurationRead = nil
         return call.reply()
     }
 }
