@@ -102,6 +102,13 @@ enum ItemMapping {
         return Dictionary(uniqueKeysWithValues: all.map { ($0.key, $0) })
     }
 
+    /// Every kSecAttr… key that some item class maps.
+    private static let attributeKeys: Set<String> = Set([ItemClass.genericPassword, .internetPassword, .key, .certificate].flatMap { mappings(for: $0).keys })
+
+    /// Whether `key` is an attribute of some item class (what a query still waiting for its class
+    /// leaves to be read once the class is known).
+    static func isAttributeKey(_ key: String) -> Bool { attributeKeys.contains(key) }
+
     /// kSecAttrAccessible constants in the order of their stored values (1…7).
     static let accessibility: [String] = [kSecAttrAccessibleWhenUnlocked, kSecAttrAccessibleAfterFirstUnlock, kSecAttrAccessibleAlways,
                                           kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly, kSecAttrAccessibleWhenUnlockedThisDeviceOnly,
@@ -157,10 +164,12 @@ enum ItemMapping {
                                                     kSecAttrKeyClassSymmetric as String: .secretKey]
     static let keyTypes: [String: KeyType] = [kSecAttrKeyTypeRSA as String: .rsa, kSecAttrKeyTypeECSECPrimeRandom as String: .ec]
 
-    /// The Apple-typed value of a stored attribute (for kSecReturnAttributes).
-    static func decode(_ bytes: [UInt8], as mapping: AttributeMapping) -> Any? {
+    /// The Apple-typed value of a stored attribute (for kSecReturnAttributes). A string attribute
+    /// the caller stored as Data (`storedAsData`) comes back as Data, as on Apple platforms.
+    static func decode(_ bytes: [UInt8], as mapping: AttributeMapping, storedAsData: Bool = false) -> Any? {
         switch mapping.kind {
         case .string:
+            if storedAsData { return Data(bytes) }
             return String(decoding: bytes, as: UTF8.self)
         case .data:
             return Data(bytes)
@@ -191,6 +200,27 @@ enum ItemMapping {
         case .keySize:
             return AttributeValue.decodeULong(bytes).map { NSNumber(value: $0) }
         }
+    }
+
+    // MARK: the type a string attribute was stored as
+
+    /// The string attributes of `object` that were given as Data (CKA_KC internal
+    /// `dataTypedAttributes`: a list of attribute types, each a CK_ULONG).
+    static func storedAsData(_ object: ObjectAttributes) -> Set<AttributeType> {
+        guard let list = object[.dataTypedAttributes] else { return [] }
+        let size = AttributeValue.ulongSize
+        return Set(stride(from: 0, to: list.count - list.count % size, by: size).compactMap { offset in
+            AttributeValue.decodeULong(Array(list[offset..<offset + size])).map(AttributeType.init(rawValue:))
+        })
+    }
+
+    /// `object` remembering that `given` string attributes were now given as Data and `text` ones
+    /// as strings (an update keeps what it does not name). Searches ignore it: they compare bytes.
+    static func recordingStoredTypes(_ object: ObjectAttributes, asData given: Set<AttributeType>, asText text: Set<AttributeType> = []) -> ObjectAttributes {
+        let types = storedAsData(object).subtracting(text).union(given)
+        var result = object
+        result[.dataTypedAttributes] = types.isEmpty ? nil : types.sorted().flatMap { AttributeValue.ulong($0.rawValue) }
+        return result
     }
 
     // MARK: Foundation and Core Foundation value shapes

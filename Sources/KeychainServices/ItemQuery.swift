@@ -24,6 +24,13 @@ struct ItemQuery {
     var keySize: Int?
     /// Attributes to match or set, already in their stored form.
     var attributes: Template = []
+    /// The string attributes given as Data, and those given as strings: an item keeps the type
+    /// it was given (`ItemMapping.recordingStoredTypes`); searches compare the bytes either way.
+    var givenAsData: Set<AttributeType> = []
+    var givenAsText: Set<AttributeType> = []
+    /// A query without kSecClass that names its item by persistent reference: the dictionary,
+    /// parsed again with the item's class by `resolvingClass` (its attributes wait for that).
+    private var awaitingClass: [String: Any]?
     var valueData: [UInt8]?
     var persistentRef: [UInt8]?
     var synchronizable: Synchronizable = .only(false)
@@ -156,17 +163,25 @@ struct ItemQuery {
             isIdentity = true
         } else if classValue == nil, !requireClass {
             itemClass = defaultClass
+        } else if classValue == nil, Self.persistentReference(in: dictionary) != nil {
+            // Apple's persistent references name an item of any class: the item says which.
+            itemClass = defaultClass
+            awaitingClass = dictionary
         } else {
             throw ItemError(errSecParam, "kSecClass is missing or unknown")
         }
         let mappings = ItemMapping.mappings(for: itemClass)
         for (key, value) in dictionary where key != kSecClass as String {
+            if awaitingClass != nil, ItemMapping.isAttributeKey(key) { continue }
             if let mapping = mappings[key] {
                 if key == kSecAttrSynchronizable as String, ItemMapping.string(value) == kSecAttrSynchronizableAny as String {
                     synchronizable = .any
                     continue
                 }
                 let encoded = try ItemMapping.encode(value, as: mapping)
+                if mapping.kind == .string {
+                    if value is Data { givenAsData.insert(mapping.attribute) } else { givenAsText.insert(mapping.attribute) }
+                }
                 if mapping.kind == .keySize {
                     keySize = AttributeValue.decodeULong(encoded).map { Int($0) }
                     continue
@@ -275,6 +290,53 @@ struct ItemQuery {
                 throw ItemError(errSecParam, "\(key) is not an attribute of this item class")
             }
         }
+    }
+
+    /// The persistent reference a dictionary names its item by (kSecValuePersistentRef or
+    /// kSecAttrPersistentReference), if it is Data.
+    private static func persistentReference(in dictionary: [String: Any]) -> Data? {
+        (dictionary[Key.persistentRef] ?? dictionary[Key.persistentReferenceAttribute]) as? Data
+    }
+
+    /// Whether the class still has to come from the item the persistent reference names.
+    var isAwaitingClass: Bool { awaitingClass != nil }
+
+    /// This query with its class taken from the item its persistent reference names, when the
+    /// query gave no kSecClass (Apple finds such an item whatever its class); else itself. A
+    /// locked keychain whose public items do not hold the item is unlocked as a search would be
+    /// (`KeychainAccess.promptUnlock`); `master` is then the unlocked key.
+    func resolvingClass(in keychain: Keychain, master: inout MasterKey?) throws -> ItemQuery {
+        guard var dictionary = awaitingClass else { return self }
+        guard let uid = persistentRef.flatMap(PersistentReference.uniqueID) else {
+            throw ItemError(errSecItemNotFound, "not a persistent reference of this keychain")
+        }
+        var found = try Self.itemClass(of: uid, in: keychain, master: master)
+        if found == nil, master == nil, let unlocked = try KeychainAccess.shared.promptUnlock(keychain, self) {
+            master = unlocked
+            found = try Self.itemClass(of: uid, in: keychain, master: unlocked)
+        }
+        guard let found else {
+            if master == nil, authenticationUI != .skip { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
+            throw ItemError(errSecItemNotFound, "no item has this persistent reference")
+        }
+        let names: [ItemClass: CFString] = [.genericPassword: kSecClassGenericPassword, .internetPassword: kSecClassInternetPassword,
+                                            .key: kSecClassKey, .certificate: kSecClassCertificate]
+        dictionary[kSecClass as String] = names[found].map { $0 as String }
+        return try ItemQuery(dictionary)
+    }
+
+    /// The SecItem class of the stored object with this unique ID: its CKA_KC_ITEM_CLASS, else
+    /// what its PKCS#11 class makes it (data objects are generic passwords); nil if there is none.
+    private static func itemClass(of uid: [UInt8], in keychain: Keychain, master: MasterKey?) throws -> ItemClass? {
+        let object = try translateKeychain { () throws(KeychainError) -> ObjectAttributes? in
+            guard let row = try keychain.find([(.uniqueID, uid)], master: master).first else { return nil }
+            return try keychain.object(id: row.id, master: master)
+        }
+        guard let object, let objectClass = object.objectClass else { return nil }
+        if let itemClass = object.itemClass { return itemClass }
+        if objectClass == .data { return .genericPassword }
+        if objectClass == .certificate { return .certificate }
+        return AttributeTable.isKeyClass(objectClass) ? .key : nil
     }
 
     private static func flag(_ value: Any, _ key: String) throws -> Bool {

@@ -90,8 +90,10 @@ public func SecIdentityCopyPrivateKey(_ identity: SecIdentity, _ privateKey: Uns
 /// Certificate attributes for SecItem results.
 func certificateAttributeDictionary(_ attributes: ObjectAttributes) -> [String: Any] {
     var dictionary: [String: Any] = [kSecClass as String: kSecClassCertificate as String]
+    let storedAsData = ItemMapping.storedAsData(attributes)
     for (key, mapping) in ItemMapping.mappings(for: .certificate) {
-        guard let bytes = attributes[mapping.attribute], let value = ItemMapping.decode(bytes, as: mapping) else { continue }
+        guard let bytes = attributes[mapping.attribute],
+              let value = ItemMapping.decode(bytes, as: mapping, storedAsData: storedAsData.contains(mapping.attribute)) else { continue }
         if mapping.kind == .string, bytes.isEmpty { continue }
         dictionary[key] = value
     }

@@ -19,7 +19,7 @@ public func SecItemAdd(_ attributes: [String: Any], _ result: UnsafeMutablePoint
         if case .any = query.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
         return try KeychainAccess.shared.with(label: query.keychainLabel, context: query.context) { keychain, master in
             let uid = try UniqueID.random()
-            let object = try newObject(query, uniqueID: uid.text)
+            let object = ItemMapping.recordingStoredTypes(try newObject(query, uniqueID: uid.text), asData: query.givenAsData)
             var master = master
             if object.isPrivate, master == nil { master = try KeychainAccess.shared.promptUnlock(keychain, query) }
             if object.isPrivate, master == nil { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked") }
@@ -39,9 +39,10 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
 
 public func SecItemCopyMatching(_ query: [String: Any], _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     run {
-        let parsed = try ItemQuery(query)
-        return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
+        let given = try ItemQuery(query)
+        return try KeychainAccess.shared.with(label: given.keychainLabel, context: given.context) { keychain, master in
             var master = master
+            let parsed = try given.resolvingClass(in: keychain, master: &master)
             if parsed.isIdentity {
                 if master == nil { master = try KeychainAccess.shared.promptUnlock(keychain, parsed) }
                 return try identities(parsed, keychain: keychain, master: master)
@@ -64,26 +65,19 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
 
 public func SecItemUpdate(_ query: [String: Any], _ attributesToUpdate: [String: Any]) -> OSStatus {
     run {
-        let parsed = try ItemQuery(query)
-        guard !parsed.hasSearchKeys, !parsed.hasMatchKeys else { throw ItemError(errSecParam, "SecItemUpdate takes no search keys") }
+        let given = try ItemQuery(query)
+        guard !given.hasSearchKeys, !given.hasMatchKeys else { throw ItemError(errSecParam, "SecItemUpdate takes no search keys") }
         guard attributesToUpdate[kSecClass as String] == nil else { throw ItemError(errSecParam, "kSecClass cannot be updated") }
-        let changes = try ItemQuery(attributesToUpdate, requireClass: false, defaultClass: parsed.itemClass)
-        guard !changes.hasSearchKeys, !changes.hasMatchKeys, changes.persistentRef == nil, changes.context == nil, changes.keychainLabel == nil,
-              changes.valueReference == nil, changes.operationPrompt == nil, changes.itemList == nil else {
-            throw ItemError(errSecParam, "only attributes and kSecValueData can be updated")
-        }
-        if case .any = changes.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
-        var updates = changes.attributes
-        if let data = changes.valueData { updates.append((.value, data)) }
-        // A new kSecAttrAccessible moves the item to another protection class (and so, possibly,
-        // between private and public): applied here, as PKCS#11 has no such change in place.
-        let newProtection = updates.first { $0.type == .accessible }.flatMap { AttributeValue.decodeULong($0.value) }.flatMap(ProtectionClass.init(rawValue:))
-        updates.removeAll { $0.type == .accessible }
-        if changes.accessControl != nil { throw ItemError(errSecParam, "kSecAttrAccessControl cannot be updated: delete and add the item") }
-        return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
+        // The changes are read for the item class; a query that names its item by persistent
+        // reference alone learns the class from the item.
+        let known: ItemChanges? = try given.isAwaitingClass ? nil : ItemChanges(attributesToUpdate, itemClass: given.itemClass)
+        return try KeychainAccess.shared.with(label: given.keychainLabel, context: given.context) { keychain, master in
+            var master = master
+            let parsed = try given.resolvingClass(in: keychain, master: &master)
+            let changes = try known ?? ItemChanges(attributesToUpdate, itemClass: parsed.itemClass)
+            let newProtection = changes.newProtection
             var all = parsed
             all.limit = .all
-            var master = master
             let found = try matchesUnlocking(all, keychain: keychain, master: &master)
             // Each item's new form is made before the write transaction: a new secret for an item
             // sealed by an application password needs that password (the context's, else the
@@ -93,19 +87,20 @@ public func SecItemUpdate(_ query: [String: Any], _ attributesToUpdate: [String:
             for (id, object) in found {
                 var base = object
                 var password: [UInt8]?
-                if object.hasSealedSecrets, updates.contains(where: { $0.type == .value }) {
-                    let given = try parsed.context?.applicationPassword
+                if object.hasSealedSecrets, changes.updates.contains(where: { $0.type == .value }) {
+                    let presented = try parsed.context?.applicationPassword
                         ?? KeychainAccess.shared.askApplicationPassword(context: parsed.context, interaction: parsed.interaction)
                     base = try translate { () throws(KeychainError) in
-                        try SecureBytes(given).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in try keychain.reveal(object, applicationPassword: p) }
+                        try SecureBytes(presented).withUnsafeBytes { (p: UnsafeRawBufferPointer) throws(KeychainError) in try keychain.reveal(object, applicationPassword: p) }
                     }
-                    parsed.context?.keepApplicationPassword(given)
+                    parsed.context?.keepApplicationPassword(presented)
                     if !object.accessControlFlags.isDisjoint(with: .presence) {
                         try KeychainAccess.shared.confirmPresence(keychain: keychain, context: parsed.context, interaction: parsed.interaction, what: "item")
                     }
-                    password = given
+                    password = presented
                 }
-                var updated = try translate { () throws(KeychainError) in try ObjectTemplate.set(updates, on: base) }
+                var updated = try translate { () throws(KeychainError) in try ObjectTemplate.set(changes.updates, on: base) }
+                updated = ItemMapping.recordingStoredTypes(updated, asData: changes.givenAsData, asText: changes.givenAsText)
                 if let newProtection {
                     guard !object.bool(.alwaysAuthenticate) || newProtection.needsLogin else {
                         throw ItemError(errSecParam, "a key that asks for the PIN at each use cannot become usable without login")
@@ -133,20 +128,50 @@ public func SecItemUpdate(_ query: [String: Any], _ attributesToUpdate: [String:
     } store: { _ in }
 }
 
-/// Deletes every matching item. The query may not carry search keys.
+/// SecItemUpdate's attributes to change, read for an item class: the PKCS#11 attributes to set,
+/// a new protection class (applied apart, as PKCS#11 has no such change in place), and which
+/// string attributes come as Data and which as strings.
+private struct ItemChanges {
+    let updates: Template
+    let newProtection: ProtectionClass?
+    let givenAsData: Set<AttributeType>
+    let givenAsText: Set<AttributeType>
+
+    init(_ attributesToUpdate: [String: Any], itemClass: ItemClass) throws {
+        let changes = try ItemQuery(attributesToUpdate, requireClass: false, defaultClass: itemClass)
+        guard !changes.hasSearchKeys, !changes.hasMatchKeys, changes.persistentRef == nil, changes.context == nil, changes.keychainLabel == nil,
+              changes.valueReference == nil, changes.operationPrompt == nil, changes.itemList == nil else {
+            throw ItemError(errSecParam, "only attributes and kSecValueData can be updated")
+        }
+        if case .any = changes.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
+        var updates = changes.attributes
+        if let data = changes.valueData { updates.append((.value, data)) }
+        // A new kSecAttrAccessible moves the item to another protection class (and so, possibly,
+        // between private and public).
+        newProtection = updates.first { $0.type == .accessible }.flatMap { AttributeValue.decodeULong($0.value) }.flatMap(ProtectionClass.init(rawValue:))
+        updates.removeAll { $0.type == .accessible }
+        if changes.accessControl != nil { throw ItemError(errSecParam, "kSecAttrAccessControl cannot be updated: delete and add the item") }
+        self.updates = updates
+        givenAsData = changes.givenAsData
+        givenAsText = changes.givenAsText
+    }
+}
+
+/// Deletes the matching items: every one, unless kSecMatchLimit says otherwise as macOS allows
+/// (…One deletes one, a number up to that many). No other search key is taken.
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
     SecItemDelete(dictionary(query))
 }
 
 public func SecItemDelete(_ query: [String: Any]) -> OSStatus {
     run {
-        let parsed = try ItemQuery(query)
-        guard !parsed.hasSearchKeys, !parsed.hasMatchKeys else { throw ItemError(errSecParam, "SecItemDelete takes no search keys") }
-        return try KeychainAccess.shared.with(label: parsed.keychainLabel, context: parsed.context) { keychain, master in
-            var all = parsed
-            all.limit = .all
+        let given = try ItemQuery(query)
+        guard given.returnCount == 0, !given.hasMatchKeys else { throw ItemError(errSecParam, "SecItemDelete takes no kSecReturn… or kSecMatch… search keys") }
+        return try KeychainAccess.shared.with(label: given.keychainLabel, context: given.context) { keychain, master in
             var master = master
-            for (id, _) in try matchesUnlocking(all, keychain: keychain, master: &master) {
+            var scoped = try given.resolvingClass(in: keychain, master: &master)
+            scoped.limit = scoped.limit ?? .all
+            for (id, _) in try matchesUnlocking(scoped, keychain: keychain, master: &master) {
                 try translate { () throws(KeychainError) in try keychain.remove(id: id, master: master) }
             }
             return nil
@@ -327,8 +352,10 @@ private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQ
         case .genericPassword, .internetPassword:
             if query.returnAttributes {
                 dictionary[kSecClass as String] = query.itemClass == .genericPassword ? kSecClassGenericPassword as String : kSecClassInternetPassword as String
+                let storedAsData = ItemMapping.storedAsData(object)
                 for (key, mapping) in mappings {
-                    guard let bytes = object[mapping.attribute], let value = ItemMapping.decode(bytes, as: mapping) else { continue }
+                    guard let bytes = object[mapping.attribute],
+                          let value = ItemMapping.decode(bytes, as: mapping, storedAsData: storedAsData.contains(mapping.attribute)) else { continue }
                     if mapping.kind == .string, bytes.isEmpty, mapping.attribute != .account { continue }
                     dictionary[key] = value
                 }

@@ -57,7 +57,10 @@ public final class SecKey: NSObject, @unchecked Sendable {
         self.key = key
         var visible = attributes
         visible[.applicationPassword] = nil
-        self.attributes = visible.forCallers
+        // Without the internal attributes, but knowing which strings were stored as Data.
+        var callers = visible.forCallers
+        callers[.dataTypedAttributes] = attributes[.dataTypedAttributes]
+        self.attributes = callers
         self.origin = origin
         self.sealed = sealed
         self.interaction = interaction
@@ -292,8 +295,10 @@ func keyBits(_ key: AsymmetricKey) -> Int {
 
 func keyAttributeDictionary(_ attributes: ObjectAttributes) -> [String: Any] {
     var dictionary: [String: Any] = [kSecClass as String: kSecClassKey as String]
+    let storedAsData = ItemMapping.storedAsData(attributes)
     for (key, mapping) in ItemMapping.mappings(for: .key) where mapping.kind != .keySize {
-        guard let bytes = attributes[mapping.attribute], let value = ItemMapping.decode(bytes, as: mapping) else { continue }
+        guard let bytes = attributes[mapping.attribute],
+              let value = ItemMapping.decode(bytes, as: mapping, storedAsData: storedAsData.contains(mapping.attribute)) else { continue }
         dictionary[key] = value
     }
     dictionary[kSecAttrIsPermanent as String] = NSNumber(value: attributes.isToken)

@@ -96,3 +96,69 @@ extension CrossDoorTests {
         XCTAssertEqual(SecItemCopyMatching(internet, nil), errSecItemNotFound)
     }
 }
+
+extension CrossDoorTests {
+    /// An account given as Data is stored as its bytes: PKCS#11 reads CKA_KC_ACCOUNT as before, and
+    /// the note of its type (an internal attribute) reads as absent there.
+    func test_an_account_given_as_data_is_the_same_bytes_through_pkcs11() throws {
+        let (directory, keychain) = try makeTemporaryLoginKeychain("datatyped")
+        defer { removeTemporaryKeychain(directory) }
+        let add: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "typed.example",
+                                  kSecAttrAccount as String: Data("bob".utf8), kSecValueData as String: Data("pw".utf8)]
+        XCTAssertEqual(SecItemAdd(add, nil), errSecSuccess)
+
+        let p11 = FunctionLists.version240.pointee
+        XCTAssertEqual(p11.C_Initialize(nil), CK_RV(CKR_OK))
+        defer { _ = p11.C_Finalize(nil) }
+        let slot = CK_SLOT_ID(try XCTUnwrap(try keychain.info().slotID))
+        var session: CK_SESSION_HANDLE = 0
+        XCTAssertEqual(p11.C_OpenSession!(slot, CK_FLAGS(CKF_SERIAL_SESSION), nil, nil, &session), CK_RV(CKR_OK))
+        var pin = Array("1234".utf8)
+        XCTAssertEqual(p11.C_Login!(session, CK_USER_TYPE(CKU_USER), &pin, 4), CK_RV(CKR_OK))
+        var application = Array("typed.example".utf8)
+        var found: CK_OBJECT_HANDLE = 0
+        var count: CK_ULONG = 0
+        application.withUnsafeMutableBytes { app in
+            var template = [CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_APPLICATION), pValue: app.baseAddress, ulValueLen: CK_ULONG(app.count))]
+            XCTAssertEqual(p11.C_FindObjectsInit!(session, &template, 1), CK_RV(CKR_OK))
+            XCTAssertEqual(p11.C_FindObjects!(session, &found, 1, &count), CK_RV(CKR_OK))
+            XCTAssertEqual(p11.C_FindObjectsFinal!(session), CK_RV(CKR_OK))
+        }
+        XCTAssertEqual(count, 1)
+        var account = [UInt8](repeating: 0, count: 16), note = [UInt8](repeating: 0, count: 16)
+        account.withUnsafeMutableBytes { a in
+            note.withUnsafeMutableBytes { n in
+                var template = [CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(AttributeType.account.rawValue), pValue: a.baseAddress, ulValueLen: 16),
+                                CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(AttributeType.dataTypedAttributes.rawValue), pValue: n.baseAddress, ulValueLen: 16)]
+                XCTAssertEqual(p11.C_GetAttributeValue!(session, found, &template, 2), CK_RV(CKR_ATTRIBUTE_TYPE_INVALID))
+                XCTAssertEqual(template[0].ulValueLen, 3)
+                XCTAssertEqual(template[1].ulValueLen, KC_UNAVAILABLE_INFORMATION)
+            }
+        }
+        XCTAssertEqual(Array(account.prefix(3)), Array("bob".utf8))
+    }
+
+    /// A data object a PKCS#11 client wrote is found by its persistent reference without kSecClass.
+    func test_a_pkcs11_objects_persistent_reference_finds_it_without_a_class() throws {
+        let (directory, keychain) = try makeTemporaryLoginKeychain("plainref", unlocked: false)
+        defer { removeTemporaryKeychain(directory) }
+        let master = try Array("1234".utf8).withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
+        let uid = Array("00000000000000000000000000000002".utf8)
+        let object = try ObjectTemplate.create([(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, [1]),
+                                                (.application, Array("backup-tool".utf8)), (.value, Array("s3cr3t".utf8))],
+                                               uniqueID: uid, policy: .compatible)
+        _ = try keychain.add(object, uid: Array(repeating: 2, count: 16), master: master)
+        KeychainServices.lockAll()
+        XCTAssertEqual(KeychainServices.unlock(password: "1234"), errSecSuccess)
+        var result: CFTypeRef?
+        let query: [String: Any] = [kSecValuePersistentRef as String: Data("KCPR".utf8 + uid), kSecReturnAttributes as String: true, kSecReturnData as String: true]
+        XCTAssertEqual(SecItemCopyMatching(query, &result), errSecSuccess)
+        let found = try XCTUnwrap(result as? [String: Any])
+        XCTAssertEqual(found[kSecClass as String] as? String, kSecClassGenericPassword as String, "a plain data object is a generic password")
+        XCTAssertEqual(found[kSecAttrService as String] as? String, "backup-tool")
+        XCTAssertEqual(found[kSecValueData as String] as? Data, Data("s3cr3t".utf8))
+        // Locked, with nothing that may ask: the private item cannot be looked at.
+        KeychainServices.lockAll()
+        XCTAssertEqual(SecItemCopyMatching(query, &result), errSecInteractionNotAllowed)
+    }
+}

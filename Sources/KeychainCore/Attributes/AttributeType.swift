@@ -227,10 +227,15 @@ public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, C
     /// CKA_KC_CONTENT_TYPE: the MIME type of a password's secret ("text/plain"), as the Secret
     /// Service stores it beside the secret.
     public static let contentType = AttributeType(vendorBase + 0x2A)
+    /// Internal, never given to callers: which keychain-item string attributes (kSecAttrAccount,
+    /// kSecAttrLabel…) the SecItem caller gave as CFData, as their types in CK_ULONGs, so that
+    /// SecItemCopyMatching returns each in the type it was stored as (as Apple does).
+    public static let dataTypedAttributes = AttributeType(vendorBase + 0x2B)
 
     /// Attributes the module keeps for itself: reading or searching them behaves as if absent.
     public var isInternal: Bool {
         self == .sealedSecrets || self == .applicationPasswordKDF || self == .alternativeSeal || self == .alternativeSealKDF
+            || self == .dataTypedAttributes
     }
 
     public static func < (lhs: AttributeType, rhs: AttributeType) -> Bool { lhs.rawValue < rhs.rawValue }
