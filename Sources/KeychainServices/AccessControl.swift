@@ -4,8 +4,8 @@ import KeychainCore
 /// Apple's SecAccessControlCreateFlags: KeychainCore's `AccessControlFlags` (Apple's bit values)
 /// under Apple's names.
 public struct SecAccessControlCreateFlags: OptionSet, Sendable {
-    public let rawValue: UInt
-    public init(rawValue: UInt) { self.rawValue = rawValue }
+    public let rawValue: CFOptionFlags
+    public init(rawValue: CFOptionFlags) { self.rawValue = rawValue }
     init(_ flags: AccessControlFlags) { self.rawValue = flags.rawValue }
 
     var core: AccessControlFlags { AccessControlFlags(rawValue: rawValue) }

@@ -125,40 +125,6 @@ public nonisolated(unsafe) let kSecUseDataProtectionKeychain: CFString = "nleg"
 /// This project's addition: the label of the keychain to use (default: the configured one).
 public nonisolated(unsafe) let kSecUseKeychainLabel: CFString = "u_KeychainLabel"
 
-// MARK: result codes (Apple's values)
-
-public let errSecSuccess: OSStatus = 0
-public let errSecUnimplemented: OSStatus = -4
-public let errSecIO: OSStatus = -36
-public let errSecParam: OSStatus = -50
-public let errSecAllocate: OSStatus = -108
-public let errSecUserCanceled: OSStatus = -128
-public let errSecBadReq: OSStatus = -909
-public let errSecNotAvailable: OSStatus = -25291
-public let errSecReadOnly: OSStatus = -25292
-public let errSecAuthFailed: OSStatus = -25293
-public let errSecNoSuchKeychain: OSStatus = -25294
-public let errSecDuplicateItem: OSStatus = -25299
-public let errSecItemNotFound: OSStatus = -25300
-public let errSecInteractionNotAllowed: OSStatus = -25308
-public let errSecDecode: OSStatus = -26275
-public let errSecVerifyFailed: OSStatus = -67808
-public let errSecMissingEntitlement: OSStatus = -34018
-public let errSecDiskFull: OSStatus = -34
-public let errSecWrPerm: OSStatus = -61
-public let errSecInternalComponent: OSStatus = -2070
-public let errSecCoreFoundationUnknown: OSStatus = -4960
-public let errSecDataTooLarge: OSStatus = -25302
-public let errSecNoSuchAttr: OSStatus = -25303
-public let errSecNoSuchClass: OSStatus = -25306
-public let errSecNoDefaultKeychain: OSStatus = -25307
-public let errSecInvalidKeyRef: OSStatus = -67712
-public let errSecInvalidItemRef: OSStatus = -25304
-public let errSecUnsupportedFormat: OSStatus = -25256
-public let errSecInvalidData: OSStatus = -67673
-public let errSecInvalidKeychain: OSStatus = -25295
-public let errSecNotTrusted: OSStatus = -67843
-
 /// A human-readable message for an OSStatus (Apple's SecCopyErrorMessageString).
 public func SecCopyErrorMessageString(_ status: OSStatus, _ reserved: UnsafeMutableRawPointer?) -> CFString? {
     let messages: [OSStatus: String] = [
