@@ -77,12 +77,8 @@ extension Keychain {
                     let rows = try store.findObjects(protections: Protection.allCases.map(\.rawValue), objectClass: UInt64(ObjectClass.data.rawValue),
                                                      terms: terms, withRecords: false)
                     try checkIntegrity(of: rows, master: nil, allBuckets: false, seenEpoch: seen)
-                    for row in rows {
-                        let actual = try IndexCommitment(entries: try store.indexEntries(objectID: row.id), primaryKey: row.primaryKey).bytes
-                        guard let stored = row.indexCommit, ConstantTime.equals(actual, stored) else {
-                            throw KeychainError(.recordCorrupted, "object \(row.id) is listed by search entries its record does not commit to: the index was altered")
-                        }
-                    }
+                    // Every row, whatever its format: only current records carry these entries.
+                    for row in rows { try requireCommittedEntries(row) }
                     return rows
                 }
             }
@@ -104,17 +100,16 @@ extension Keychain {
         for found in try find([(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue))], master: master) {
             // Looked at first without writing: most rows are in line already.
             let outOfDate = try lock.withLock { () throws(KeychainError) -> Bool in
-                try translatingErrors { try store.read { try lockedLookupOutOfDate(try store.fetchObject(id: found.id), master: master) } }
+                try translatingErrors { try store.read { try outOfDateObject(try store.fetchObject(id: found.id), master: master) != nil } }
             }
             guard outOfDate else { continue }
             let changed = try lock.withLock { () throws(KeychainError) -> Bool in
                 try writeRow(master: master) { epoch in
                     // Again inside the transaction: another process may have re-sealed it.
                     let before = try store.fetchObject(id: found.id)
-                    guard try lockedLookupOutOfDate(before, master: master), let protection = Protection(rawValue: before.protection) else {
+                    guard let object = try outOfDateObject(before, master: master), let protection = Protection(rawValue: before.protection) else {
                         return (false, Self.state(of: before), Self.state(of: before))
                     }
-                    let object = try open(before, master: master)
                     let keys = try keys(for: protection, master: master)
                     let sealed = try seal(object, uid: before.uid, protection: protection, keys: keys, epoch: epoch, master: master)
                     try store.updateObject(id: found.id, protection: protection.rawValue, record: sealed.record, primaryKey: sealed.primaryKey,
@@ -139,12 +134,13 @@ extension Keychain {
         return try refreshLockedLookup(master: master, force: true)
     }
 
-    /// Whether a row's stored entries differ from those its object gets now.
-    func lockedLookupOutOfDate(_ row: ObjectRow, master: MasterKey) throws -> Bool {
+    /// The row's object when its stored entries differ from those it gets now (opened once, for
+    /// the caller to seal again); nil when they agree.
+    func outOfDateObject(_ row: ObjectRow, master: MasterKey) throws -> ObjectAttributes? {
         // A row this process cannot open (its device key is missing here) is left as it is.
-        guard let protection = Protection(rawValue: row.protection), let object = try? open(row, master: master) else { return false }
+        guard let protection = Protection(rawValue: row.protection), let object = try? open(row, master: master) else { return nil }
         let wanted = try indexEntries(object, keys: try keys(for: protection, master: master)) + lockedLookupEntries(object, master: master)
-        return !Self.sameEntries(wanted, try store.indexEntries(objectID: row.id))
+        return Self.sameEntries(wanted, try store.indexEntries(objectID: row.id)) ? nil : object
     }
 
     static func sameEntries(_ a: [IndexEntry], _ b: [IndexEntry]) -> Bool {

@@ -239,6 +239,15 @@ extension Keychain {
         }
     }
 
+    /// A row found through index entries must have exactly the entries its record commits to
+    /// (inside the caller's read transaction); otherwise the index was altered.
+    func requireCommittedEntries(_ row: ObjectRow) throws {
+        let actual = try IndexCommitment(entries: try store.indexEntries(objectID: row.id), primaryKey: row.primaryKey).bytes
+        guard let stored = row.indexCommit, ConstantTime.equals(actual, stored) else {
+            throw KeychainError(.recordCorrupted, "object \(row.id) is listed by search entries its record does not commit to: the index was altered")
+        }
+    }
+
     /// Token objects matching `template`, by indexed SQL where possible, decrypting only the
     /// candidates that an index cannot decide. Private objects are searched only with `master`.
     public func find(_ template: Template, master: MasterKey?) throws(KeychainError) -> [FoundObject] {
@@ -303,12 +312,7 @@ extension Keychain {
                     try checkIntegrity(of: rows, master: master, allBuckets: terms.isEmpty, seenEpoch: seen)
                     var matching: [ObjectRow] = []
                     for row in rows {
-                        if !terms.isEmpty, row.recordVersion >= SealedRecord.currentVersion {
-                            let actual = try IndexCommitment(entries: try store.indexEntries(objectID: row.id), primaryKey: row.primaryKey).bytes
-                            guard let stored = row.indexCommit, ConstantTime.equals(actual, stored) else {
-                                throw KeychainError(.recordCorrupted, "object \(row.id) is listed by search entries its record does not commit to: the index was altered")
-                            }
-                        }
+                        if !terms.isEmpty, row.recordVersion >= SealedRecord.currentVersion { try requireCommittedEntries(row) }
                         if needsRecord {
                             let object: ObjectAttributes
                             do { object = try open(row, master: master) } catch let error as KeychainError where error.code == .recordCorrupted { throw error } catch { continue }
