@@ -5,6 +5,8 @@
 #                                 docs, shell completions and manual pages
 #   make uninstall [PREFIX=…]     remove exactly what install put
 #   make check                    every test (scripts/test.sh)
+#   make install PREBUILT=1       install the release build .build/release-path names, without
+#                                 building (debian/rules with KEYCHAIN_PKCS11_PREBUILT=1)
 #
 # DESTDIR stages an install for packaging: files go to $(DESTDIR)$(PREFIX)/…, while the paths
 # written into them (the p11-kit module: line) stay $(PREFIX)/….
@@ -39,7 +41,8 @@ DOCS   := README.md $(wildcard Docs/*.md Docs/*.png)
 FILES  := $(MODULE) $(BINDIR)/keychainctl $(BINDIR)/keychaind $(INCLUDEDIR)/keychain-pkcs11.h \
           $(SYSTEMDUSERDIR)/keychaind.socket $(SYSTEMDUSERDIR)/keychaind.service $(PAMDIR)/pam_keychain.so \
           $(P11KITDIR)/keychain-pkcs11.module $(addprefix $(DOCDIR)/,$(DOCS)) \
-          $(BASHCOMPDIR)/keychainctl $(ZSHCOMPDIR)/_keychainctl $(FISHCOMPDIR)/keychainctl.fish $(MAN1DIR)/keychainctl.1
+          $(BASHCOMPDIR)/keychainctl $(ZSHCOMPDIR)/_keychainctl $(FISHCOMPDIR)/keychainctl.fish $(MAN1DIR)/keychainctl.1 \
+          $(MAN1DIR)/keychaind.1
 # Besides keychainctl.1, one manual page per command: keychainctl.COMMAND.1 (made by build).
 MANPAGES = $(notdir $(wildcard .build/man/keychainctl.*.1))
 # Directories that install created (installed paths), so that uninstall removes them again when
@@ -49,14 +52,19 @@ CREATED := $(DOCDIR)/installed-directories
 # The release build's output folder; read when a recipe runs, after `build`.
 BIN = $(shell cat .build/release-path)
 
-.PHONY: all build install uninstall check
+.PHONY: all build prebuilt install uninstall check
 
 all: build
 
 build:
 	scripts/build-release.sh
 
-install: build
+# The release build already made (PREBUILT=1): its folder and manual pages must be there.
+prebuilt:
+	@test -f .build/release-path && test -f "$(BIN)/libkeychain-pkcs11.so" && test -f .build/man/keychainctl.1 \
+	    || { echo "PREBUILT=1: no release build (run scripts/build-release.sh first)" >&2; exit 1; }
+
+install: $(if $(PREBUILT),prebuilt,build)
 	@# Record the missing directories above each file, below PREFIX, before creating them.
 	@if [ -z "$(DESTDIR)" ]; then \
 	    for f in $(FILES); do d=$$(dirname "$$f"); \
@@ -81,12 +89,15 @@ install: build
 	mkdir -p .build/completions
 	for shell in bash zsh fish; do \
 	    "$(BIN)/keychainctl" --generate-completion-script $$shell > .build/completions/$$shell || exit 1; done
-	install -D -m 0644 .build/completions/bash "$(DESTDIR)$(BASHCOMPDIR)/keychainctl"
+	@# bash-completion sources the file: no #! line.
+	sed '1{/^#!/d}' .build/completions/bash > .build/completions/bash-sourced
+	install -D -m 0644 .build/completions/bash-sourced "$(DESTDIR)$(BASHCOMPDIR)/keychainctl"
 	install -D -m 0644 .build/completions/zsh "$(DESTDIR)$(ZSHCOMPDIR)/_keychainctl"
 	install -D -m 0644 .build/completions/fish "$(DESTDIR)$(FISHCOMPDIR)/keychainctl.fish"
 	@# Manual pages, generated from the command definitions by scripts/build-release.sh.
 	install -D -m 0644 .build/man/keychainctl.1 "$(DESTDIR)$(MAN1DIR)/keychainctl.1"
 	for page in $(MANPAGES); do install -m 0644 ".build/man/$$page" "$(DESTDIR)$(MAN1DIR)/$$page" || exit 1; done
+	install -D -m 0644 packaging/man/keychaind.1 "$(DESTDIR)$(MAN1DIR)/keychaind.1"
 	@if [ -z "$(DESTDIR)" ]; then install -m 0644 .build/created-dirs "$(CREATED)"; fi
 
 # Files by name (never a recursive rm), then the directories install created, deepest first,

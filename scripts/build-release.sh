@@ -16,5 +16,6 @@ swift build "${flags[@]}" --product generate-manual
 date=$(git log -1 --format=%cs 2>/dev/null || date -u +%F)
 rm -rf .build/man && mkdir -p .build/man
 "$bin/generate-manual" "$bin/keychainctl" --multi-page --date "$date" --authors "Keychain PKCS#11 developers" -o .build/man
+scripts/tidy-man.sh .build/man/*.1
 echo "$bin" > .build/release-path
 echo "release module: $bin/libkeychain-pkcs11.so"

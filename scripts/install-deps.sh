@@ -41,6 +41,9 @@ packages=(
     # a real desktop application keeping its key through the Secret Service (test_desktop_app.sh):
     # headless Chromium (about 117 MB to download, 375 MB installed, 19 packages on Debian 12)
     chromium
+    # the Debian package (debian/, Tests/interop/test_debian_package.sh): debhelper and
+    # dpkg-buildpackage build it, lintian checks it
+    debhelper dpkg-dev lintian
 )
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
