@@ -122,7 +122,7 @@ as_user keychainctl create --label login --so-pin-file "$home/so.pin" --pin-file
 printf 'pkg-secret' | as_user keychainctl add-generic-password -a alice -s pkg.example --pin-file "$home/user.pin" --password-file - >/dev/null ||
     fail "add-generic-password"
 out=$(as_user keychainctl generate-key --type ec --label pkg-ssh --pin-file "$home/user.pin" 2>&1) || fail "generate-key: $out"
-ssh_line=$(grep '^ecdsa-sha2-nistp256 ' <<<"$out") || fail "generate-key printed no authorized_keys line: $out"
+ssh_line=$(sed -n 's/^SSH: *//p' <<<"$out" | grep '^ecdsa-sha2-nistp256 ') || fail "generate-key printed no authorized_keys line: $out"
 
 # p11-kit sees the module with no registration step; pkcs11-tool reads through p11-kit-proxy.so.
 expect_contains "$(as_user p11-kit list-modules 2>&1)" "keychain-pkcs11" "p11-kit list-modules"
