@@ -79,7 +79,7 @@ install: $(if $(PREBUILT),prebuilt,build)
 	install -D -m 0644 packaging/systemd/keychaind.socket "$(DESTDIR)$(SYSTEMDUSERDIR)/keychaind.socket"
 	sed 's|@BINDIR@|$(BINDIR)|' packaging/systemd/keychaind.service.in > .build/keychaind.service
 	install -D -m 0644 .build/keychaind.service "$(DESTDIR)$(SYSTEMDUSERDIR)/keychaind.service"
-	gcc -Wall -Wextra -O2 -shared -fPIC -DKEYCHAINCTL_PATH='"$(BINDIR)/keychainctl"' pam/pam_keychain.c -o .build/pam_keychain.so -lpam
+	gcc -Wall -Wextra -O2 -D_FORTIFY_SOURCE=2 -fstack-protector-strong -shared -fPIC -Wl,-z,relro,-z,now -DKEYCHAINCTL_PATH='"$(BINDIR)/keychainctl"' pam/pam_keychain.c -o .build/pam_keychain.so -lpam
 	install -D -m 0644 .build/pam_keychain.so "$(DESTDIR)$(PAMDIR)/pam_keychain.so"
 	install -D -m 0644 Include/keychain-pkcs11.h "$(DESTDIR)$(INCLUDEDIR)/keychain-pkcs11.h"
 	sed 's|^module:.*|module: $(MODULE)|' pkcs11/keychain-pkcs11.module > .build/keychain-pkcs11.module

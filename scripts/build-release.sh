@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds the shipped artifacts: a self-contained libkeychain-pkcs11.so (Swift standard library
-# linked statically, symbols stripped) and keychainctl. Writes the output folder to .build/release-path.
+# linked statically, symbols stripped, full RELRO), keychainctl and keychaind. Writes the output folder to .build/release-path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-flags=(-c release -Xswiftc -static-stdlib -Xlinker -s)
+# Full RELRO (-z relro -z now): the dynamic relocations are resolved at load and then made
+# read-only, as Debian's hardening flags ask of every binary.
+flags=(-c release -Xswiftc -static-stdlib -Xlinker -s -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now)
 swift build "${flags[@]}"
 bin=$(swift build "${flags[@]}" --show-bin-path)
 # SwiftPM writes RUNPATH=$ORIGIN: a libcrypto.so.3 or libsqlite3.so.0 dropped beside the installed

@@ -34,6 +34,7 @@ for entry in \
     "$prefix/share/zsh/site-functions/_keychainctl 644" \
     "$prefix/share/fish/vendor_completions.d/keychainctl.fish 644" \
     "$prefix/share/man/man1/keychainctl.1 644" \
+    "$prefix/share/man/man1/keychaind.1 644" \
     "$prefix/share/man/man1/keychainctl.migrate.1 644" \
     "$prefix/share/man/man1/keychainctl.find-generic-password.1 644"; do
     file=${entry% *}
@@ -61,6 +62,15 @@ for binary in "$so" "$ctl" "$prefix/bin/keychaind"; do
     expect_eq "$missing" "" "libraries ldd cannot find for $binary"
 done
 echo "ok: module and keychainctl need no Swift library and have no RUNPATH"
+
+# Hardening: every shipped ELF file is linked with full RELRO (relocations read-only and bound
+# at load), as Debian's hardening flags ask.
+for binary in "$so" "$ctl" "$prefix/bin/keychaind" "$prefix/lib/$(gcc -print-multiarch)/security/pam_keychain.so"; do
+    headers=$(readelf -lW "$binary") || fail "readelf -l $binary"
+    expect_contains "$headers" "GNU_RELRO" "program headers of $binary"
+    expect_contains "$(readelf -dW "$binary")" "BIND_NOW" "dynamic section of $binary (-z now)"
+done
+echo "ok: full RELRO (GNU_RELRO, BIND_NOW) in the module, keychainctl, keychaind and pam_keychain.so"
 
 # Exports: only C_* among the global dynamic symbols. (The .dynsym table also holds LOCAL Swift
 # type metadata that plain `nm -D --defined-only` shows in lower case; those are not exported,
@@ -115,6 +125,7 @@ for file in "$prefix/share/bash-completion/completions/keychainctl" "$prefix/sha
     [ -s "$file" ] || fail "empty completion script $file"
 done
 bash -n "$prefix/share/bash-completion/completions/keychainctl" || fail "bash -n rejects the bash completion script"
+head -c 2 "$prefix/share/bash-completion/completions/keychainctl" | grep -q '#!' && fail "the bash completion script starts with #! (bash-completion sources it)"
 expect_contains "$(cat "$prefix/share/bash-completion/completions/keychainctl")" "module-path" "bash completion script"
 if command -v zsh >/dev/null; then zsh -n "$prefix/share/zsh/site-functions/_keychainctl" || fail "zsh -n rejects the zsh completion script"; fi
 if command -v fish >/dev/null; then fish -n "$prefix/share/fish/vendor_completions.d/keychainctl.fish" || fail "fish -n rejects the fish completion script"; fi
@@ -128,7 +139,20 @@ out=$(MANWIDTH=80 man -l "$prefix/share/man/man1/keychainctl.migrate.1" 2>&1) ||
 expect_contains "$out" "--from-module" "the migrate page documents its options"
 out=$(MANPATH="$prefix/share/man" MANWIDTH=80 man keychainctl 2>&1) || fail "man keychainctl through MANPATH: $out"
 expect_contains "$out" "Exit codes" "man keychainctl shows the tool's description"
-echo "ok: $pages manual pages"
+# whatis/apropos can read every page's NAME (lexgrog, as man-db's mandb and lintian do), and groff
+# has nothing to warn about.
+for page in "$prefix"/share/man/man1/*.1; do
+    name=$(basename "$page" .1)
+    out=$(lexgrog "$page" 2>&1) || fail "lexgrog cannot read the NAME of $name: $out"
+    expect_contains "$out" "\"$name - " "whatis entry of $name"
+    warnings=$(MANWIDTH=80 man --warnings -l "$page" 2>&1 >/dev/null)
+    expect_eq "$warnings" "" "groff warnings for $name"
+done
+out=$(MANWIDTH=80 man -l "$prefix/share/man/man1/keychainctl.unlock.1" 2>&1)
+expect_contains "$out" "keychainctl unlock [--keychain keychain]" "the synopsis shows the command as it is typed"
+out=$(MANWIDTH=80 man -l "$prefix/share/man/man1/keychaind.1" 2>&1) || fail "man cannot read keychaind.1: $out"
+expect_contains "$out" "--secret-service" "keychaind.1 documents its options"
+echo "ok: $pages manual pages, each with a NAME whatis reads and no groff warning"
 
 # Uninstall: no file left under the prefix, and the directories install created are gone.
 make -C "$root" uninstall PREFIX="$prefix" >"$WORK/uninstall.log" 2>&1 || fail "make uninstall: $(cat "$WORK/uninstall.log")"
