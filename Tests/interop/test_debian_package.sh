@@ -25,7 +25,7 @@ if [ "$(id -u)" != 0 ]; then
     echo "figure: (needs root: apt-get install, useradd, /etc/pam.d; not run)"
     exit 0
 fi
-for tool in dpkg-buildpackage lintian apt-get pamtester pkcs11-tool ssh-keygen secret-tool dbus-run-session p11-kit pam-auth-update; do
+for tool in dpkg-buildpackage lintian apt-get pamtester pkcs11-tool ssh-keygen secret-tool dbus-run-session p11-kit pam-auth-update systemd-socket-activate; do
     command -v "$tool" >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs it)"
 done
 if dpkg-query -W -f='${Status}' keychain-pkcs11 2>/dev/null | grep -q "installed"; then
@@ -135,6 +135,25 @@ as_user pkcs11-tool --module "$proxy" --token-label login --login --pin "$passwo
 expect_eq "$(cat "$home/read.out")" "pkg-secret" "the password read through p11-kit-proxy.so"
 out=$(as_user ssh-keygen -D "$installed_module" </dev/null 2>/dev/null) || fail "ssh-keygen -D $installed_module"
 expect_contains "$out" "$(awk '{print $2}' <<<"$ssh_line")" "ssh-keygen -D lists the keychain's SSH key"
+
+# keychaind.socket as the installed units describe it (ListenStream=, ExecStart=), with systemd's
+# own socket-activation tool standing in for the user manager (CI has none): the first client
+# starts the installed keychaind, nothing is started by hand.
+listen=$(sed -n 's/^ListenStream=//p' /usr/lib/systemd/user/keychaind.socket)
+exec_start=$(sed -n 's/^ExecStart=//p' /usr/lib/systemd/user/keychaind.service)
+expect_eq "$listen" "%t/keychain-pkcs11/agent.sock" "the socket unit's ListenStream"
+expect_eq "$exec_start" "/usr/bin/keychaind --foreground" "the service unit's ExecStart"
+socket="$runtime/keychain-pkcs11/agent.sock"
+as_user mkdir -m 700 "$runtime/keychain-pkcs11" || fail "the socket's folder"
+# shellcheck disable=SC2086
+as_user systemd-socket-activate -l "$socket" $exec_start 2>"$WORK/activate.log" &
+activated=$!
+for _ in $(seq 1 50); do [ -S "$socket" ] && break; sleep 0.1; done
+[ -S "$socket" ] || fail "systemd-socket-activate did not listen on $socket: $(cat "$WORK/activate.log")"
+out=$(as_user keychainctl unlock --pin-file "$home/user.pin" 2>&1) || fail "keychainctl unlock through the activated socket: $out"
+expect_eq "$(readlink "/proc/$activated/exe")" "/usr/bin/keychaind" "the process behind the socket after the first client"
+expect_contains "$(as_user keychainctl status 2>&1)" "login: unlocked" "unlocked through the socket-activated keychaind"
+as_user keychainctl lock --all >/dev/null || fail "lock --all"
 
 # The Secret Service: enabled by the user, activated by a fresh session bus, gnome-keyring's
 # activation file installed beside it.
