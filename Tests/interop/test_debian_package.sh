@@ -115,6 +115,11 @@ as_user() {
     setpriv --reuid="$uid" --regid="$uid" --init-groups \
         env -i HOME="$home" USER="$user" LOGNAME="$user" PATH=/usr/bin:/bin XDG_RUNTIME_DIR="$runtime" LANG=C.UTF-8 "$@"
 }
+# The same, replacing the calling (sub)shell: its PID becomes the program's.
+exec_as_user() {
+    exec setpriv --reuid="$uid" --regid="$uid" --init-groups \
+        env -i HOME="$home" USER="$user" LOGNAME="$user" PATH=/usr/bin:/bin XDG_RUNTIME_DIR="$runtime" LANG=C.UTF-8 "$@"
+}
 printf 'so-secret-1\n' | as_user tee "$home/so.pin" >/dev/null
 printf '%s\n' "$password" | as_user tee "$home/user.pin" >/dev/null
 expect_eq "$(as_user keychainctl module-path)" "$installed_module" "keychainctl module-path"
@@ -146,7 +151,7 @@ expect_eq "$exec_start" "/usr/bin/keychaind --foreground" "the service unit's Ex
 socket="$runtime/keychain-pkcs11/agent.sock"
 as_user mkdir -m 700 "$runtime/keychain-pkcs11" || fail "the socket's folder"
 # shellcheck disable=SC2086
-as_user systemd-socket-activate -l "$socket" $exec_start 2>"$WORK/activate.log" &
+(exec_as_user systemd-socket-activate -l "$socket" $exec_start 2>"$WORK/activate.log") &
 activated=$!
 for _ in $(seq 1 50); do [ -S "$socket" ] && break; sleep 0.1; done
 [ -S "$socket" ] || fail "systemd-socket-activate did not listen on $socket: $(cat "$WORK/activate.log")"
