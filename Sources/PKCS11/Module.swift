@@ -126,9 +126,13 @@ final class ModuleState: @unchecked Sendable {
         directory = KeychainDirectory(path: configuration.directory)
     }
 
-    /// Creates the keychain folder on first use and discovers the keychains in it.
+    /// Discovers the keychains in the keychain folder. The folder is not made here: p11-kit
+    /// loads the module into every program that lists its modules, as every user, and loading
+    /// only looks; the folder appears with the first keychain (`KeychainDirectory.create`).
     func start() throws(CKError) {
-        do { try directory.ensureExists() } catch { logger.warning("keychain directory: \(error)") }
+        if access(directory.path, F_OK) == 0 {
+            do { try KeychainDirectory.checkSafe(directory.path, what: "keychain folder") } catch { logger.warning("keychain directory: \(error)") }
+        }
         tables.writing { slots.refresh(directory: directory, keepingSlotsWith: []) }
     }
 

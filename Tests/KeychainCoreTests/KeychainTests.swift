@@ -48,6 +48,17 @@ final class KeychainTests: XCTestCase {
         XCTAssertEqual(try KeychainDirectory(path: directory).emptySlotID(above: 1), 3)
     }
 
+    func test_asking_for_the_empty_slot_creates_nothing_when_there_is_no_keychain_folder() throws {
+        let missing = directory + "/not-yet/keychains"
+        XCTAssertEqual(try KeychainDirectory(path: missing).emptySlotID(above: 1), 1)
+        XCTAssertFalse(System.exists(directory + "/not-yet"), "listing slots created the keychain folder")
+        // The first keychain then takes that very slot, and the folder and counter appear with it.
+        let keychain = try soPIN.withUnsafeBytes { try KeychainDirectory(path: missing).createKeychain(slotID: 1, label: "first", soPIN: $0, userPIN: nil, kdf: kdf) }
+        XCTAssertEqual(try keychain.info().slotID, 1)
+        XCTAssertTrue(System.exists(missing + "/slot-ids"))
+        XCTAssertEqual(try KeychainDirectory(path: missing).emptySlotID(above: 2), 2)
+    }
+
     func test_user_pin_unlocks_and_wrong_pins_count_down_to_locked() throws {
         let keychain = try makeKeychain(userPIN: userPIN)
         XCTAssertNoThrow(try unlock(keychain, .user, userPIN))

@@ -122,6 +122,13 @@ exec_as_user() {
 }
 printf 'so-secret-1\n' | as_user tee "$home/so.pin" >/dev/null
 printf '%s\n' "$password" | as_user tee "$home/user.pin" >/dev/null
+# The module is now loaded by every program that lists p11-kit's modules, for every user: a user
+# with no keychain gets an empty slot and nothing written to the home folder.
+touch "$WORK/before-listing"
+expect_contains "$(as_user p11-kit list-modules 2>&1)" "keychain-pkcs11" "p11-kit list-modules for a user with no keychain"
+expect_contains "$(as_user pkcs11-tool --module "/usr/lib/$multiarch/p11-kit-proxy.so" -L 2>&1)" "token state:   uninitialized" "the empty slot through p11-kit-proxy.so"
+# (Only this module's files: other modules registered with p11-kit may write their own.)
+expect_eq "$(find "$home" -newer "$WORK/before-listing" -path "*keychain-pkcs11*")" "" "files written to the home folder by loading the module"
 expect_eq "$(as_user keychainctl module-path)" "$installed_module" "keychainctl module-path"
 as_user keychainctl create --label login --so-pin-file "$home/so.pin" --pin-file "$home/user.pin" >/dev/null || fail "keychainctl create"
 printf 'pkg-secret' | as_user keychainctl add-generic-password -a alice -s pkg.example --pin-file "$home/user.pin" --password-file - >/dev/null ||

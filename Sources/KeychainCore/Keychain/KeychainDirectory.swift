@@ -135,8 +135,13 @@ public struct KeychainDirectory: Sendable {
 
     /// The ID of the empty slot: the next unused slot ID, moved past `floor` (one more than the
     /// highest ID any keychain file carries, which matters for files brought from elsewhere).
+    ///
+    /// Without a keychain folder nothing is created: any program that loads the module (p11-kit
+    /// loads it into every process that lists its modules, as any user) only looks, and the
+    /// folder and its counter appear with the first keychain.
     public func emptySlotID(above floor: UInt) throws(KeychainError) -> UInt {
-        try withNextSlotID { current in
+        guard System.exists(path) else { return max(1, min(floor, Self.maximumSlotID)) }
+        return try withNextSlotID { current in
             let next = max(current, min(floor, Self.maximumSlotID))
             return (next, next)
         }
