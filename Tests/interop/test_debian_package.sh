@@ -25,7 +25,7 @@ if [ "$(id -u)" != 0 ]; then
     echo "figure: (needs root: apt-get install, useradd, /etc/pam.d; not run)"
     exit 0
 fi
-for tool in dpkg-buildpackage lintian apt-get pamtester pkcs11-tool ssh-keygen secret-tool dbus-run-session p11-kit pam-auth-update systemd-socket-activate; do
+for tool in dpkg-buildpackage lintian apt-get pamtester pkcs11-tool ssh-keygen secret-tool dbus-run-session p11-kit pam-auth-update systemd-socket-activate p11tool; do
     command -v "$tool" >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs it)"
 done
 if dpkg-query -W -f='${Status}' keychain-pkcs11 2>/dev/null | grep -q "installed"; then
@@ -145,6 +145,8 @@ as_user pkcs11-tool --module "$proxy" --token-label login --login --pin "$passwo
     --read-object --type data --application-label pkg.example --output-file "$home/read.out" >pkcs11-tool.log 2>&1 ||
     fail "pkcs11-tool --read-object through p11-kit-proxy.so: $(cat pkcs11-tool.log)"
 expect_eq "$(cat "$home/read.out")" "pkg-secret" "the password read through p11-kit-proxy.so"
+# GnuTLS's p11tool finds the token through p11-kit's module list, with no --provider.
+expect_contains "$(as_user p11tool --list-tokens 2>&1)" "token=login" "p11tool --list-tokens (GnuTLS through p11-kit)"
 out=$(as_user ssh-keygen -D "$installed_module" </dev/null 2>/dev/null) || fail "ssh-keygen -D $installed_module"
 expect_contains "$out" "$(awk '{print $2}' <<<"$ssh_line")" "ssh-keygen -D lists the keychain's SSH key"
 
