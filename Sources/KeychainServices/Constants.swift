@@ -26,104 +26,104 @@ public let kCFBooleanFalse: CFBoolean! = NSNumber(value: false)
 
 // MARK: item classes (values as on Apple platforms)
 
-public nonisolated(unsafe) let kSecClass: CFString = "class"
-public nonisolated(unsafe) let kSecClassGenericPassword: CFString = "genp"
-public nonisolated(unsafe) let kSecClassInternetPassword: CFString = "inet"
-public nonisolated(unsafe) let kSecClassCertificate: CFString = "cert"
-public nonisolated(unsafe) let kSecClassKey: CFString = "keys"
-public nonisolated(unsafe) let kSecClassIdentity: CFString = "idnt"
+public nonisolated(unsafe) let kSecClass: CFString = ConstantString("class")
+public nonisolated(unsafe) let kSecClassGenericPassword: CFString = ConstantString("genp")
+public nonisolated(unsafe) let kSecClassInternetPassword: CFString = ConstantString("inet")
+public nonisolated(unsafe) let kSecClassCertificate: CFString = ConstantString("cert")
+public nonisolated(unsafe) let kSecClassKey: CFString = ConstantString("keys")
+public nonisolated(unsafe) let kSecClassIdentity: CFString = ConstantString("idnt")
 
 // MARK: attributes
 
-public nonisolated(unsafe) let kSecAttrAccessible: CFString = "pdmn"
-public nonisolated(unsafe) let kSecAttrAccessControl: CFString = "accc"
-public nonisolated(unsafe) let kSecAttrAccessGroup: CFString = "agrp"
-public nonisolated(unsafe) let kSecAttrSynchronizable: CFString = "sync"
-public nonisolated(unsafe) let kSecAttrSynchronizableAny: CFString = "syna"
-public nonisolated(unsafe) let kSecAttrCreationDate: CFString = "cdat"
-public nonisolated(unsafe) let kSecAttrModificationDate: CFString = "mdat"
-public nonisolated(unsafe) let kSecAttrDescription: CFString = "desc"
-public nonisolated(unsafe) let kSecAttrComment: CFString = "icmt"
-public nonisolated(unsafe) let kSecAttrCreator: CFString = "crtr"
-public nonisolated(unsafe) let kSecAttrType: CFString = "type"
-public nonisolated(unsafe) let kSecAttrLabel: CFString = "labl"
-public nonisolated(unsafe) let kSecAttrIsInvisible: CFString = "invi"
-public nonisolated(unsafe) let kSecAttrIsNegative: CFString = "nega"
-public nonisolated(unsafe) let kSecAttrAccount: CFString = "acct"
-public nonisolated(unsafe) let kSecAttrService: CFString = "svce"
-public nonisolated(unsafe) let kSecAttrGeneric: CFString = "gena"
-public nonisolated(unsafe) let kSecAttrSecurityDomain: CFString = "sdmn"
-public nonisolated(unsafe) let kSecAttrServer: CFString = "srvr"
-public nonisolated(unsafe) let kSecAttrProtocol: CFString = "ptcl"
-public nonisolated(unsafe) let kSecAttrAuthenticationType: CFString = "atyp"
-public nonisolated(unsafe) let kSecAttrPort: CFString = "port"
-public nonisolated(unsafe) let kSecAttrPath: CFString = "path"
+public nonisolated(unsafe) let kSecAttrAccessible: CFString = ConstantString("pdmn")
+public nonisolated(unsafe) let kSecAttrAccessControl: CFString = ConstantString("accc")
+public nonisolated(unsafe) let kSecAttrAccessGroup: CFString = ConstantString("agrp")
+public nonisolated(unsafe) let kSecAttrSynchronizable: CFString = ConstantString("sync")
+public nonisolated(unsafe) let kSecAttrSynchronizableAny: CFString = ConstantString("syna")
+public nonisolated(unsafe) let kSecAttrCreationDate: CFString = ConstantString("cdat")
+public nonisolated(unsafe) let kSecAttrModificationDate: CFString = ConstantString("mdat")
+public nonisolated(unsafe) let kSecAttrDescription: CFString = ConstantString("desc")
+public nonisolated(unsafe) let kSecAttrComment: CFString = ConstantString("icmt")
+public nonisolated(unsafe) let kSecAttrCreator: CFString = ConstantString("crtr")
+public nonisolated(unsafe) let kSecAttrType: CFString = ConstantString("type")
+public nonisolated(unsafe) let kSecAttrLabel: CFString = ConstantString("labl")
+public nonisolated(unsafe) let kSecAttrIsInvisible: CFString = ConstantString("invi")
+public nonisolated(unsafe) let kSecAttrIsNegative: CFString = ConstantString("nega")
+public nonisolated(unsafe) let kSecAttrAccount: CFString = ConstantString("acct")
+public nonisolated(unsafe) let kSecAttrService: CFString = ConstantString("svce")
+public nonisolated(unsafe) let kSecAttrGeneric: CFString = ConstantString("gena")
+public nonisolated(unsafe) let kSecAttrSecurityDomain: CFString = ConstantString("sdmn")
+public nonisolated(unsafe) let kSecAttrServer: CFString = ConstantString("srvr")
+public nonisolated(unsafe) let kSecAttrProtocol: CFString = ConstantString("ptcl")
+public nonisolated(unsafe) let kSecAttrAuthenticationType: CFString = ConstantString("atyp")
+public nonisolated(unsafe) let kSecAttrPort: CFString = ConstantString("port")
+public nonisolated(unsafe) let kSecAttrPath: CFString = ConstantString("path")
 
 // Keys and certificates.
-public nonisolated(unsafe) let kSecAttrKeyClass: CFString = "kcls"
-public nonisolated(unsafe) let kSecAttrKeyClassPublic: CFString = "0"
-public nonisolated(unsafe) let kSecAttrKeyClassPrivate: CFString = "1"
-public nonisolated(unsafe) let kSecAttrKeyClassSymmetric: CFString = "2"
-public nonisolated(unsafe) let kSecAttrKeyType: CFString = "type"
-public nonisolated(unsafe) let kSecAttrKeyTypeRSA: CFString = "42"
-public nonisolated(unsafe) let kSecAttrKeyTypeECSECPrimeRandom: CFString = "73"
-public nonisolated(unsafe) let kSecAttrKeyTypeEC: CFString = "73"
-public nonisolated(unsafe) let kSecAttrKeySizeInBits: CFString = "bsiz"
-public nonisolated(unsafe) let kSecAttrEffectiveKeySize: CFString = "esiz"
-public nonisolated(unsafe) let kSecAttrApplicationLabel: CFString = "klbl"
-public nonisolated(unsafe) let kSecAttrApplicationTag: CFString = "atag"
-public nonisolated(unsafe) let kSecAttrIsPermanent: CFString = "perm"
-public nonisolated(unsafe) let kSecAttrIsSensitive: CFString = "sens"
-public nonisolated(unsafe) let kSecAttrIsExtractable: CFString = "extr"
-public nonisolated(unsafe) let kSecAttrCanEncrypt: CFString = "encr"
-public nonisolated(unsafe) let kSecAttrCanDecrypt: CFString = "decr"
-public nonisolated(unsafe) let kSecAttrCanDerive: CFString = "drve"
-public nonisolated(unsafe) let kSecAttrCanSign: CFString = "sign"
-public nonisolated(unsafe) let kSecAttrCanVerify: CFString = "vrfy"
-public nonisolated(unsafe) let kSecAttrCanWrap: CFString = "wrap"
-public nonisolated(unsafe) let kSecAttrCanUnwrap: CFString = "unwp"
-public nonisolated(unsafe) let kSecPrivateKeyAttrs: CFString = "private"
-public nonisolated(unsafe) let kSecPublicKeyAttrs: CFString = "public"
-public nonisolated(unsafe) let kSecAttrSubject: CFString = "subj"
-public nonisolated(unsafe) let kSecAttrIssuer: CFString = "issr"
-public nonisolated(unsafe) let kSecAttrSerialNumber: CFString = "slnr"
-public nonisolated(unsafe) let kSecAttrPublicKeyHash: CFString = "pkhh"
-public nonisolated(unsafe) let kSecAttrCertificateType: CFString = "ctyp"
+public nonisolated(unsafe) let kSecAttrKeyClass: CFString = ConstantString("kcls")
+public nonisolated(unsafe) let kSecAttrKeyClassPublic: CFString = ConstantString("0")
+public nonisolated(unsafe) let kSecAttrKeyClassPrivate: CFString = ConstantString("1")
+public nonisolated(unsafe) let kSecAttrKeyClassSymmetric: CFString = ConstantString("2")
+public nonisolated(unsafe) let kSecAttrKeyType: CFString = ConstantString("type")
+public nonisolated(unsafe) let kSecAttrKeyTypeRSA: CFString = ConstantString("42")
+public nonisolated(unsafe) let kSecAttrKeyTypeECSECPrimeRandom: CFString = ConstantString("73")
+public nonisolated(unsafe) let kSecAttrKeyTypeEC: CFString = ConstantString("73")
+public nonisolated(unsafe) let kSecAttrKeySizeInBits: CFString = ConstantString("bsiz")
+public nonisolated(unsafe) let kSecAttrEffectiveKeySize: CFString = ConstantString("esiz")
+public nonisolated(unsafe) let kSecAttrApplicationLabel: CFString = ConstantString("klbl")
+public nonisolated(unsafe) let kSecAttrApplicationTag: CFString = ConstantString("atag")
+public nonisolated(unsafe) let kSecAttrIsPermanent: CFString = ConstantString("perm")
+public nonisolated(unsafe) let kSecAttrIsSensitive: CFString = ConstantString("sens")
+public nonisolated(unsafe) let kSecAttrIsExtractable: CFString = ConstantString("extr")
+public nonisolated(unsafe) let kSecAttrCanEncrypt: CFString = ConstantString("encr")
+public nonisolated(unsafe) let kSecAttrCanDecrypt: CFString = ConstantString("decr")
+public nonisolated(unsafe) let kSecAttrCanDerive: CFString = ConstantString("drve")
+public nonisolated(unsafe) let kSecAttrCanSign: CFString = ConstantString("sign")
+public nonisolated(unsafe) let kSecAttrCanVerify: CFString = ConstantString("vrfy")
+public nonisolated(unsafe) let kSecAttrCanWrap: CFString = ConstantString("wrap")
+public nonisolated(unsafe) let kSecAttrCanUnwrap: CFString = ConstantString("unwp")
+public nonisolated(unsafe) let kSecPrivateKeyAttrs: CFString = ConstantString("private")
+public nonisolated(unsafe) let kSecPublicKeyAttrs: CFString = ConstantString("public")
+public nonisolated(unsafe) let kSecAttrSubject: CFString = ConstantString("subj")
+public nonisolated(unsafe) let kSecAttrIssuer: CFString = ConstantString("issr")
+public nonisolated(unsafe) let kSecAttrSerialNumber: CFString = ConstantString("slnr")
+public nonisolated(unsafe) let kSecAttrPublicKeyHash: CFString = ConstantString("pkhh")
+public nonisolated(unsafe) let kSecAttrCertificateType: CFString = ConstantString("ctyp")
 
 // kSecAttrAccessible values.
-public nonisolated(unsafe) let kSecAttrAccessibleWhenUnlocked: CFString = "ak"
-public nonisolated(unsafe) let kSecAttrAccessibleAfterFirstUnlock: CFString = "ck"
-public nonisolated(unsafe) let kSecAttrAccessibleAlways: CFString = "dk"
-public nonisolated(unsafe) let kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly: CFString = "akpu"
-public nonisolated(unsafe) let kSecAttrAccessibleWhenUnlockedThisDeviceOnly: CFString = "aku"
-public nonisolated(unsafe) let kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly: CFString = "cku"
-public nonisolated(unsafe) let kSecAttrAccessibleAlwaysThisDeviceOnly: CFString = "dku"
+public nonisolated(unsafe) let kSecAttrAccessibleWhenUnlocked: CFString = ConstantString("ak")
+public nonisolated(unsafe) let kSecAttrAccessibleAfterFirstUnlock: CFString = ConstantString("ck")
+public nonisolated(unsafe) let kSecAttrAccessibleAlways: CFString = ConstantString("dk")
+public nonisolated(unsafe) let kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly: CFString = ConstantString("akpu")
+public nonisolated(unsafe) let kSecAttrAccessibleWhenUnlockedThisDeviceOnly: CFString = ConstantString("aku")
+public nonisolated(unsafe) let kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly: CFString = ConstantString("cku")
+public nonisolated(unsafe) let kSecAttrAccessibleAlwaysThisDeviceOnly: CFString = ConstantString("dku")
 
 // MARK: values, returns, search
 
-public nonisolated(unsafe) let kSecValueData: CFString = "v_Data"
-public nonisolated(unsafe) let kSecValueRef: CFString = "v_Ref"
-public nonisolated(unsafe) let kSecValuePersistentRef: CFString = "v_PersistentRef"
-public nonisolated(unsafe) let kSecReturnData: CFString = "r_Data"
-public nonisolated(unsafe) let kSecReturnAttributes: CFString = "r_Attributes"
-public nonisolated(unsafe) let kSecReturnRef: CFString = "r_Ref"
-public nonisolated(unsafe) let kSecReturnPersistentRef: CFString = "r_PersistentRef"
-public nonisolated(unsafe) let kSecMatchLimit: CFString = "m_Limit"
-public nonisolated(unsafe) let kSecMatchLimitOne: CFString = "m_LimitOne"
-public nonisolated(unsafe) let kSecMatchLimitAll: CFString = "m_LimitAll"
-public nonisolated(unsafe) let kSecUseAuthenticationContext: CFString = "u_AuthCtx"
-public nonisolated(unsafe) let kSecUseOperationPrompt: CFString = "u_OpPrompt"
-public nonisolated(unsafe) let kSecUseAuthenticationUI: CFString = "u_AuthUI"
-public nonisolated(unsafe) let kSecUseAuthenticationUIAllow: CFString = "u_AuthUIA"
-public nonisolated(unsafe) let kSecUseAuthenticationUIFail: CFString = "u_AuthUIF"
-public nonisolated(unsafe) let kSecUseAuthenticationUISkip: CFString = "u_AuthUIS"
+public nonisolated(unsafe) let kSecValueData: CFString = ConstantString("v_Data")
+public nonisolated(unsafe) let kSecValueRef: CFString = ConstantString("v_Ref")
+public nonisolated(unsafe) let kSecValuePersistentRef: CFString = ConstantString("v_PersistentRef")
+public nonisolated(unsafe) let kSecReturnData: CFString = ConstantString("r_Data")
+public nonisolated(unsafe) let kSecReturnAttributes: CFString = ConstantString("r_Attributes")
+public nonisolated(unsafe) let kSecReturnRef: CFString = ConstantString("r_Ref")
+public nonisolated(unsafe) let kSecReturnPersistentRef: CFString = ConstantString("r_PersistentRef")
+public nonisolated(unsafe) let kSecMatchLimit: CFString = ConstantString("m_Limit")
+public nonisolated(unsafe) let kSecMatchLimitOne: CFString = ConstantString("m_LimitOne")
+public nonisolated(unsafe) let kSecMatchLimitAll: CFString = ConstantString("m_LimitAll")
+public nonisolated(unsafe) let kSecUseAuthenticationContext: CFString = ConstantString("u_AuthCtx")
+public nonisolated(unsafe) let kSecUseOperationPrompt: CFString = ConstantString("u_OpPrompt")
+public nonisolated(unsafe) let kSecUseAuthenticationUI: CFString = ConstantString("u_AuthUI")
+public nonisolated(unsafe) let kSecUseAuthenticationUIAllow: CFString = ConstantString("u_AuthUIA")
+public nonisolated(unsafe) let kSecUseAuthenticationUIFail: CFString = ConstantString("u_AuthUIF")
+public nonisolated(unsafe) let kSecUseAuthenticationUISkip: CFString = ConstantString("u_AuthUIS")
 /// Deprecated by Apple in favour of kSecUseAuthenticationUI: true means …Fail.
-public nonisolated(unsafe) let kSecUseNoAuthenticationUI: CFString = "u_NoAuthUI"
-public nonisolated(unsafe) let kSecMatchCaseInsensitive: CFString = "m_CaseInsensitive"
+public nonisolated(unsafe) let kSecUseNoAuthenticationUI: CFString = ConstantString("u_NoAuthUI")
+public nonisolated(unsafe) let kSecMatchCaseInsensitive: CFString = ConstantString("m_CaseInsensitive")
 /// Accepted and ignored: every keychain here behaves like Apple's data protection keychain.
-public nonisolated(unsafe) let kSecUseDataProtectionKeychain: CFString = "nleg"
+public nonisolated(unsafe) let kSecUseDataProtectionKeychain: CFString = ConstantString("nleg")
 /// This project's addition: the label of the keychain to use (default: the configured one).
-public nonisolated(unsafe) let kSecUseKeychainLabel: CFString = "u_KeychainLabel"
+public nonisolated(unsafe) let kSecUseKeychainLabel: CFString = ConstantString("u_KeychainLabel")
 
 /// A human-readable message for an OSStatus (Apple's SecCopyErrorMessageString).
 public func SecCopyErrorMessageString(_ status: OSStatus, _ reserved: UnsafeMutableRawPointer?) -> CFString? {

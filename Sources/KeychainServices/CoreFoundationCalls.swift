@@ -13,17 +13,17 @@ public typealias CFOptionFlags = UInt
 public typealias CFErrorDomain = CFString
 
 /// The domain of OSStatus errors: what every CFError of this API carries, with the status as code.
-public nonisolated(unsafe) let kCFErrorDomainOSStatus: CFErrorDomain! = NSString(string: "NSOSStatusErrorDomain")
-public nonisolated(unsafe) let kCFErrorDomainPOSIX: CFErrorDomain! = NSString(string: "NSPOSIXErrorDomain")
-public nonisolated(unsafe) let kCFErrorDomainCocoa: CFErrorDomain! = NSString(string: "NSCocoaErrorDomain")
-public nonisolated(unsafe) let kCFErrorDomainMach: CFErrorDomain! = NSString(string: "NSMachErrorDomain")
+public nonisolated(unsafe) let kCFErrorDomainOSStatus: CFErrorDomain! = ConstantString("NSOSStatusErrorDomain")
+public nonisolated(unsafe) let kCFErrorDomainPOSIX: CFErrorDomain! = ConstantString("NSPOSIXErrorDomain")
+public nonisolated(unsafe) let kCFErrorDomainCocoa: CFErrorDomain! = ConstantString("NSCocoaErrorDomain")
+public nonisolated(unsafe) let kCFErrorDomainMach: CFErrorDomain! = ConstantString("NSMachErrorDomain")
 
 // userInfo keys, with the values Foundation's NSError keys have on Apple platforms.
-public nonisolated(unsafe) let kCFErrorLocalizedDescriptionKey: CFString! = NSString(string: "NSLocalizedDescription")
-public nonisolated(unsafe) let kCFErrorLocalizedFailureReasonKey: CFString! = NSString(string: "NSLocalizedFailureReason")
-public nonisolated(unsafe) let kCFErrorLocalizedRecoverySuggestionKey: CFString! = NSString(string: "NSLocalizedRecoverySuggestion")
-public nonisolated(unsafe) let kCFErrorDescriptionKey: CFString! = NSString(string: "NSDescription")
-public nonisolated(unsafe) let kCFErrorUnderlyingErrorKey: CFString! = NSString(string: "NSUnderlyingError")
+public nonisolated(unsafe) let kCFErrorLocalizedDescriptionKey: CFString! = ConstantString("NSLocalizedDescription")
+public nonisolated(unsafe) let kCFErrorLocalizedFailureReasonKey: CFString! = ConstantString("NSLocalizedFailureReason")
+public nonisolated(unsafe) let kCFErrorLocalizedRecoverySuggestionKey: CFString! = ConstantString("NSLocalizedRecoverySuggestion")
+public nonisolated(unsafe) let kCFErrorDescriptionKey: CFString! = ConstantString("NSDescription")
+public nonisolated(unsafe) let kCFErrorUnderlyingErrorKey: CFString! = ConstantString("NSUnderlyingError")
 
 public func CFErrorGetDomain(_ error: CFError!) -> CFErrorDomain! {
     error.map { NSString(string: $0.domain) }
@@ -81,3 +81,15 @@ public func CFDictionaryGetCount(_ dictionary: CFDictionary!) -> CFIndex {
 public func CFBooleanGetValue(_ boolean: CFBoolean!) -> Bool {
     boolean?.boolValue ?? false
 }
+
+// CFBundle.h's Info.plist keys, with Apple's values: keychain wrappers take their default service
+// from `Bundle.main.infoDictionary?[kCFBundleIdentifierKey as String]`. Linux's CoreFoundation
+// module has them too, but importing it beside this module makes CFString, CFDictionary and
+// kCFBooleanTrue ambiguous, so they are offered here.
+public nonisolated(unsafe) let kCFBundleIdentifierKey: CFString! = ConstantString("CFBundleIdentifier")
+public nonisolated(unsafe) let kCFBundleNameKey: CFString! = ConstantString("CFBundleName")
+public nonisolated(unsafe) let kCFBundleVersionKey: CFString! = ConstantString("CFBundleVersion")
+public nonisolated(unsafe) let kCFBundleExecutableKey: CFString! = ConstantString("CFBundleExecutable")
+public nonisolated(unsafe) let kCFBundleInfoDictionaryVersionKey: CFString! = ConstantString("CFBundleInfoDictionaryVersion")
+public nonisolated(unsafe) let kCFBundleLocalizationsKey: CFString! = ConstantString("CFBundleLocalizations")
+public nonisolated(unsafe) let kCFBundleDevelopmentRegionKey: CFString! = ConstantString("CFBundleDevelopmentRegion")

@@ -164,6 +164,20 @@ enum ItemMapping {
                                                     kSecAttrKeyClassSymmetric as String: .secretKey]
     static let keyTypes: [String: KeyType] = [kSecAttrKeyTypeRSA as String: .rsa, kSecAttrKeyTypeECSECPrimeRandom as String: .ec]
 
+    /// Whether a password attribute holds the value it has when never set, which Apple's keychain
+    /// stores as NULL and leaves out of kSecReturnAttributes: the optional strings (not the
+    /// account), kSecAttrGeneric's empty data, kSecAttrIsInvisible and kSecAttrIsNegative false.
+    /// (kSecAttrSynchronizable false is returned: Apple's column defaults to 0.)
+    static func isUnsetByApple(_ bytes: [UInt8], as mapping: AttributeMapping) -> Bool {
+        switch mapping.kind {
+        case .string: return bytes.isEmpty && mapping.attribute != .account
+        case .data: return bytes.isEmpty
+        case .boolean:
+            return (mapping.attribute == .isInvisible || mapping.attribute == .isNegative) && AttributeValue.decodeBool(bytes) != true
+        default: return false
+        }
+    }
+
     /// The Apple-typed value of a stored attribute (for kSecReturnAttributes). A string attribute
     /// the caller stored as Data (`storedAsData`) comes back as Data, as on Apple platforms.
     static func decode(_ bytes: [UInt8], as mapping: AttributeMapping, storedAsData: Bool = false) -> Any? {

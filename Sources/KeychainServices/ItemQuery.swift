@@ -34,6 +34,8 @@ struct ItemQuery {
     var valueData: [UInt8]?
     var persistentRef: [UInt8]?
     var synchronizable: Synchronizable = .only(false)
+    /// Whether the dictionary gave kSecAttrSynchronizable (else `synchronizable` is the default).
+    var synchronizableGiven = false
     var limit: Limit?
     var returnData = false
     var returnAttributes = false
@@ -174,6 +176,7 @@ struct ItemQuery {
         for (key, value) in dictionary where key != kSecClass as String {
             if awaitingClass != nil, ItemMapping.isAttributeKey(key) { continue }
             if let mapping = mappings[key] {
+                if key == kSecAttrSynchronizable as String { synchronizableGiven = true }
                 if key == kSecAttrSynchronizable as String, ItemMapping.string(value) == kSecAttrSynchronizableAny as String {
                     synchronizable = .any
                     continue
@@ -363,8 +366,13 @@ struct ItemQuery {
         // stored digests match exact bytes only.
         let folded = caseInsensitive ? stringTypes : []
         template += attributes.filter { $0.type != .synchronizable && !folded.contains($0.type) }
-        if case .only(let flag) = synchronizable { template.append((.synchronizable, AttributeValue.bool(flag))) }
-        if let persistentRef, let uid = PersistentReference.uniqueID(persistentRef) { template.append((.uniqueID, uid)) }
+        let uniqueID = persistentRef.flatMap(PersistentReference.uniqueID)
+        // As securityd: a query that names neither kSecAttrSynchronizable nor a persistent
+        // reference sees only non-synchronizable items; a persistent reference finds its item either way.
+        if case .only(let flag) = synchronizable, synchronizableGiven || uniqueID == nil {
+            template.append((.synchronizable, AttributeValue.bool(flag)))
+        }
+        if let uniqueID { template.append((.uniqueID, uniqueID)) }
         return template
     }
 }

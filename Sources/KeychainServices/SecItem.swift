@@ -356,7 +356,7 @@ private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQ
                 for (key, mapping) in mappings {
                     guard let bytes = object[mapping.attribute],
                           let value = ItemMapping.decode(bytes, as: mapping, storedAsData: storedAsData.contains(mapping.attribute)) else { continue }
-                    if mapping.kind == .string, bytes.isEmpty, mapping.attribute != .account { continue }
+                    if ItemMapping.isUnsetByApple(bytes, as: mapping) { continue }
                     dictionary[key] = value
                 }
             }
