@@ -18,6 +18,9 @@ import KeychainCrypto
 /// encryption, SHA-256), started once per connection. Object authValues are never sent in the
 /// clear, and secrets crossing the bus (sensitive data of Create, ECDH results, unsealed data)
 /// are encrypted.
+///
+/// The swtpm TCTI writes with write(2), not send(MSG_NOSIGNAL): a swtpm that dies between
+/// accepting a command's connection and reading it could raise SIGPIPE in the process.
 public final class TPMConnection: @unchecked Sendable {
     /// How long a command may take before the connection gives up on the TPM.
     public struct Timeouts: Sendable {
@@ -221,6 +224,8 @@ public final class TPMConnection: @unchecked Sendable {
     }
 
     /// Creates an object under the primary key and returns its blob. Call with `lock` held.
+    /// Our copy of the sensitive part is wiped; tpm2-tss 3.2.1 keeps one of its own in the ESYS
+    /// context (`in.Create.inSensitiveData`) until the next Create or `Esys_Finalize`, unwiped.
     func create(_ template: TPM2B_PUBLIC, kind: TPMBlob.Kind, authValue: SecureBytes, data: SecureBytes?,
                 timeout: Int32) throws(TPMError) -> TPMBlob {
         var template = template
