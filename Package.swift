@@ -2,6 +2,7 @@
 // Keychain PKCS#11: a software PKCS#11 token whose objects are keychain items.
 // Layers (dependencies point down only), see Docs/architecture.md:
 //   PKCS11Module -> PKCS11 -> KeychainCore -> KeychainStore -> KeychainCrypto -> C modules
+//   KeychainTPM (the TPM through tpm2-tss) sits beside KeychainCrypto, over it
 import PackageDescription
 
 /// Absolute path of the package root: the linker runs elsewhere, so the export map needs it.
@@ -47,10 +48,19 @@ let package = Package(
         .systemLibrary(name: "CGcrypt", pkgConfig: "libgcrypt"),
         // sd-bus (libsystemd): keychaind listens to logind's sleep and session-lock signals.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd"),
+        // tpm2-tss (libtss2-dev): ESAPI, the TCTI loader, marshalling, Tss2_RC_Decode; the header
+        // re-exports the cast macros Swift cannot import.
+        .systemLibrary(name: "CTSS2", pkgConfig: "tss2-esys"),
 
         .target(
             name: "KeychainCrypto",
             dependencies: ["COpenSSL", "CGcrypt"],
+            swiftSettings: providerSwiftSettings
+        ),
+        // The TPM as a key store beside KeychainCrypto: connection, primary key, keys, sealing.
+        .target(
+            name: "KeychainTPM",
+            dependencies: ["CTSS2", "KeychainCrypto"],
             swiftSettings: providerSwiftSettings
         ),
         .target(
@@ -121,6 +131,7 @@ let package = Package(
         .executableTarget(name: "FuzzModule", dependencies: ["FuzzSupport", "PKCS11", "CPKCS11"]),
 
         .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
+        .testTarget(name: "KeychainTPMTests", dependencies: ["KeychainTPM", "KeychainCrypto"]),
         .testTarget(name: "KeychainStoreTests", dependencies: ["KeychainStore", "KeychainCrypto"]),
         .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainCore", "KeychainStore"]),
         .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainCore", "KeychainCrypto", "PKCS11", "CPKCS11",

@@ -27,6 +27,9 @@ packages=(
     # keychaind follows logind's sleep and session-lock signals through sd-bus; dbus-daemon and
     # dbus-send stand in for the system bus in test_unlock_session.sh
     libsystemd-dev dbus-daemon dbus-bin
+    # the TPM (KeychainTPM): tpm2-tss's ESAPI, TCTI loader and marshalling to build against, and
+    # swtpm as the TPM of the tests (Tests/KeychainTPMTests start one per test on 127.0.0.1)
+    libtss2-dev swtpm swtpm-tools
     # man reads the generated manual pages in test_install.sh
     man-db
     # the user guide's recipes (Tests/interop/recipes): curl with a TLS client key, git signing

@@ -5,7 +5,7 @@ import KeychainCrypto
 ///
 /// Sources, strongest first: environment (`KEYCHAIN_PKCS11_DIR`, `KEYCHAIN_PKCS11_KDF_LOG_N`),
 /// then the file named by `KEYCHAIN_PKCS11_CONF` (lines `key = value`, `#` comments: `directory`,
-/// `kdf_log_n`), then the defaults: `$XDG_DATA_HOME/keychain-pkcs11` (or
+/// `kdf_log_n`, …, `tcti`), then the defaults: `$XDG_DATA_HOME/keychain-pkcs11` (or
 /// `~/.local/share/keychain-pkcs11`) and scrypt N = 2^15, r = 8, p = 1.
 public struct Configuration: Sendable {
     public var directory: String
@@ -41,6 +41,10 @@ public struct Configuration: Sendable {
     /// private key to OpenSSL (`openssl_secure_heap = 1M|…|off`,
     /// KEYCHAIN_PKCS11_OPENSSL_SECURE_HEAP); 1 MiB by default. See `OpenSSLSecureHeap`.
     public var opensslSecureHeap: Int = OpenSSLSecureHeap.defaultSize
+    /// The TPM's tpm2-tss TCTI configuration (`tcti = …`, KEYCHAIN_PKCS11_TCTI), e.g.
+    /// `swtpm:host=127.0.0.1,port=2321`, or `none`. Nil: KeychainTPM's `TPMDevice.tcti(configured:)`
+    /// uses `device:/dev/tpmrm0` when it exists.
+    public var tcti: String?
 
     public init(directory: String, kdf: ScryptParameters = .interactive, defaultKeychain: String? = nil) {
         self.directory = directory
@@ -90,6 +94,7 @@ public struct Configuration: Sendable {
             // An unreadable value keeps the protection of the default size.
             configuration.opensslSecureHeap = OpenSSLSecureHeap.parseSize(text) ?? OpenSSLSecureHeap.defaultSize
         }
+        configuration.tcti = environment("KEYCHAIN_PKCS11_TCTI") ?? file["tcti"]
         // Every door reads its configuration through here before it handles a key; the size is
         // fixed when the heap is made (the first private key given to OpenSSL).
         OpenSSLSecureHeap.configure(size: configuration.opensslSecureHeap)

@@ -279,6 +279,10 @@ public final class SignatureOperation {
         guard case .ec(let curve) = key.kind else { return nil }
         return rawToDER(raw, width: curve.coordinateLength)
     }
+    /// r‖s of `coordinateLength` bytes each as DER, for signatures made outside OpenSSL (the TPM's).
+    public static func ecdsaDER(fromRaw raw: [UInt8], coordinateLength: Int) -> [UInt8]? {
+        rawToDER(raw, width: coordinateLength)
+    }
     public static func ecdsaRaw(fromDER der: [UInt8], key: AsymmetricKey) throws -> [UInt8] {
         guard case .ec(let curve) = key.kind else { return der }
         return try derToRaw(der, width: curve.coordinateLength)
