@@ -33,9 +33,8 @@ struct ItemQuery {
     private var awaitingClass: [String: Any]?
     var valueData: [UInt8]?
     var persistentRef: [UInt8]?
-    var synchronizable: Synchronizable = .only(false)
-    /// Whether the dictionary gave kSecAttrSynchronizable (else `synchronizable` is the default).
-    var synchronizableGiven = false
+    /// kSecAttrSynchronizable as the dictionary gave it; nil when it did not.
+    var synchronizable: Synchronizable?
     var limit: Limit?
     var returnData = false
     var returnAttributes = false
@@ -176,7 +175,6 @@ struct ItemQuery {
         for (key, value) in dictionary where key != kSecClass as String {
             if awaitingClass != nil, ItemMapping.isAttributeKey(key) { continue }
             if let mapping = mappings[key] {
-                if key == kSecAttrSynchronizable as String { synchronizableGiven = true }
                 if key == kSecAttrSynchronizable as String, ItemMapping.string(value) == kSecAttrSynchronizableAny as String {
                     synchronizable = .any
                     continue
@@ -369,8 +367,10 @@ struct ItemQuery {
         let uniqueID = persistentRef.flatMap(PersistentReference.uniqueID)
         // As securityd: a query that names neither kSecAttrSynchronizable nor a persistent
         // reference sees only non-synchronizable items; a persistent reference finds its item either way.
-        if case .only(let flag) = synchronizable, synchronizableGiven || uniqueID == nil {
-            template.append((.synchronizable, AttributeValue.bool(flag)))
+        switch synchronizable {
+        case .only(let flag)?: template.append((.synchronizable, AttributeValue.bool(flag)))
+        case nil where uniqueID == nil: template.append((.synchronizable, AttributeValue.bool(false)))
+        case .any?, nil: break
         }
         if let uniqueID { template.append((.uniqueID, uniqueID)) }
         return template

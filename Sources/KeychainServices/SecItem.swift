@@ -16,7 +16,7 @@ public func SecItemAdd(_ attributes: [String: Any], _ result: UnsafeMutablePoint
         guard query.limit == nil, query.persistentRef == nil, !query.hasMatchKeys, query.itemList == nil else {
             throw ItemError(errSecParam, "search keys are not allowed when adding")
         }
-        if case .any = query.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
+        if case .any? = query.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
         return try KeychainAccess.shared.with(label: query.keychainLabel, context: query.context) { keychain, master in
             let uid = try UniqueID.random()
             let object = ItemMapping.recordingStoredTypes(try newObject(query, uniqueID: uid.text), asData: query.givenAsData)
@@ -143,7 +143,7 @@ private struct ItemChanges {
               changes.valueReference == nil, changes.operationPrompt == nil, changes.itemList == nil else {
             throw ItemError(errSecParam, "only attributes and kSecValueData can be updated")
         }
-        if case .any = changes.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
+        if case .any? = changes.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
         var updates = changes.attributes
         if let data = changes.valueData { updates.append((.value, data)) }
         // A new kSecAttrAccessible moves the item to another protection class (and so, possibly,

@@ -83,10 +83,7 @@ public final class TPMConnection: @unchecked Sendable {
             if closedBy == nil {
                 // Best effort, bounded like any command: a transient object or session left in a
                 // TPM without a resource manager takes one of its few slots until a restart.
-                for handle in [session, primary] where handle != ESYS_TR(ESYS_TR_NONE) {
-                    try? execute("Esys_FlushContext", timeout: timeouts.command,
-                                 start: { Esys_FlushContext_Async($0, handle) }, finish: { Esys_FlushContext_Finish($0) })
-                }
+                for handle in [session, primary] where handle != ESYS_TR(ESYS_TR_NONE) { try? flush(handle) }
             }
             var context: OpaquePointer? = esys
             Esys_Finalize(&context)
@@ -105,7 +102,7 @@ public final class TPMConnection: @unchecked Sendable {
     func execute(_ name: String, timeout: Int32,
                  start: (OpaquePointer) -> TSS2_RC, finish: (OpaquePointer) -> TSS2_RC) throws(TPMError) {
         if let closedBy { throw TPMError(.connectionClosed, "the TPM connection was closed by an earlier failure (\(closedBy.reason))") }
-        guard let esys else { throw TPMError(.connectionClosed, "the TPM connection is not open") }
+        let esys = try context()
         var rc = start(esys)
         guard rc == 0 else { throw failure(rc, name) }
         let deadline = Self.now() + Int64(timeout)
@@ -121,6 +118,12 @@ public final class TPMConnection: @unchecked Sendable {
             if rc == 0 { return }
             guard rc & 0xFFFF == kc_TSS2_BASE_RC_TRY_AGAIN, rc & kc_TSS2_RC_LAYER_MASK != 0 else { throw failure(rc, name) }
         }
+    }
+
+    /// The ESYS context, while the connection has one.
+    private func context() throws(TPMError) -> OpaquePointer {
+        guard let esys else { throw TPMError(.connectionClosed, "the TPM connection is not open") }
+        return esys
     }
 
     /// The error of a failed command; a transport failure closes the connection.
@@ -180,7 +183,7 @@ public final class TPMConnection: @unchecked Sendable {
     /// command's first parameter, `encrypt` the response's (each only where that is a TPM2B).
     func useSession(decrypt: Bool, encrypt: Bool) throws(TPMError) -> ESYS_TR {
         let (_, session) = try ready()
-        guard let esys else { throw TPMError(.connectionClosed, "the TPM connection is not open") }
+        let esys = try context()
         var attributes = kc_TPMA_SESSION_CONTINUESESSION
         if decrypt { attributes |= kc_TPMA_SESSION_DECRYPT }
         if encrypt { attributes |= kc_TPMA_SESSION_ENCRYPT }
@@ -193,7 +196,7 @@ public final class TPMConnection: @unchecked Sendable {
     /// copy with zeros. Call with `lock` held.
     func withAuthorization<R>(_ handle: ESYS_TR, _ authValue: SecureBytes,
                               _ body: () throws(TPMError) -> R) throws(TPMError) -> R {
-        guard let esys else { throw TPMError(.connectionClosed, "the TPM connection is not open") }
+        let esys = try context()
         var auth = try authValue.authorization(what: "the authValue")
         let rc = Esys_TR_SetAuth(esys, handle, &auth)
         TPMBuffer.wipe(&auth)
@@ -203,6 +206,16 @@ public final class TPMConnection: @unchecked Sendable {
             _ = Esys_TR_SetAuth(esys, handle, &empty)
         }
         return try body()
+    }
+
+    /// Runs one command on the loaded object `handle` with its authValue, through the session
+    /// (`start` gets the context and the session). Call with `lock` held.
+    func executeAuthorized(_ name: String, on handle: ESYS_TR, authValue: SecureBytes, decrypt: Bool, encrypt: Bool,
+                           start: (OpaquePointer, ESYS_TR) -> TSS2_RC, finish: (OpaquePointer) -> TSS2_RC) throws(TPMError) {
+        let session = try useSession(decrypt: decrypt, encrypt: encrypt)
+        try withAuthorization(handle, authValue) { () throws(TPMError) in
+            try execute(name, timeout: timeouts.command, start: { start($0, session) }, finish: finish)
+        }
     }
 
     /// Flushes a transient object (a loaded key). Call with `lock` held.

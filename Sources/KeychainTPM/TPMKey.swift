@@ -94,12 +94,9 @@ public final class TPMKey: @unchecked Sendable {
         defer { Esys_Free(signature) }
         let handle = handle
         try connection.lock.withLock { () throws(TPMError) in
-            let session = try connection.useSession(decrypt: true, encrypt: false)
-            try connection.withAuthorization(handle, authValue) { () throws(TPMError) in
-                try connection.execute("Esys_Sign", timeout: connection.timeouts.command, start: {
-                    Esys_Sign_Async($0, handle, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &input, &scheme, &validation)
-                }, finish: { Esys_Sign_Finish($0, &signature) })
-            }
+            try connection.executeAuthorized("Esys_Sign", on: handle, authValue: authValue, decrypt: true, encrypt: false, start: {
+                Esys_Sign_Async($0, handle, $1, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &input, &scheme, &validation)
+            }, finish: { Esys_Sign_Finish($0, &signature) })
         }
         guard let signature else { throw .invalidInput("Esys_Sign returned no signature") }
         if type.isEC {
@@ -143,12 +140,9 @@ public final class TPMKey: @unchecked Sendable {
         defer { TPMBuffer.wipeAndFree(output) }
         let handle = handle
         try connection.lock.withLock { () throws(TPMError) in
-            let session = try connection.useSession(decrypt: true, encrypt: true)
-            try connection.withAuthorization(handle, authValue) { () throws(TPMError) in
-                try connection.execute("Esys_ECDH_ZGen", timeout: connection.timeouts.command, start: {
-                    Esys_ECDH_ZGen_Async($0, handle, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &input)
-                }, finish: { Esys_ECDH_ZGen_Finish($0, &output) })
-            }
+            try connection.executeAuthorized("Esys_ECDH_ZGen", on: handle, authValue: authValue, decrypt: true, encrypt: true, start: {
+                Esys_ECDH_ZGen_Async($0, handle, $1, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &input)
+            }, finish: { Esys_ECDH_ZGen_Finish($0, &output) })
         }
         guard let output, let secret = TPMBuffer.secureBytes(output.pointee.point.x.buffer, size: output.pointee.point.x.size, paddedTo: width) else {
             throw .invalidInput("the TPM's shared point does not fit the curve")

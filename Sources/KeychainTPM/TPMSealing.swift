@@ -20,14 +20,11 @@ extension TPMConnection {
         return try lock.withLock { () throws(TPMError) in
             let handle = try load(blob)
             defer { try? flush(handle) }
-            let session = try useSession(decrypt: false, encrypt: true)
             var output: UnsafeMutablePointer<TPM2B_SENSITIVE_DATA>?
             defer { TPMBuffer.wipeAndFree(output) }
-            try withAuthorization(handle, authValue) { () throws(TPMError) in
-                try execute("Esys_Unseal", timeout: timeouts.command, start: {
-                    Esys_Unseal_Async($0, handle, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE))
-                }, finish: { Esys_Unseal_Finish($0, &output) })
-            }
+            try executeAuthorized("Esys_Unseal", on: handle, authValue: authValue, decrypt: false, encrypt: true, start: {
+                Esys_Unseal_Async($0, handle, $1, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE))
+            }, finish: { Esys_Unseal_Finish($0, &output) })
             guard let output, let secret = TPMBuffer.secureBytes(output.pointee.buffer, size: output.pointee.size,
                                                                 paddedTo: Int(output.pointee.size)) else {
                 throw .invalidInput("Esys_Unseal returned no data")

@@ -130,9 +130,8 @@ final class ModuleState: @unchecked Sendable {
     /// loads the module into every program that lists its modules, as every user, and loading
     /// only looks; the folder appears with the first keychain (`KeychainDirectory.create`).
     func start() throws(CKError) {
-        if access(directory.path, F_OK) == 0 {
-            do { try KeychainDirectory.checkSafe(directory.path, what: "keychain folder") } catch { logger.warning("keychain directory: \(error)") }
-        }
+        // (checkSafe passes a folder that does not exist yet.)
+        do { try KeychainDirectory.checkSafe(directory.path, what: "keychain folder") } catch { logger.warning("keychain directory: \(error)") }
         tables.writing { slots.refresh(directory: directory, keepingSlotsWith: []) }
     }
 

@@ -111,15 +111,11 @@ uid=$(id -u "$user")
 runtime="/run/user/$uid"
 [ -e "$runtime" ] && fail "$runtime exists already"
 mkdir -p "$runtime" && chown "$user:$user" "$runtime" && chmod 700 "$runtime"
-as_user() {
-    setpriv --reuid="$uid" --regid="$uid" --init-groups \
-        env -i HOME="$home" USER="$user" LOGNAME="$user" PATH=/usr/bin:/bin XDG_RUNTIME_DIR="$runtime" LANG=C.UTF-8 "$@"
-}
+user_session=(setpriv --reuid="$uid" --regid="$uid" --init-groups
+    env -i HOME="$home" USER="$user" LOGNAME="$user" PATH=/usr/bin:/bin XDG_RUNTIME_DIR="$runtime" LANG=C.UTF-8)
+as_user() { "${user_session[@]}" "$@"; }
 # The same, replacing the calling (sub)shell: its PID becomes the program's.
-exec_as_user() {
-    exec setpriv --reuid="$uid" --regid="$uid" --init-groups \
-        env -i HOME="$home" USER="$user" LOGNAME="$user" PATH=/usr/bin:/bin XDG_RUNTIME_DIR="$runtime" LANG=C.UTF-8 "$@"
-}
+exec_as_user() { exec "${user_session[@]}" "$@"; }
 printf 'so-secret-1\n' | as_user tee "$home/so.pin" >/dev/null
 printf '%s\n' "$password" | as_user tee "$home/user.pin" >/dev/null
 # The module is now loaded by every program that lists p11-kit's modules, for every user: a user
