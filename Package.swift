@@ -2,7 +2,7 @@
 // Keychain PKCS#11: a software PKCS#11 token whose objects are keychain items.
 // Layers (dependencies point down only), see Docs/architecture.md:
 //   PKCS11Module -> PKCS11 -> KeychainCore -> KeychainStore -> KeychainCrypto -> C modules
-//   KeychainTPM (the TPM through tpm2-tss) sits beside KeychainCrypto, over it
+//   KeychainTPM (the TPM through tpm2-tss) sits beside KeychainStore, over KeychainCrypto; KeychainCore uses both
 import PackageDescription
 
 /// Absolute path of the package root: the linker runs elsewhere, so the export map needs it.
@@ -70,7 +70,7 @@ let package = Package(
         ),
         .target(
             name: "KeychainCore",
-            dependencies: ["KeychainStore", "KeychainCrypto"],
+            dependencies: ["KeychainStore", "KeychainCrypto", "KeychainTPM"],
             swiftSettings: providerSwiftSettings
         ),
         // The SecItem API over KeychainCore, for Swift programs (uses Foundation; not in the module).
@@ -131,14 +131,16 @@ let package = Package(
         .executableTarget(name: "FuzzModule", dependencies: ["FuzzSupport", "PKCS11", "CPKCS11"]),
 
         .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
-        .testTarget(name: "KeychainTPMTests", dependencies: ["KeychainTPM", "KeychainCrypto"]),
+        // A fresh swtpm per test (Debian's swtpm on 127.0.0.1), for every test target that needs a TPM.
+        .target(name: "TPMTestSupport", path: "Tests/TPMTestSupport"),
+        .testTarget(name: "KeychainTPMTests", dependencies: ["KeychainTPM", "KeychainCrypto", "TPMTestSupport"]),
         .testTarget(name: "KeychainStoreTests", dependencies: ["KeychainStore", "KeychainCrypto"]),
-        .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainCore", "KeychainStore"]),
-        .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainCore", "KeychainCrypto", "PKCS11", "CPKCS11",
+        .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainCore", "KeychainStore", "TPMTestSupport"]),
+        .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainCore", "KeychainCrypto", "PKCS11", "CPKCS11", "TPMTestSupport",
                                                                 .product(name: "Crypto", package: "swift-crypto")]),
-        .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "CPKCS11", "KeychainCore"]),
+        .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "CPKCS11", "KeychainCore", "TPMTestSupport"]),
         .testTarget(name: "SecretServiceTests", dependencies: ["SecretService", "KeychainCore", "KeychainCrypto", "CSystemd", "BusSupport"]),
         // Apple's published samples, ported: each sample file imports only Apple's module names.
-        .testTarget(name: "AppleSampleTests", dependencies: ["Security", "LocalAuthentication", "CryptoKit", "KeychainCore"]),
+        .testTarget(name: "AppleSampleTests", dependencies: ["Security", "LocalAuthentication", "CryptoKit", "KeychainCore", "TPMTestSupport"]),
     ]
 )

@@ -37,6 +37,10 @@ public struct KeychainError: Error, Equatable, CustomStringConvertible {
         case protectionUnavailable
         /// The keychain folder or file belongs to another user or is writable by others.
         case unsafePermissions
+        /// No TPM here (none configured, no /dev/tpmrm0, or `tcti = none`): no Secure Enclave.
+        case tpmUnavailable
+        /// The TPM answered an error, did not answer in time, or cannot load a key made elsewhere.
+        case tpmFailure
     }
 
     public let code: Code

@@ -24,6 +24,9 @@ struct ItemError: Error {
         case .storageFull, .storageFailure, .unsafePermissions: self.init(errSecIO, error.reason)
         case .deviceKeyUnavailable: self.init(errSecNotAvailable, error.reason)
         case .protectionUnavailable: self.init(errSecInteractionNotAllowed, error.reason)
+        // No Secure Enclave: what Apple answers on a device without one.
+        case .tpmUnavailable: self.init(errSecUnimplemented, error.reason)
+        case .tpmFailure: self.init(errSecInternalComponent, error.reason)
         default: self.init(errSecParam, error.reason)
         }
     }

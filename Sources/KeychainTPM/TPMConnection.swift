@@ -142,6 +142,12 @@ public final class TPMConnection: @unchecked Sendable {
 
     // MARK: Primary key and session
 
+    /// Makes the primary key and the session now (each command does it on first use): whether
+    /// this TPM answers and can hold our keys.
+    public func prepare() throws(TPMError) {
+        try lock.withLock { () throws(TPMError) in _ = try ready() }
+    }
+
     /// The primary key and the HMAC session, made on first use. Call with `lock` held.
     func ready() throws(TPMError) -> (primary: ESYS_TR, session: ESYS_TR) {
         if primary == ESYS_TR(ESYS_TR_NONE) {

@@ -69,7 +69,7 @@ public struct TPMError: Error, Equatable, CustomStringConvertible, Sendable {
 
         /// Whether the transport failed (TCTI layer, or tpm2-tss's own I/O and connection codes):
         /// the connection cannot be trusted afterwards.
-        var isTransportFailure: Bool { layer == 10 || self == .timeout }
+        public var isTransportFailure: Bool { layer == 10 || self == .timeout }
     }
 }
 

@@ -60,6 +60,10 @@ public struct CKError: Error, Equatable, CustomStringConvertible {
         case .deviceKeyUnavailable: rv = CKR_DEVICE_ERROR
         case .protectionUnavailable: rv = CKR_USER_NOT_LOGGED_IN
         case .unsafePermissions: rv = CKR_DEVICE_ERROR
+        // A TPM key used where there is no TPM (C_GenerateKeyPair asking for one answers
+        // CKR_ATTRIBUTE_VALUE_INVALID before this).
+        case .tpmUnavailable: rv = CKR_DEVICE_REMOVED
+        case .tpmFailure: rv = CKR_DEVICE_ERROR
         }
         self.init(CK_RV(rv), error.reason)
     }

@@ -1,4 +1,5 @@
 import XCTest
+import TPMTestSupport
 import KeychainCrypto
 @testable import KeychainTPM
 

@@ -150,6 +150,8 @@ public enum AttributeTable {
         add(.isInvisible, .bool, [.settable, .copySettable], default: AttributeValue.bool(false))
         add(.isNegative, .bool, [.settable, .copySettable], default: AttributeValue.bool(false))
         add(.applicationTag, .bytes, [.settable, .copySettable, .indexed], default: [])
+        // Made inside the TPM (C_GenerateKeyPair only: KeyGeneration.enclaveObjects).
+        add(.tpm, .bool, [], default: no)
         // Certificates (§4.6)
         add(.certificateType, .ulong, [])
         add(.issuer, .bytes, [.computed, .indexed])
@@ -198,7 +200,7 @@ public enum AttributeTable {
     static let publicKey: [AttributeType] = commonKey + [.subject, .encrypt, .verify, .verifyRecover, .wrap, .trusted, .publicKeyInfo, .wrapTemplate]
     static let privateKey: [AttributeType] = commonKey + [.subject, .sensitive, .decrypt, .sign, .signRecover, .unwrap, .extractable, .applicationPassword,
                                                           .alwaysSensitive, .neverExtractable, .wrapWithTrusted, .alwaysAuthenticate, .publicKeyInfo,
-                                                          .unwrapTemplate]
+                                                          .unwrapTemplate, .tpm]
 
     /// The keychain-item attributes a data object carries (generic and internet passwords).
     static let itemAttributes: [AttributeType] = [.itemClass, .account, .generic, .comment, .itemDescription, .creator, .itemType, .accessGroup,

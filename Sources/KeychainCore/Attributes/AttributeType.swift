@@ -231,11 +231,18 @@ public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, C
     /// kSecAttrLabel…) the SecItem caller gave as CFData, as their types in CK_ULONGs, so that
     /// SecItemCopyMatching returns each in the type it was stored as (as Apple does).
     public static let dataTypedAttributes = AttributeType(vendorBase + 0x2B)
+    /// CKA_KC_TPM: CK_BBOOL on private keys, TRUE when the key was made inside the TPM and lives
+    /// there (Apple's kSecAttrTokenIDSecureEnclave). Given TRUE in C_GenerateKeyPair's private
+    /// template, it makes the key in the TPM; nothing else may set it.
+    public static let tpm = AttributeType(vendorBase + 0x2C)
+    /// Internal, never given to callers: a TPM key's `EnclaveKeyBlob` (the TPM's wrapped key, the
+    /// keychain serial and the salt of its authorisation).
+    public static let tpmBlob = AttributeType(vendorBase + 0x2D)
 
     /// Attributes the module keeps for itself: reading or searching them behaves as if absent.
     public var isInternal: Bool {
         self == .sealedSecrets || self == .applicationPasswordKDF || self == .alternativeSeal || self == .alternativeSealKDF
-            || self == .dataTypedAttributes
+            || self == .dataTypedAttributes || self == .tpmBlob
     }
 
     public static func < (lhs: AttributeType, rhs: AttributeType) -> Bool { lhs.rawValue < rhs.rawValue }

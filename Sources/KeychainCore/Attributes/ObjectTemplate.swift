@@ -24,6 +24,11 @@ public enum ObjectTemplate {
     /// resolved, every attribute checked against the table, defaults filled.
     static func assemble(_ template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool, generated: Set<AttributeType> = []) throws(KeychainError) -> ObjectAttributes {
         try checkNoDuplicates(template)
+        // Only a key made inside the TPM is one (KeyGeneration.enclaveObjects sets it after this):
+        // no import, unwrap, derivation or copy template can claim it.
+        if let value = template.first(where: { $0.type == .tpm })?.value, value != AttributeValue.bool(false) {
+            throw KeychainError(.attributeValueInvalid, "CKA_KC_TPM: only C_GenerateKeyPair makes a key in the TPM")
+        }
         guard let classValue = template.first(where: { $0.type == .objectClass })?.value else {
             throw KeychainError(.templateIncomplete, "CKA_CLASS is missing")
         }

@@ -156,7 +156,15 @@ public enum KeyGeneration {
     /// CKA_KEY_GEN_MECHANISM, computed attributes, and a shared default CKA_ID.
     public static func objects(for key: AsymmetricKey, request: Request, mechanism: UInt, publicTemplate: Template, privateTemplate: Template,
                                uniqueIDs: (public: [UInt8], private: [UInt8]), bySecurityOfficer: Bool) throws(KeychainError) -> (publicKey: ObjectAttributes, privateKey: ObjectAttributes) {
-        let material = try KeyFactory.generatedMaterial(key)
+        try objects(publicKey: key, material: try KeyFactory.generatedMaterial(key), request: request, mechanism: mechanism,
+                    publicTemplate: publicTemplate, privateTemplate: privateTemplate, uniqueIDs: uniqueIDs, bySecurityOfficer: bySecurityOfficer)
+    }
+
+    /// The pair's objects from `key` (private, or public for a TPM key: it fills the computed
+    /// attributes) and the material each half stores.
+    static func objects(publicKey key: AsymmetricKey, material: (publicKey: [AttributeType: [UInt8]], privateKey: [AttributeType: [UInt8]]),
+                        request: Request, mechanism: UInt, publicTemplate: Template, privateTemplate: Template,
+                        uniqueIDs: (public: [UInt8], private: [UInt8]), bySecurityOfficer: Bool) throws(KeychainError) -> (publicKey: ObjectAttributes, privateKey: ObjectAttributes) {
         let local: Template = [(.local, AttributeValue.bool(true)), (.keyGenMechanism, AttributeValue.ulong(mechanism))]
         func build(_ template: Template, objectClass: ObjectClass, parts: [AttributeType: [UInt8]], uniqueID: [UInt8]) throws(KeychainError) -> ObjectAttributes {
             var full = template.filter { $0.type != .objectClass && $0.type != .keyType && $0.type != .ecParams }

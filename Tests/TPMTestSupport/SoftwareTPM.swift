@@ -2,18 +2,21 @@ import Foundation
 import Glibc
 import XCTest
 
+/// Shared by the test targets that need a TPM (KeychainTPMTests, KeychainCoreTests, PKCS11Tests,
+/// KeychainServicesTests, AppleSampleTests).
+///
 /// A swtpm (Debian's `swtpm socket --tpm2`) on 127.0.0.1 with its own state folder: a fresh
 /// TPM, with its own seeds, for each instance. Started with Foundation's Process; stopped (or
 /// killed) by its PID.
-final class SoftwareTPM {
-    let port: UInt16
-    let folder: String
+public final class SoftwareTPM {
+    public let port: UInt16
+    public let folder: String
     private let process = Process()
 
     /// The TCTI configuration that reaches it.
-    var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
+    public var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
 
-    init() throws {
+    public init() throws {
         let program = "/usr/bin/swtpm"
         guard access(program, X_OK) == 0 else { throw XCTSkip("swtpm is missing (scripts/install-deps.sh installs it)") }
         folder = NSTemporaryDirectory() + "keychain-tpm-" + UUID().uuidString
@@ -45,7 +48,7 @@ final class SoftwareTPM {
     }
 
     /// Terminates it (SIGTERM) and waits; the state folder goes too.
-    func stop() {
+    public func stop() {
         if process.isRunning {
             kill(process.processIdentifier, SIGTERM)
             process.waitUntilExit()
@@ -54,7 +57,7 @@ final class SoftwareTPM {
     }
 
     /// Kills it without warning, as a TPM that goes away.
-    func kill9() {
+    public func kill9() {
         guard process.isRunning else { return }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
@@ -74,7 +77,7 @@ final class SoftwareTPM {
     }
 
     /// A socket bound to 127.0.0.1:`port` (0: any), and its port.
-    static func bindPort(_ port: UInt16) -> (socket: Int32, port: UInt16)? {
+    public static func bindPort(_ port: UInt16) -> (socket: Int32, port: UInt16)? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return nil }
         var address = sockaddr_in()
@@ -109,15 +112,15 @@ final class SoftwareTPM {
 /// power-on and NV-on commands (4 bytes each, answered with a 4-byte 0) from a thread, and its
 /// TPM port never accepts (TCP completes the handshake from the backlog), so commands go out and
 /// no answer comes back.
-final class SilentTPM {
-    let port: UInt16
+public final class SilentTPM {
+    public let port: UInt16
     private let tpmSocket: Int32
     private let platformSocket: Int32
     private let platform: Thread
 
-    var tcti: String { "mssim:host=127.0.0.1,port=\(port)" }
+    public var tcti: String { "mssim:host=127.0.0.1,port=\(port)" }
 
-    init() throws {
+    public init() throws {
         for _ in 0..<50 {
             guard let first = SoftwareTPM.bindPort(0) else { continue }
             guard first.port < UInt16.max, let second = SoftwareTPM.bindPort(first.port + 1) else { close(first.socket); continue }
@@ -152,6 +155,7 @@ final class SilentTPM {
     }
 }
 
-struct SoftwareTPMFailure: Error, CustomStringConvertible {
-    let description: String
+public struct SoftwareTPMFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(description: String) { self.description = description }
 }

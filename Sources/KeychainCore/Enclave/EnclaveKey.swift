@@ -1,0 +1,175 @@
+import KeychainCrypto
+import KeychainStore
+import KeychainTPM
+
+/// What a keychain keeps of a key made inside the TPM — and what CryptoKit's
+/// `SecureEnclave.P256…PrivateKey.dataRepresentation` is: the TPM's wrapped key plus what ties
+/// its use to one keychain.
+///
+/// Format, version 1: `"KCSE"` ‖ `01` ‖ length of the keychain's serial (1 byte) ‖ the serial
+/// (its 16 hexadecimal digits, as C_GetTokenInfo shows them) ‖ salt (32 bytes) ‖ the TPM blob
+/// (`TPMBlob`: only the TPM that made it can load it). The key's TPM authorisation is
+/// HKDF-SHA-256(the keychain's master key, salt, "keychain-pkcs11 tpm key auth"): the blob
+/// and the TPM sign nothing without the unlocked keychain, and the blob of another keychain's
+/// key cannot borrow this one's master key (another salt, checked serial).
+public struct EnclaveKeyBlob: Sendable, Equatable {
+    static let magic: [UInt8] = Array("KCSE".utf8)
+    static let version: UInt8 = 1
+    static let saltLength = 32
+
+    public let keychainSerial: String
+    public let salt: [UInt8]
+    public let tpmBlob: TPMBlob
+
+    init(keychainSerial: String, salt: [UInt8], tpmBlob: TPMBlob) {
+        self.keychainSerial = keychainSerial
+        self.salt = salt
+        self.tpmBlob = tpmBlob
+    }
+
+    public var bytes: [UInt8] {
+        Self.magic + [Self.version, UInt8(keychainSerial.utf8.count)] + Array(keychainSerial.utf8) + salt + tpmBlob.bytes
+    }
+
+    /// Reads a blob; anything but a whole one of this version (holding a key) is refused.
+    public init(bytes: [UInt8]) throws(KeychainError) {
+        let header = Self.magic.count + 2
+        guard bytes.count > header, bytes.starts(with: Self.magic) else {
+            throw KeychainError(.argumentsBad, "not a TPM key of this keychain (no KCSE header)")
+        }
+        guard bytes[Self.magic.count] == Self.version else {
+            throw KeychainError(.argumentsBad, "TPM key format \(bytes[Self.magic.count]) is not \(Self.version)")
+        }
+        let serialLength = Int(bytes[Self.magic.count + 1])
+        guard serialLength > 0, bytes.count > header + serialLength + Self.saltLength else {
+            throw KeychainError(.argumentsBad, "the TPM key is cut short")
+        }
+        let serial = Array(bytes[header..<(header + serialLength)])
+        guard serial.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || (0x41...0x46).contains($0) }) else {
+            throw KeychainError(.argumentsBad, "the TPM key names no keychain serial")
+        }
+        keychainSerial = String(decoding: serial, as: UTF8.self)
+        let saltStart = header + serialLength
+        salt = Array(bytes[saltStart..<(saltStart + Self.saltLength)])
+        do {
+            tpmBlob = try TPMBlob(bytes: Array(bytes[(saltStart + Self.saltLength)...]))
+        } catch {
+            throw KeychainError(.argumentsBad, "the TPM key's blob: \(error.reason)")
+        }
+        guard tpmBlob.kind == .key, tpmBlob.keyType != nil else { throw KeychainError(.argumentsBad, "the TPM blob holds no key") }
+    }
+
+    /// The blob a key object keeps (`CKA_KC_TPM` objects), nil for other objects.
+    public init?(of object: ObjectAttributes) throws(KeychainError) {
+        guard object.bool(.tpm), let bytes = object[.tpmBlob] else { return nil }
+        try self.init(bytes: bytes)
+    }
+}
+
+/// A key loaded in the TPM, ready to sign or agree keys there; its public half in OpenSSL's form.
+///
+/// A connection closed under it (timeout, TPM restarted) is replaced: the next operation loads the
+/// key again into the process's new connection, once.
+public final class EnclaveKey: @unchecked Sendable {
+    public let blob: EnclaveKeyBlob
+    public let type: TPMKeyType
+    /// The public key (verification, CKA_EC_POINT, SubjectPublicKeyInfo).
+    public let publicKey: AsymmetricKey
+    private let authValue: SecureBytes
+    private let lock = PThreadMutex(.plain)
+    private var loaded: TPMKey
+
+    init(blob: EnclaveKeyBlob, authValue: SecureBytes) throws(KeychainError) {
+        guard let type = blob.tpmBlob.keyType, let tpmPublic = blob.tpmBlob.publicKey else {
+            throw KeychainError(.argumentsBad, "the TPM blob holds no key")
+        }
+        self.blob = blob
+        self.type = type
+        self.authValue = authValue
+        publicKey = try Self.publicKey(tpmPublic)
+        loaded = try Self.load(blob.tpmBlob, authValue: authValue)
+    }
+
+    private static func load(_ blob: TPMBlob, authValue: SecureBytes) throws(KeychainError) -> TPMKey {
+        let connection = try EnclaveTPM.connection()
+        do { return try connection.loadKey(blob, authValue: authValue) } catch {
+            throw KeychainError(tpm: error, "cannot load the key into the TPM (a key made by another TPM, or a damaged blob)")
+        }
+    }
+
+    static func publicKey(_ key: TPMPublicKey) throws(KeychainError) -> AsymmetricKey {
+        do {
+            switch key {
+            case .ec(let type, let point): return try AsymmetricKey.ec(type == .ecP384 ? .p384 : .p256, point: point, scalar: nil)
+            case .rsa(let modulus, let exponent): return try AsymmetricKey.rsa(RSAComponents(modulus: modulus, publicExponent: exponent))
+            }
+        } catch {
+            throw KeychainError(.recordCorrupted, "the TPM key's public half is not a valid key: \(error)")
+        }
+    }
+
+    /// Runs `body` on the loaded key; after a transport failure, loads the key again into a new
+    /// connection and runs it once more.
+    private func run<R>(_ what: String, _ body: (TPMKey) throws(TPMError) -> R) throws(KeychainError) -> R {
+        let key = lock.withLock { loaded }
+        do { return try body(key) } catch where error.code.isTransportFailure || error.code == .connectionClosed || error.code == .timeout {
+            let fresh = try Self.load(blob.tpmBlob, authValue: authValue)
+            lock.withLock { loaded = fresh }
+            do { return try body(fresh) } catch { throw KeychainError(tpm: error, what) }
+        } catch {
+            throw KeychainError(tpm: error, what)
+        }
+    }
+
+    /// Signs a digest in the TPM: ECDSA r‖s, or RSASSA-PKCS1-v1_5 over a digest of 20, 32, 48
+    /// or 64 bytes (its hash named by its length).
+    public func sign(digest: [UInt8]) throws(KeychainError) -> [UInt8] {
+        try run("signing in the TPM") { (key: TPMKey) throws(TPMError) in try key.sign(digest: digest) }
+    }
+
+    /// ECDH in the TPM: the x-coordinate of the shared point with the peer's X9.62 uncompressed point.
+    public func sharedSecret(peerPoint: [UInt8]) throws(KeychainError) -> SecureBytes {
+        try run("key agreement in the TPM") { (key: TPMKey) throws(TPMError) in try key.sharedSecret(peerPoint: peerPoint) }
+    }
+}
+
+extension Keychain {
+    /// The keychain's serial number (16 hexadecimal digits), as CK_TOKEN_INFO shows it.
+    public func serialNumber() throws(KeychainError) -> String {
+        try lock.withLock { () throws(KeychainError) in
+            String(decoding: try translatingErrors { try store.metaBlob(Meta.serial) } ?? [], as: UTF8.self)
+        }
+    }
+
+    /// The TPM authorisation of one of this keychain's TPM keys.
+    static func enclaveAuthValue(salt: [UInt8], master: MasterKey) throws(KeychainError) -> SecureBytes {
+        do { return try KeyDerivation.hkdf(key: master.key, salt: salt, info: Array("keychain-pkcs11 tpm key auth".utf8), length: 32) } catch {
+            throw KeychainError(.storageFailure, "cannot derive the TPM key's authorisation: \(error)")
+        }
+    }
+
+    /// Makes a key inside the TPM for this keychain (the caller stores it: `KeyGeneration.enclaveObjects`).
+    /// Needs the unlocked master key; `.tpmUnavailable` without a TPM.
+    public func createEnclaveKey(_ type: TPMKeyType, master: MasterKey) throws(KeychainError) -> EnclaveKey {
+        let serial = try serialNumber()
+        let salt: [UInt8]
+        do { salt = try Random.bytes(EnclaveKeyBlob.saltLength) } catch { throw KeychainError(.storageFailure, "random generator failed") }
+        let authValue = try Self.enclaveAuthValue(salt: salt, master: master)
+        let connection = try EnclaveTPM.connection()
+        let tpmBlob: TPMBlob
+        do { tpmBlob = try connection.createKey(type, authValue: authValue) } catch {
+            throw KeychainError(tpm: error, "cannot make the key in the TPM")
+        }
+        return try EnclaveKey(blob: EnclaveKeyBlob(keychainSerial: serial, salt: salt, tpmBlob: tpmBlob), authValue: authValue)
+    }
+
+    /// Loads one of this keychain's TPM keys (a stored object's blob, or a CryptoKit
+    /// `dataRepresentation`). A blob of another keychain is `.objectNotFound`; one made by another
+    /// TPM, or whose authorisation does not come from this master key, is `.tpmFailure`.
+    public func loadEnclaveKey(_ blob: EnclaveKeyBlob, master: MasterKey) throws(KeychainError) -> EnclaveKey {
+        guard blob.keychainSerial == (try serialNumber()) else {
+            throw KeychainError(.objectNotFound, "the TPM key belongs to another keychain (serial \(blob.keychainSerial))")
+        }
+        return try EnclaveKey(blob: blob, authValue: Self.enclaveAuthValue(salt: blob.salt, master: master))
+    }
+}

@@ -1,0 +1,80 @@
+import KeychainCrypto
+import KeychainTPM
+
+/// This process's TPM, the Linux counterpart of Apple's Secure Enclave (Docs/architecture.md,
+/// "The TPM layer").
+///
+/// One connection per process, opened on first use from the configured TCTI
+/// (`KEYCHAIN_PKCS11_TCTI`, `tcti =`, else `device:/dev/tpmrm0` when it exists) and shared by
+/// every key loaded from it. The connection lives as long as something holds it (a loaded key
+/// holds its connection): when the last loaded key goes — logout, C_Finalize, the last SecKey
+/// released — it closes, so a TPM without a resource manager (swtpm, the simulator) is free for
+/// the next process. A connection closed by a failure (timeout, TPM gone) is replaced by a new
+/// one at the next call.
+public enum EnclaveTPM {
+    private static let lock = PThreadMutex(.plain)
+    private final class WeakConnection: @unchecked Sendable {
+        weak var connection: TPMConnection?
+    }
+    nonisolated(unsafe) private static let current = WeakConnection()
+    /// Command deadlines (tests shorten them through `withTimeouts`).
+    nonisolated(unsafe) private static var timeouts = TPMConnection.Timeouts.standard
+
+    /// The TCTI this process would open, or nil when it has no TPM (nothing configured and no
+    /// `/dev/tpmrm0`, or `tcti = none`). Says nothing about whether the TPM answers.
+    public static var configuredTCTI: String? {
+        TPMDevice.tcti(configured: Configuration.current().tcti)
+    }
+
+    /// Whether a TPM is configured and answers (its primary key is made, as every key needs it).
+    /// Apple's `SecureEnclave.isAvailable`.
+    public static var isAvailable: Bool {
+        guard configuredTCTI != nil else { return false }
+        do {
+            let connection = try connection()
+            try connection.prepare()
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// The process's open connection, opened now if there is none (or the last one failed).
+    /// `.tpmUnavailable` when no TPM is configured; `.tpmFailure` when it cannot be opened.
+    public static func connection() throws(KeychainError) -> TPMConnection {
+        guard let tcti = configuredTCTI else {
+            throw KeychainError(.tpmUnavailable, "this machine has no TPM (set KEYCHAIN_PKCS11_TCTI or `tcti` in the configuration file, or give /dev/tpmrm0)")
+        }
+        return try lock.withLock { () throws(KeychainError) in
+            if let open = current.connection, !open.isClosed, open.tcti == tcti { return open }
+            let opened: TPMConnection
+            do throws(TPMError) { opened = try TPMConnection(tcti: tcti, timeouts: timeouts) } catch {
+                throw KeychainError(tpm: error, "cannot open the TPM (\(tcti))")
+            }
+            current.connection = opened
+            return opened
+        }
+    }
+
+    /// Runs `body` with shorter (or longer) command deadlines for connections opened meanwhile.
+    public static func withTimeouts<R>(_ value: TPMConnection.Timeouts, _ body: () throws -> R) rethrows -> R {
+        let before = lock.withLock { () -> TPMConnection.Timeouts in
+            let old = timeouts
+            timeouts = value
+            return old
+        }
+        defer { lock.withLock { timeouts = before } }
+        return try body()
+    }
+}
+
+extension KeychainError {
+    /// A TPM failure in keychain terms: no TPM, or the TPM's own error with what was being done.
+    public init(tpm error: TPMError, _ doing: String) {
+        switch error.code {
+        case .noTPM: self.init(.tpmUnavailable, "\(doing): \(error.reason)")
+        case .invalidInput: self.init(.argumentsBad, "\(doing): \(error.reason)")
+        default: self.init(.tpmFailure, "\(doing): \(error)")
+        }
+    }
+}

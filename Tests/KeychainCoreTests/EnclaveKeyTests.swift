@@ -1,0 +1,103 @@
+import Glibc
+import XCTest
+import KeychainCrypto
+import KeychainTPM
+import TPMTestSupport
+@testable import KeychainCore
+
+/// Keys made inside the TPM for a keychain (swtpm, fresh per test): signing and ECDH there, the
+/// blob format, the authorisation tied to the keychain's master key, and no TPM.
+final class EnclaveKeyTests: KeychainFolderTestCase {
+    private var tpm: SoftwareTPM?
+
+    override func setUp() {
+        super.setUp()
+        setenv("KEYCHAIN_PKCS11_DEVICE_KEY", root + "/state/device-key", 1)
+    }
+
+    override func tearDown() {
+        tpm?.stop()
+        unsetenv("KEYCHAIN_PKCS11_TCTI")
+        super.tearDown()
+    }
+
+    private func startTPM() throws -> SoftwareTPM {
+        let started = try SoftwareTPM()
+        tpm = started
+        setenv("KEYCHAIN_PKCS11_TCTI", started.tcti, 1)
+        return started
+    }
+
+    private func unlocked(_ label: String) throws -> (Keychain, MasterKey) {
+        let keychain = try create(label)
+        return (keychain, try Array("1234".utf8).withUnsafeBytes { try keychain.unlock(.user, pin: $0) })
+    }
+
+    private func code(_ body: () throws -> Void) -> KeychainError.Code? {
+        do { try body(); return nil } catch { return (error as? KeychainError)?.code }
+    }
+
+    func test_a_P256_key_signs_and_agrees_in_the_TPM_and_reloads_from_its_blob() throws {
+        _ = try startTPM()
+        XCTAssertTrue(EnclaveTPM.isAvailable)
+        let (keychain, master) = try unlocked("enclave")
+        let key = try keychain.createEnclaveKey(.ecP256, master: master)
+        XCTAssertEqual(key.type, .ecP256)
+        let digest = try Digest.hash(.sha256, Array("message".utf8))
+        let signature = try key.sign(digest: digest)
+        XCTAssertEqual(signature.count, 64)
+        let verifier = try SignatureOperation(key: key.publicKey, scheme: .ecdsa(digest: nil), signing: false)
+        try digest.withUnsafeBytes { try verifier.update($0) }
+        XCTAssertTrue(try verifier.verify(signature))
+
+        // ECDH against a software key: both sides reach the same secret.
+        let peer = try AsymmetricKey.generate(.ec(.p256))
+        let inTPM = try key.sharedSecret(peerPoint: try peer.publicKey().ecPoint())
+        let inSoftware = try peer.sharedSecret(with: key.publicKey)
+        XCTAssertEqual(inTPM.bytes, inSoftware.bytes)
+
+        // The stored form round-trips and loads again with the same master key.
+        let blob = try EnclaveKeyBlob(bytes: key.blob.bytes)
+        XCTAssertEqual(blob, key.blob)
+        XCTAssertEqual(blob.keychainSerial, try keychain.serialNumber())
+        let again = try keychain.loadEnclaveKey(blob, master: master)
+        XCTAssertEqual(try again.publicKey.ecPoint(), try key.publicKey.ecPoint())
+        XCTAssertEqual(try again.sign(digest: digest).count, 64)
+    }
+
+    func test_the_blob_is_useless_to_another_keychain_or_without_the_right_master_key() throws {
+        _ = try startTPM()
+        let (keychain, master) = try unlocked("first")
+        let (other, otherMaster) = try unlocked("second")
+        let key = try keychain.createEnclaveKey(.ecP256, master: master)
+        XCTAssertEqual(code { _ = try other.loadEnclaveKey(key.blob, master: otherMaster) }, .objectNotFound)
+        // The right serial but another master key (as a thief who rewrote the serial would have):
+        // the TPM refuses the authorisation.
+        let forged = try EnclaveKeyBlob(bytes: key.blob.bytes)
+        let loaded = try EnclaveKey(blob: forged, authValue: Keychain.enclaveAuthValue(salt: forged.salt, master: otherMaster))
+        let digest = [UInt8](repeating: 7, count: 32)
+        XCTAssertEqual(code { _ = try loaded.sign(digest: digest) }, .tpmFailure)
+    }
+
+    func test_a_key_from_another_TPM_does_not_load() throws {
+        _ = try startTPM()
+        let (keychain, master) = try unlocked("moved")
+        let blob = try keychain.createEnclaveKey(.ecP256, master: master).blob
+        tpm?.stop()
+        _ = try startTPM()
+        XCTAssertEqual(code { _ = try keychain.loadEnclaveKey(blob, master: master) }, .tpmFailure)
+    }
+
+    func test_without_a_TPM_nothing_is_made_and_the_error_says_so() throws {
+        setenv("KEYCHAIN_PKCS11_TCTI", "none", 1)
+        XCTAssertFalse(EnclaveTPM.isAvailable)
+        let (keychain, master) = try unlocked("plain")
+        XCTAssertEqual(code { _ = try keychain.createEnclaveKey(.ecP256, master: master) }, .tpmUnavailable)
+    }
+
+    func test_damaged_blobs_are_refused_not_trusted() throws {
+        XCTAssertEqual(code { _ = try EnclaveKeyBlob(bytes: []) }, .argumentsBad)
+        XCTAssertEqual(code { _ = try EnclaveKeyBlob(bytes: Array("KCSE".utf8) + [2, 16]) }, .argumentsBad)
+        XCTAssertEqual(code { _ = try EnclaveKeyBlob(bytes: Array("KCSE".utf8) + [1, 16] + Array("0123456789abcdef".utf8) + [UInt8](repeating: 0, count: 40)) }, .argumentsBad)
+    }
+}
