@@ -19,8 +19,9 @@ import KeychainCrypto
 /// clear, and secrets crossing the bus (sensitive data of Create, ECDH results, unsealed data)
 /// are encrypted.
 ///
-/// The swtpm TCTI writes with write(2), not send(MSG_NOSIGNAL): a swtpm that dies between
-/// accepting a command's connection and reading it could raise SIGPIPE in the process.
+/// The socket TCTIs write with write(2), not send(MSG_NOSIGNAL): a TPM that goes away between
+/// connection and command would raise SIGPIPE in the host process. Every command runs with
+/// SIGPIPE blocked on its thread (`withoutSIGPIPE`), so it is an I/O error instead.
 public final class TPMConnection: @unchecked Sendable {
     /// How long a command may take before the connection gives up on the TPM.
     public struct Timeouts: Sendable {
@@ -86,9 +87,10 @@ public final class TPMConnection: @unchecked Sendable {
                 for handle in [session, primary] where handle != ESYS_TR(ESYS_TR_NONE) { try? flush(handle) }
             }
             var context: OpaquePointer? = esys
-            Esys_Finalize(&context)
+            // The TCTI says goodbye on its sockets (mssim: a session-end command).
+            Self.withoutSIGPIPE { Esys_Finalize(&context) }
         }
-        if tctiContext != nil { Tss2_TctiLdr_Finalize(&tctiContext) }
+        if tctiContext != nil { Self.withoutSIGPIPE { Tss2_TctiLdr_Finalize(&tctiContext) } }
     }
 
     /// Whether an earlier failure closed this connection.
@@ -101,6 +103,35 @@ public final class TPMConnection: @unchecked Sendable {
     /// have passed. Call with `lock` held.
     func execute(_ name: String, timeout: Int32,
                  start: (OpaquePointer) -> TSS2_RC, finish: (OpaquePointer) -> TSS2_RC) throws(TPMError) {
+        try Self.withoutSIGPIPE { () throws(TPMError) in try executeUnguarded(name, timeout: timeout, start: start, finish: finish) }
+    }
+
+    /// Runs `body` with SIGPIPE blocked on this thread: a socket TCTI (`swtpm:`, `mssim:`)
+    /// writing to a TPM that went away must give an I/O error, not kill the process the module
+    /// runs in (whose SIGPIPE disposition is its own). A SIGPIPE raised meanwhile is taken off
+    /// this thread's pending set before the mask is put back. Costs three system calls per command,
+    /// next to the milliseconds a TPM command takes.
+    static func withoutSIGPIPE<R, Failure: Error>(_ body: () throws(Failure) -> R) throws(Failure) -> R {
+        var pipe = sigset_t()
+        sigemptyset(&pipe)
+        sigaddset(&pipe, SIGPIPE)
+        var previous = sigset_t()
+        pthread_sigmask(SIG_BLOCK, &pipe, &previous)
+        defer {
+            if sigismember(&previous, SIGPIPE) == 0 {
+                var pending = sigset_t()
+                if sigpending(&pending) == 0, sigismember(&pending, SIGPIPE) == 1 {
+                    var now = timespec(tv_sec: 0, tv_nsec: 0)
+                    _ = sigtimedwait(&pipe, nil, &now)
+                }
+                pthread_sigmask(SIG_SETMASK, &previous, nil)
+            }
+        }
+        return try body()
+    }
+
+    private func executeUnguarded(_ name: String, timeout: Int32,
+                                  start: (OpaquePointer) -> TSS2_RC, finish: (OpaquePointer) -> TSS2_RC) throws(TPMError) {
         if let closedBy { throw TPMError(.connectionClosed, "the TPM connection was closed by an earlier failure (\(closedBy.reason))") }
         let esys = try context()
         var rc = start(esys)

@@ -114,6 +114,22 @@ final class TPMConnectionTests: XCTestCase {
         }
     }
 
+    func test_a_tpm_that_resets_the_connection_is_an_error_not_a_SIGPIPE() throws {
+        // The test process keeps SIGPIPE's default action (terminate): were a write to the reset
+        // socket to raise it, this test would kill the whole run.
+        let previous = signal(SIGPIPE, SIG_DFL)
+        defer { signal(SIGPIPE, previous) }
+        let slamming = try SilentTPM(slamming: true)
+        var connection: TPMConnection? = try TPMConnection(tcti: slamming.tcti, timeouts: TPMConnection.Timeouts(commandMilliseconds: 2_000, keyGenerationMilliseconds: 2_000))
+        usleep(100_000) // the reset has arrived before the first command is written
+        for _ in 0..<3 {
+            XCTAssertThrowsError(try connection?.supportedKeyTypes()) { XCTAssertNotNil($0 as? TPMError, "\($0)") }
+        }
+        XCTAssertEqual(connection?.isClosed, true)
+        // Closing writes the TCTI's goodbye to the reset socket.
+        connection = nil
+    }
+
     func test_tpm_that_stops_answering_times_out_within_its_limit() throws {
         let silent = try SilentTPM()
         let connection = try TPMConnection(tcti: silent.tcti, timeouts: TPMConnection.Timeouts(commandMilliseconds: 1_000, keyGenerationMilliseconds: 1_000))

@@ -120,7 +120,9 @@ public final class SilentTPM {
 
     public var tcti: String { "mssim:host=127.0.0.1,port=\(port)" }
 
-    public init() throws {
+    /// `slamming`: the TPM port accepts each connection and closes it at once, as a TPM process
+    /// that dies under its client: the client's first write draws a reset, its next one EPIPE.
+    public init(slamming: Bool = false) throws {
         for _ in 0..<50 {
             guard let first = SoftwareTPM.bindPort(0) else { continue }
             guard first.port < UInt16.max, let second = SoftwareTPM.bindPort(first.port + 1) else { close(first.socket); continue }
@@ -142,6 +144,16 @@ public final class SilentTPM {
                 }
             }
             platform.start()
+            if slamming {
+                let tpmListening = first.socket
+                Thread {
+                    while true {
+                        let connection = accept(tpmListening, nil, nil)
+                        guard connection >= 0 else { return }
+                        close(connection)
+                    }
+                }.start()
+            }
             return
         }
         throw SoftwareTPMFailure(description: "no two consecutive free ports")
