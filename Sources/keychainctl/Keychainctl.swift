@@ -40,6 +40,9 @@ struct Keychainctl: ParsableCommand {
     static func main() {
         var none = rlimit(rlim_cur: 0, rlim_max: 0)
         _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
+        // tpm2-tss prints its own error lines on stderr; keychainctl says what failed itself.
+        // A TSS2_LOG the user set (to debug the TPM) is kept.
+        setenv("TSS2_LOG", "all+none", 0)
         if CommandLine.arguments.dropFirst() == ["--version"] {
             printVersion()
             return

@@ -243,6 +243,8 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
     signal(SIGTERM) { _ in stopRequested = 1 }
     signal(SIGINT) { _ in stopRequested = 1 }
     signal(SIGPIPE, SIG_IGN)
+    // tpm2-tss's own error lines would go to the journal beside ours; TSS2_LOG set by the user is kept.
+    setenv("TSS2_LOG", "all+none", 0)
     let daemon = Daemon()
     var service: SecretServiceServer?
     if withSecretService {
