@@ -58,6 +58,10 @@ public struct TPMError: Error, Equatable, CustomStringConvertible, Sendable {
         public static let curve = Code(rawValue: 0x0A6)
         public static let keySize = Code(rawValue: 0x087)
 
+        /// TPM2_RC_OBJECT_MEMORY: no slot for one more loaded object (a TPM without a resource
+        /// manager, such as swtpm, holds a few).
+        public static let objectMemory = Code(rawValue: 0x902)
+
         /// The layer: 0 for the TPM, 6 for ESAPI, 10 for the TCTI, 0x4B for this layer.
         public var layer: UInt32 { (rawValue >> 16) & 0xFF }
 

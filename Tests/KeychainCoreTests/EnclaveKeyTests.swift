@@ -88,6 +88,22 @@ final class EnclaveKeyTests: KeychainFolderTestCase {
         XCTAssertEqual(code { _ = try keychain.loadEnclaveKey(blob, master: master) }, .tpmFailure)
     }
 
+    func test_more_keys_than_the_TPM_has_slots_take_turns() throws {
+        // swtpm, like the reference TPM, holds 3 loaded objects; the primary key takes one.
+        _ = try startTPM()
+        let (keychain, master) = try unlocked("many")
+        let keys = try (0..<5).map { _ in try keychain.createEnclaveKey(.ecP256, master: master) }
+        let digest = [UInt8](repeating: 3, count: 32)
+        for _ in 0..<2 {
+            for key in keys {
+                let signature = try key.sign(digest: digest)
+                let verifier = try SignatureOperation(key: key.publicKey, scheme: .ecdsa(digest: nil), signing: false)
+                try digest.withUnsafeBytes { try verifier.update($0) }
+                XCTAssertTrue(try verifier.verify(signature))
+            }
+        }
+    }
+
     func test_without_a_TPM_nothing_is_made_and_the_error_says_so() throws {
         setenv("KEYCHAIN_PKCS11_TCTI", "none", 1)
         XCTAssertFalse(EnclaveTPM.isAvailable)

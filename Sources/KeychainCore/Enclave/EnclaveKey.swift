@@ -77,7 +77,9 @@ public final class EnclaveKey: @unchecked Sendable {
     public let publicKey: AsymmetricKey
     private let authValue: SecureBytes
     private let lock = PThreadMutex(.plain)
-    private var loaded: TPMKey
+    /// The key's object in the TPM; nil after `unload` (another key needed the slot) until the
+    /// next use loads it again.
+    private var loaded: TPMKey?
 
     init(blob: EnclaveKeyBlob, authValue: SecureBytes) throws(KeychainError) {
         guard let type = blob.tpmBlob.keyType, let tpmPublic = blob.tpmBlob.publicKey else {
@@ -87,14 +89,30 @@ public final class EnclaveKey: @unchecked Sendable {
         self.type = type
         self.authValue = authValue
         publicKey = try Self.publicKey(tpmPublic)
-        loaded = try Self.load(blob.tpmBlob, authValue: authValue)
+        loaded = try load()
     }
 
-    private static func load(_ blob: TPMBlob, authValue: SecureBytes) throws(KeychainError) -> TPMKey {
+    /// Loads the key into the process's connection (making room if the TPM is full).
+    private func load() throws(KeychainError) -> TPMKey {
         let connection = try EnclaveTPM.connection()
-        do { return try connection.loadKey(blob, authValue: authValue) } catch {
+        let key: TPMKey
+        do {
+            key = try EnclaveTPM.withRoom(keeping: self) { () throws(TPMError) in try connection.loadKey(blob.tpmBlob, authValue: authValue) }
+        } catch {
             throw KeychainError(tpm: error, "cannot load the key into the TPM (a key made by another TPM, or a damaged blob)")
         }
+        EnclaveTPM.register(self)
+        return key
+    }
+
+    /// Lets go of the key's object in the TPM (flushed when the last operation using it ends).
+    func unload() {
+        let dropped = lock.withLock { () -> TPMKey? in
+            let current = loaded
+            loaded = nil
+            return current
+        }
+        _ = dropped // flushed here, outside the lock, when this is the last reference
     }
 
     static func publicKey(_ key: TPMPublicKey) throws(KeychainError) -> AsymmetricKey {
@@ -111,9 +129,15 @@ public final class EnclaveKey: @unchecked Sendable {
     /// Runs `body` on the loaded key; after a transport failure, loads the key again into a new
     /// connection and runs it once more.
     private func run<R>(_ what: String, _ body: (TPMKey) throws(TPMError) -> R) throws(KeychainError) -> R {
-        let key = lock.withLock { loaded }
-        do { return try body(key) } catch where error.code.isTransportFailure || error.code == .connectionClosed || error.code == .timeout {
-            let fresh = try Self.load(blob.tpmBlob, authValue: authValue)
+        let key: TPMKey
+        if let current = lock.withLock({ loaded }) {
+            key = current
+        } else {
+            key = try load()
+            lock.withLock { loaded = key }
+        }
+        do { return try body(key) } catch where error.code.isTransportFailure || error.code == .connectionClosed {
+            let fresh = try load()
             lock.withLock { loaded = fresh }
             do { return try body(fresh) } catch { throw KeychainError(tpm: error, what) }
         } catch {
@@ -157,7 +181,7 @@ extension Keychain {
         let authValue = try Self.enclaveAuthValue(salt: salt, master: master)
         let connection = try EnclaveTPM.connection()
         let tpmBlob: TPMBlob
-        do { tpmBlob = try connection.createKey(type, authValue: authValue) } catch {
+        do { tpmBlob = try EnclaveTPM.withRoom { () throws(TPMError) in try connection.createKey(type, authValue: authValue) } } catch {
             throw KeychainError(tpm: error, "cannot make the key in the TPM")
         }
         return try EnclaveKey(blob: EnclaveKeyBlob(keychainSerial: serial, salt: salt, tpmBlob: tpmBlob), authValue: authValue)

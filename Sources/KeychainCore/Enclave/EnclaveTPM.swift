@@ -56,6 +56,34 @@ public enum EnclaveTPM {
         }
     }
 
+    // MARK: Room for loaded objects
+
+    private final class WeakKey: @unchecked Sendable {
+        weak var key: EnclaveKey?
+        init(_ key: EnclaveKey) { self.key = key }
+    }
+    nonisolated(unsafe) private static var loadedKeys: [WeakKey] = []
+
+    /// Notes a key that holds an object loaded in the TPM, so that it can be asked to let go.
+    static func register(_ key: EnclaveKey) {
+        lock.withLock {
+            loadedKeys.removeAll { $0.key == nil }
+            if !loadedKeys.contains(where: { $0.key === key }) { loadedKeys.append(WeakKey(key)) }
+        }
+    }
+
+    /// Runs `body` (a TPM command that loads an object); when the TPM has no slot left
+    /// (TPM2_RC_OBJECT_MEMORY: swtpm and TPMs without a resource manager hold a few), this
+    /// process's loaded keys other than `keeping` let go of theirs — each loads itself again
+    /// at its next use — and `body` runs once more.
+    public static func withRoom<R>(keeping: EnclaveKey? = nil, _ body: () throws(TPMError) -> R) throws(TPMError) -> R {
+        do { return try body() } catch where error.code.response == .objectMemory {
+            let others = lock.withLock { loadedKeys.compactMap(\.key).filter { $0 !== keeping } }
+            for key in others { key.unload() }
+            return try body()
+        }
+    }
+
     /// Runs `body` with shorter (or longer) command deadlines for connections opened meanwhile.
     public static func withTimeouts<R>(_ value: TPMConnection.Timeouts, _ body: () throws -> R) rethrows -> R {
         let before = lock.withLock { () -> TPMConnection.Timeouts in
