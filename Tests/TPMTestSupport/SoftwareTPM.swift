@@ -1,6 +1,9 @@
 import Foundation
 import Glibc
+// A release build (scripts/build-release.sh) compiles every target and finds no XCTest there.
+#if canImport(XCTest)
 import XCTest
+#endif
 
 /// Shared by the test targets that need a TPM (KeychainTPMTests, KeychainCoreTests, PKCS11Tests,
 /// KeychainServicesTests, AppleSampleTests).
@@ -18,7 +21,13 @@ public final class SoftwareTPM {
 
     public init() throws {
         let program = "/usr/bin/swtpm"
-        guard access(program, X_OK) == 0 else { throw XCTSkip("swtpm is missing (scripts/install-deps.sh installs it)") }
+        guard access(program, X_OK) == 0 else {
+            #if canImport(XCTest)
+            throw XCTSkip("swtpm is missing (scripts/install-deps.sh installs it)")
+            #else
+            throw SoftwareTPMFailure(description: "swtpm is missing (scripts/install-deps.sh installs it)")
+            #endif
+        }
         folder = NSTemporaryDirectory() + "keychain-tpm-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         port = try Self.freePortPair()
