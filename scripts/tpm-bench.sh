@@ -47,7 +47,8 @@ stop_swtpm() {
 trap 'stop_swtpm; rm -rf "$work"' EXIT
 
 # --- the programs
-cc -O2 -Wall -Wextra -o "$work/esapi_sign" Benchmarks/esapi_sign.c $(pkg-config --cflags --libs tss2-esys tss2-tctildr)
+read -ra tss2 <<<"$(pkg-config --cflags --libs tss2-esys tss2-tctildr)"
+cc -O2 -Wall -Wextra -o "$work/esapi_sign" Benchmarks/esapi_sign.c "${tss2[@]}"
 cc -O2 -Wall -Wextra -IInclude -o "$work/p11_sign" Benchmarks/p11_sign.c -ldl
 
 if [ -z "${TPM_BENCH_MODULE:-}" ] || [ -z "${TPM_BENCH_SECKEY:-}" ]; then
@@ -75,7 +76,7 @@ fi
 [ -f "$tpm2_pkcs11" ] || { echo "tpm-bench: no libtpm2_pkcs11.so" >&2; exit 1; }
 
 # --- one swtpm for the whole run, fresh state, on a free pair of ports (TPM, control)
-for attempt in 1 2 3 4 5 6 7 8 9 10; do
+for _ in 1 2 3 4 5 6 7 8 9 10; do
     port=$((20000 + (RANDOM % 20000) * 2))
     mkdir -p "$work/swtpm"
     swtpm socket --tpm2 --server type=tcp,port=$port,bindaddr=127.0.0.1 --ctrl type=tcp,port=$((port + 1)),bindaddr=127.0.0.1 \
@@ -122,7 +123,7 @@ ours() {
 printf '#!/bin/sh\necho 1234\n' >"$work/prompt" && chmod 700 "$work/prompt"
 mkdir -p "$work/tpm2-pkcs11-store"
 
-for round in $(seq 1 "$rounds"); do
+for _ in $(seq 1 "$rounds"); do
     measure esapi "" "" "$work/esapi_sign" "$tcti" "$count" aes hmac password roundtrip
     measure tpm2-pkcs11 "" "" env TPM2_PKCS11_BACKEND=esysdb TPM2_PKCS11_STORE="$work/tpm2-pkcs11-store" TPM2_PKCS11_TCTI="$tcti" \
         "$work/p11_sign" "$tpm2_pkcs11" tpmbench 1234 "$count"

@@ -36,7 +36,8 @@ for _ in 1 2 3 4 5 6 7 8 9 10; do
     own=
 done
 [ -n "$own" ] || fail "the user's swtpm did not start: $(cat own.log)"
-cc -O2 -o esapi_sign "$root/Benchmarks/esapi_sign.c" $(pkg-config --cflags --libs tss2-esys tss2-tctildr) || fail "esapi_sign does not build"
+read -ra tss2 <<<"$(pkg-config --cflags --libs tss2-esys tss2-tctildr)"
+cc -O2 -o esapi_sign "$root/Benchmarks/esapi_sign.c" "${tss2[@]}" || fail "esapi_sign does not build"
 
 expect_status 0 "tpm-bench.sh" env TMPDIR="$WORK/tmp" TPM_BENCH_MODULE="$MODULE" TPM_BENCH_SECKEY="$bin/seckey-sign" \
     TPM_BENCH_RESULTS="$WORK/results" "$root/scripts/tpm-bench.sh" 20 1
@@ -50,8 +51,9 @@ while read -r who measure value unit; do
     expect_eq "$unit" "op/s" "the unit of $who $measure"
     case "$value" in
         pending) case " $PENDING_ALLOWED " in *" $who "*) echo "figure: $who $measure pending" ;; *) fail "$who $measure is pending" ;; esac ;;
-        *) [[ "$value" =~ ^[0-9]+(\.[0-9]+)?$ ]] && python3 -c "import sys; sys.exit(0 if float('$value') > 0 else 1)" ||
-            fail "$who $measure: [$value] is not a positive number" ;;
+        *) if ! [[ "$value" =~ ^[0-9]+(\.[0-9]+)?$ ]] || ! python3 -c "import sys; sys.exit(0 if float('$value') > 0 else 1)"; then
+               fail "$who $measure: [$value] is not a positive number"
+           fi ;;
     esac
 done < <(grep ' op/s$' results)
 for row in "esapi sign.ecdsa.p256.aes" "esapi sign.ecdsa.p256.hmac" "esapi sign.ecdsa.p256.password" "esapi roundtrip.getrandom" \
