@@ -114,6 +114,8 @@ let package = Package(
 
         // Apple's SecItem calls on the command line (the cross-door tests).
         .executableTarget(name: "secitem", dependencies: ["Security"]),
+        // SecKeyCreateSignature's signatures per second, an Apple-API program (scripts/tpm-bench.sh).
+        .executableTarget(name: "seckey-sign", dependencies: ["Security"], path: "Benchmarks/SecKeySign"),
 
         // The Secret Service's sd-bus object tables (C: Swift cannot build them).
         .target(name: "CSecretService", dependencies: ["CSystemd"]),

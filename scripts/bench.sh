@@ -16,6 +16,8 @@
 # BENCH_BASELINE=PATH/libkeychain-pkcs11.so adds an earlier build of this module to the same run
 # (single-thread measures, alternating with the others each round) and a "vs baseline" column:
 # how a change moved the figures, measured side by side on one machine.
+# BENCH_TPM=N adds the TPM rows after the table: scripts/tpm-bench.sh with N signatures per
+# measure and the same number of rounds (one swtpm; ESAPI, tpm2-pkcs11, this module, the Apple API).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -129,6 +131,11 @@ for m in order:
         line += f" {fmt(b):>10} {ratio(k, b):>12}"
     print(line)
 PY
+
+if [ -n "${BENCH_TPM:-}" ]; then
+    echo
+    scripts/tpm-bench.sh "$BENCH_TPM" "$rounds"
+fi
 
 if [ -n "$plot" ]; then
     # find time and resident memory against N, both tokens, log-log (gnuplot's png terminal).

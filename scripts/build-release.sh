@@ -6,7 +6,11 @@ cd "$(dirname "$0")/.."
 # Full RELRO (-z relro -z now): the dynamic relocations are resolved at load and then made
 # read-only, as Debian's hardening flags ask of every binary.
 flags=(-c release -Xswiftc -static-stdlib -Xlinker -s -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now)
-swift build "${flags[@]}"
+# The products by name: a plain `swift build` would also build every target, test support
+# (Tests/TPMTestSupport imports XCTest, which release builds do not find) included.
+for product in keychain-pkcs11 keychainctl keychaind secitem seckey-sign; do
+    swift build "${flags[@]}" --product "$product"
+done
 bin=$(swift build "${flags[@]}" --show-bin-path)
 # SwiftPM writes RUNPATH=$ORIGIN: a libcrypto.so.3 or libsqlite3.so.0 dropped beside the installed
 # module would be loaded before the system's. The shipped artifacts need no RUNPATH at all.
