@@ -47,7 +47,8 @@ extension KeyGeneration {
         let enclave: Template = [(.extractable, AttributeValue.bool(false)), (.sensitive, AttributeValue.bool(true))]
         let privateFull = privateTemplate.filter { ![AttributeType.extractable, .sensitive, .tpm].contains($0.type) } + enclave
         var pair = try objects(publicKey: key.publicKey, material: (material.publicKey, parameters), request: request, mechanism: mechanism,
-                               publicTemplate: publicTemplate, privateTemplate: privateFull, uniqueIDs: uniqueIDs, bySecurityOfficer: bySecurityOfficer)
+                               publicTemplate: publicTemplate, privateTemplate: privateFull, uniqueIDs: uniqueIDs, bySecurityOfficer: bySecurityOfficer,
+                               heldElsewhere: [.value, .privateExponent])
         pair.privateKey[.tpm] = AttributeValue.bool(true)
         pair.privateKey[.tpmBlob] = key.blob.bytes
         return pair
