@@ -178,6 +178,18 @@ final class TPMKeyTests: ModuleTestCase {
         XCTAssertEqual(find(session, [(Self.tpmAttribute, Self.yes)]), [key])
         XCTAssertEqual(find(session, [(Self.tpmBlobAttribute, [])]), [])
         XCTAssertEqual(find(session, [(UInt(CKA_VALUE), [UInt8](repeating: 0, count: 32)), (UInt(CKA_CLASS), Self.ulong(UInt(CKO_PRIVATE_KEY)))]), [])
+        // What the keychain stores for it (read through KeychainCore, decrypted): no private value,
+        // only the TPM's wrapped key in the KCSE format.
+        let files = KeychainDirectory(path: directory).keychainFiles()
+        XCTAssertEqual(files.count, 1)
+        let keychain = try Keychain.open(at: files.first ?? "")
+        let master = try userPIN.withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
+        let stored = try keychain.find([(.tpm, AttributeValue.bool(true))], master: master)
+        XCTAssertEqual(stored.count, 1)
+        let record = try keychain.object(id: stored.first?.id ?? 0, master: master)
+        XCTAssertNil(record[.value])
+        XCTAssertEqual(Array(record[.tpmBlob]?.prefix(4) ?? []), Array("KCSE".utf8))
+        XCTAssertEqual(try EnclaveKeyBlob(of: record)?.keychainSerial.count, 16)
     }
 
     func test_only_C_GenerateKeyPair_makes_a_TPM_key_and_the_attribute_never_changes() throws {
@@ -315,8 +327,13 @@ final class TPMKeyTests: ModuleTestCase {
     func test_an_RSA_2048_key_signs_DigestInfos_and_hashes_in_the_TPM() throws {
         _ = try requireTPM()
         let session = userSession()
+        // The TPM's key signs only: a template asking it to decrypt is inconsistent, and the role is FALSE by default.
+        _ = generate(session, UInt(CKM_RSA_PKCS_KEY_PAIR_GEN), public: [(UInt(CKA_MODULUS_BITS), Self.ulong(2048))],
+                     private: [(UInt(CKA_DECRYPT), Self.yes)], expect: CKR_TEMPLATE_INCONSISTENT)
         let pair = generate(session, UInt(CKM_RSA_PKCS_KEY_PAIR_GEN), public: [(UInt(CKA_MODULUS_BITS), Self.ulong(2048))],
-                            private: [(UInt(CKA_SIGN), Self.yes), (UInt(CKA_DECRYPT), Self.yes)])
+                            private: [(UInt(CKA_SIGN), Self.yes)])
+        XCTAssertEqual([CKA_SIGN, CKA_DECRYPT, CKA_UNWRAP, CKA_SIGN_RECOVER].map { value(session, pair.privateKey, UInt($0)).1 ?? [] },
+                       [Self.yes, Self.no, Self.no, Self.no])
         XCTAssertEqual(value(session, pair.privateKey, UInt(CKA_PUBLIC_EXPONENT)).1, [0x01, 0x00, 0x01])
         XCTAssertRV(value(session, pair.privateKey, UInt(CKA_PRIVATE_EXPONENT)).0, CKR_ATTRIBUTE_SENSITIVE)
         XCTAssertRV(value(session, pair.privateKey, UInt(CKA_PRIME_1)).0, CKR_ATTRIBUTE_SENSITIVE)
@@ -347,7 +364,9 @@ final class TPMKeyTests: ModuleTestCase {
         }
         let pss = CK_RSA_PKCS_PSS_PARAMS(hashAlg: CK_MECHANISM_TYPE(CKM_SHA256), mgf: CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA256), sLen: 32)
         XCTAssertRV(mechanism(UInt(CKM_SHA256_RSA_PKCS_PSS), parameter: pss) { p11.C_SignInit!(session, $0, pair.privateKey) }, CKR_MECHANISM_INVALID)
-        // Decryption would need the private key here: a TPM signing key does not.
+        // Decryption would need the private key here: refused even once the role is set afterwards.
+        XCTAssertRV(mechanism(UInt(CKM_RSA_PKCS)) { p11.C_DecryptInit!(session, $0, pair.privateKey) }, CKR_KEY_FUNCTION_NOT_PERMITTED)
+        XCTAssertRV(withTemplate([(UInt(CKA_DECRYPT), Self.yes)]) { p11.C_SetAttributeValue!(session, pair.privateKey, $0, $1) }, CKR_OK)
         XCTAssertRV(mechanism(UInt(CKM_RSA_PKCS)) { p11.C_DecryptInit!(session, $0, pair.privateKey) }, CKR_KEY_FUNCTION_NOT_PERMITTED)
     }
 
