@@ -439,6 +439,15 @@ typedef struct KC_GCM_PARAMS_WITHOUT_IV_BITS {
  * its pairs), and the MIME type of its secret. */
 #define CKA_KC_LOOKUP_ATTRIBUTES      (CKA_KC_VENDOR_BASE + 0x29UL) /* bytes */
 #define CKA_KC_CONTENT_TYPE           (CKA_KC_VENDOR_BASE + 0x2AUL) /* UTF-8 */
+/* On private keys: the key was made inside this machine's TPM 2.0 and never leaves it (the
+ * keychain keeps only the TPM's wrapped blob, usable with that TPM and the unlocked keychain).
+ * CK_BBOOL, default CK_FALSE. CK_TRUE is accepted only in the private-key template of
+ * C_GenerateKeyPair (EC P-256, P-384, RSA-2048 where the TPM offers them); there is no TPM, or
+ * it cannot make the key: CKR_ATTRIBUTE_VALUE_INVALID. In any other creation template, CK_TRUE is
+ * CKR_ATTRIBUTE_VALUE_INVALID; C_SetAttributeValue is CKR_ATTRIBUTE_READ_ONLY. Such keys sign
+ * (CKM_ECDSA, CKM_ECDSA_SHA*, CKM_RSA_PKCS, CKM_SHA*_RSA_PKCS) and derive (CKM_ECDH1_DERIVE) in
+ * the TPM only; see Docs/vendor-constants.md. */
+#define CKA_KC_TPM                    (CKA_KC_VENDOR_BASE + 0x2CUL) /* CK_BBOOL */
 
 /* ---- Cast macros re-exported as constants (Swift does not import casts) ---- */
 

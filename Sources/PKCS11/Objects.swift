@@ -163,7 +163,13 @@ extension ModuleState {
                 }
                 guard !type.isInternal, let value = current[type] else {
                     entries.markUnavailable(at: index)
-                    problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_TYPE_INVALID), "object has no attribute \(type)")
+                    // A key in the TPM has its secret parts there: they are sensitive, not absent.
+                    if current.bool(.tpm), current.isHidden(type), let objectClass = current.objectClass,
+                       AttributeTable.isValid(type, for: objectClass, keyType: current.keyType) {
+                        problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_SENSITIVE), "attribute \(type) of a key in the TPM never leaves it")
+                    } else {
+                        problem = problem ?? CKError(CK_RV(CKR_ATTRIBUTE_TYPE_INVALID), "object has no attribute \(type)")
+                    }
                     continue
                 }
                 if current.isHidden(type) {
@@ -198,6 +204,12 @@ extension ModuleState {
     func findObjectsInit(_ handle: CK_SESSION_HANDLE, template: Template) throws(CKError) {
         try withSession(handle) { session, token throws(CKError) in
             guard session.find == nil else { throw CKError(CK_RV(CKR_OPERATION_ACTIVE), "a search is already active") }
+            // Internal attributes (a TPM key's blob, sealed secrets) are no object's: nothing
+            // matches them, so a search cannot confirm a guess of one.
+            if template.contains(where: { $0.type.isInternal }) {
+                session.find = FindOperation(remaining: [])
+                return
+            }
             var found: [CK_OBJECT_HANDLE] = []
             let master = token.userMaster
             let rows = try translating { () throws(KeychainError) in try token.keychain.find(template, master: master) }

@@ -88,7 +88,8 @@ struct ItemDescription {
         case "certificate":
             return (object[.value].flatMap { try? Certificate(der: $0) }?.subjectSummary) ?? ""
         default:
-            return algorithm ?? ""
+            // A key made in the TPM says so where keys are listed.
+            return (algorithm ?? "") + (object.bool(.tpm) ? " (TPM)" : "")
         }
     }
 
@@ -164,6 +165,9 @@ struct ItemDescription {
             fields.append(Field(key: "sensitive", name: "Sensitive", value: .flag(object.bool(.sensitive))))
             fields.append(Field(key: "extractable", name: "Extractable", value: .flag(object.bool(.extractable))))
             fields.append(Field(key: "perUsePIN", name: "Per-use PIN", value: .flag(object.bool(.alwaysAuthenticate))))
+            if object.objectClass == .privateKey {
+                fields.append(Field(key: "tpm", name: "In the TPM", value: .flag(object.bool(.tpm))))
+            }
             let usages: [(AttributeType, String)] = [(.sign, "sign"), (.verify, "verify"), (.encrypt, "encrypt"), (.decrypt, "decrypt"),
                                                      (.wrap, "wrap"), (.unwrap, "unwrap"), (.derive, "derive")]
             fields.append(Field(key: "usage", name: "Usage", value: .list(usages.filter { object.bool($0.0) }.map(\.1))))

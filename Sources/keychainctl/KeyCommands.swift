@@ -68,10 +68,16 @@ struct GenerateKey: ParsableCommand {
         The private key is never extractable unless --extractable is given. Prints the key's PKCS#11 \
         URI and, for SSH, its authorized_keys line.
 
+        With --tpm the key is made inside this machine's TPM 2.0 (EC P-256 or P-384, RSA-2048 where \
+        the TPM offers them) and never leaves it: the keychain keeps only the TPM's wrapped key, \
+        which no other TPM can load, and using it needs the keychain unlocked. Without a TPM \
+        (no /dev/tpmrm0, KEYCHAIN_PKCS11_TCTI or tcti = none) the command fails with status 7.
+
         Examples:
           keychainctl generate-key --type ec --label ssh-laptop
           keychainctl generate-key --type rsa --bits 4096 --label tls-client --id 01
           keychainctl generate-key --type ed25519 --label signing --access-control user-presence
+          keychainctl generate-key --type ec --tpm --label ssh-this-machine
         """
     )
 
@@ -80,8 +86,8 @@ struct GenerateKey: ParsableCommand {
     @Option(help: "Key type: rsa, ec or ed25519.")
     var type: KeyAlgorithm
 
-    @Option(help: "RSA modulus size: 1024 to 8192 (2048 to 8192 under key_policy = modern).")
-    var bits: Int = 3072
+    @Option(help: "RSA modulus size: 1024 to 8192 (2048 to 8192 under key_policy = modern); default 3072, and 2048 (the only size) with --tpm.")
+    var bits: Int?
 
     @Option(help: "EC curve: p256, p384 or p521.")
     var curve: CurveChoice = .p256
@@ -99,9 +105,24 @@ struct GenerateKey: ParsableCommand {
                              visibility: .default))
     var hidePublicKey = false
 
+    @Flag(help: "Make the key inside this machine's TPM 2.0: it never leaves it (EC P-256/P-384, RSA-2048).")
+    var tpm = false
+
     @OptionGroup var access: AccessOptions
 
+    func validate() throws {
+        if tpm, extractable { throw ValidationError("--tpm and --extractable exclude each other: a key made in the TPM never leaves it") }
+        if tpm, type == .ed25519 { throw ValidationError("--tpm makes EC (p256, p384) and RSA-2048 keys, not Ed25519") }
+        if tpm, type == .ec, curve == .p521 { throw ValidationError("--tpm makes EC keys on p256 and p384, not p521") }
+        if tpm, type == .rsa, let bits, bits != 2048 { throw ValidationError("--tpm makes RSA keys of 2048 bits only") }
+    }
+
     func run() throws {
+        if tpm, EnclaveTPM.configuredTCTI == nil {
+            throw fail("--tpm: this machine has no TPM (no /dev/tpmrm0; name one with KEYCHAIN_PKCS11_TCTI or 'tcti =' in the configuration file).",
+                       status: ExitStatus.badInput)
+        }
+        let bits = self.bits ?? (tpm ? 2048 : 3072)
         let open = try selection.open()
         let master = try open.unlock()
         let kind: AsymmetricKind
@@ -124,15 +145,32 @@ struct GenerateKey: ParsableCommand {
             try KeyGeneration.request(keyType: keyType, publicTemplate: publicTemplate, privateTemplate: privateTemplate,
                                       policy: Configuration.current().keyPolicy)
         }
-        let key: AsymmetricKey
-        do { key = try AsymmetricKey.generate(request.kind, bits: request.bits) } catch {
-            throw fail("key generation failed: \(error).", status: ExitStatus.failure)
-        }
         let publicUID = try PasswordItems.newUniqueID()
         let privateUID = try PasswordItems.newUniqueID()
-        let objects = try open.run { () throws(KeychainError) in
-            try KeyGeneration.objects(for: key, request: request, mechanism: KeyStorage.mechanism(request.kind), publicTemplate: publicTemplate,
-                                      privateTemplate: privateTemplate, uniqueIDs: (publicUID.text, privateUID.text), bySecurityOfficer: false)
+        let key: AsymmetricKey
+        let objects: (publicKey: ObjectAttributes, privateKey: ObjectAttributes)
+        if tpm {
+            // The same path as C_GenerateKeyPair with CKA_KC_TPM: the TPM makes the key, the
+            // keychain keeps its wrapped blob.
+            let enclave: EnclaveKey
+            do { enclave = try open.keychain.createEnclaveKey(for: request, master: master) } catch {
+                // The core's reason names the PKCS#11 attribute; here the option is what was asked for.
+                let reason = error.reason.hasPrefix("CKA_KC_TPM: ") ? String(error.reason.dropFirst("CKA_KC_TPM: ".count)) : error.reason
+                throw fail("--tpm: \(reason).", status: error.code == .attributeValueInvalid ? ExitStatus.badInput : ExitStatus.failure)
+            }
+            key = enclave.publicKey
+            objects = try open.run { () throws(KeychainError) in
+                try KeyGeneration.enclaveObjects(for: enclave, request: request, mechanism: KeyStorage.mechanism(request.kind), publicTemplate: publicTemplate,
+                                                 privateTemplate: privateTemplate, uniqueIDs: (publicUID.text, privateUID.text), bySecurityOfficer: false)
+            }
+        } else {
+            do { key = try AsymmetricKey.generate(request.kind, bits: request.bits) } catch {
+                throw fail("key generation failed: \(error).", status: ExitStatus.failure)
+            }
+            objects = try open.run { () throws(KeychainError) in
+                try KeyGeneration.objects(for: key, request: request, mechanism: KeyStorage.mechanism(request.kind), publicTemplate: publicTemplate,
+                                          privateTemplate: privateTemplate, uniqueIDs: (publicUID.text, privateUID.text), bySecurityOfficer: false)
+            }
         }
         try open.run { () throws(KeychainError) in
             try open.keychain.transaction { () throws(KeychainError) in
@@ -142,7 +180,7 @@ struct GenerateKey: ParsableCommand {
         }
         open.forgetNames()
         let privateKey = try open.describe(objects.privateKey)
-        print("Generated \(privateKey.algorithm ?? "key") '\(label)'")
+        print("Generated \(privateKey.algorithm ?? "key") '\(label)'\(tpm ? " in the TPM" : "")")
         print("Private key: \(privateKey.uri.text)")
         print("Public key:  \(try open.describe(objects.publicKey).uri.text)")
         if let line = KeyStorage.sshLine(key, comment: label) { print("SSH:         \(line)") }

@@ -241,7 +241,9 @@ public enum AttributeTable {
     static let keyItemAttributes: [AttributeType] = [.itemClass, .applicationTag, .accessGroup, .synchronizable, .accessible, .accessControl, .creator]
 
     private static func keySchema(_ base: [AttributeType], material: [AttributeType], required: [AttributeType]) -> Schema {
-        Schema(attributes: Set(storage + base + material + keyItemAttributes), required: Set(required), fixed: Set(material + [.itemClass]),
+        // CKA_KC_TPM says where the key lives: fixed when it is made (C_SetAttributeValue of it is
+        // CKR_ATTRIBUTE_READ_ONLY, even with its own value).
+        Schema(attributes: Set(storage + base + material + keyItemAttributes), required: Set(required), fixed: Set(material + [.itemClass, .tpm]),
                defaults: base == publicKey ? publicByDefault : [:])
     }
 

@@ -22,7 +22,10 @@ public enum ObjectTemplate {
 
     /// The object a template describes, before key material is examined: class and key type
     /// resolved, every attribute checked against the table, defaults filled.
-    static func assemble(_ template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool, generated: Set<AttributeType> = []) throws(KeychainError) -> ObjectAttributes {
+    /// `heldElsewhere`: required attributes the object does not hold, its key material being
+    /// inside the TPM (a CKA_KC_TPM private key has no CKA_VALUE or private exponent here).
+    static func assemble(_ template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool, generated: Set<AttributeType> = [],
+                         heldElsewhere: Set<AttributeType> = []) throws(KeychainError) -> ObjectAttributes {
         try checkNoDuplicates(template)
         // Only a key made inside the TPM is one (KeyGeneration.enclaveObjects sets it after this):
         // no import, unwrap, derivation or copy template can claim it.
@@ -79,7 +82,7 @@ public enum ObjectTemplate {
             object[.isPrivate] = AttributeValue.bool(given.needsLogin)
         }
         for fill in schema.creationFill where object[fill.type] == nil {
-            if fill.required { throw KeychainError(.templateIncomplete, "attribute \(fill.type) is required") }
+            if fill.required, !heldElsewhere.contains(fill.type) { throw KeychainError(.templateIncomplete, "attribute \(fill.type) is required") }
             if let value = fill.value { object[fill.type] = value }
         }
         if object.bool(.alwaysAuthenticate), !object.isPrivate {

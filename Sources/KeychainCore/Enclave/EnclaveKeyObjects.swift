@@ -39,15 +39,26 @@ extension KeyGeneration {
                 throw KeychainError(.templateInconsistent, "a TPM key is never extractable and always sensitive")
             }
         }
+        // The TPM signs and agrees keys with it, nothing else: a template asking it to decrypt,
+        // unwrap or recover is inconsistent, and those roles are FALSE rather than defaulted.
+        let impossible: [AttributeType] = [.decrypt, .unwrap, .signRecover]
+        if let asked = privateTemplate.first(where: { impossible.contains($0.type) && $0.value != AttributeValue.bool(false) }) {
+            throw KeychainError(.templateInconsistent, "a key in the TPM cannot \(asked.type == .decrypt ? "decrypt" : asked.type == .unwrap ? "unwrap" : "sign with recovery")")
+        }
         if publicTemplate.contains(where: { $0.type == .tpm }) {
             throw KeychainError(.templateInconsistent, "CKA_KC_TPM belongs in the private key's template")
         }
+        let heldByTPM: Set<AttributeType> = [.value, .privateExponent]
         let material = try KeyFactory.generatedMaterial(key.publicKey)
         let parameters = material.publicKey.filter { [.ecParams, .modulus, .publicExponent].contains($0.key) }
         let enclave: Template = [(.extractable, AttributeValue.bool(false)), (.sensitive, AttributeValue.bool(true))]
-        let privateFull = privateTemplate.filter { ![AttributeType.extractable, .sensitive, .tpm].contains($0.type) } + enclave
+        let privateFull = privateTemplate.filter { !([AttributeType.extractable, .sensitive, .tpm] + impossible).contains($0.type) } + enclave
+            + impossible.map { ($0, AttributeValue.bool(false)) }
         var pair = try objects(publicKey: key.publicKey, material: (material.publicKey, parameters), request: request, mechanism: mechanism,
-                               publicTemplate: publicTemplate, privateTemplate: privateFull, uniqueIDs: uniqueIDs, bySecurityOfficer: bySecurityOfficer)
+                               publicTemplate: publicTemplate, privateTemplate: privateFull, uniqueIDs: uniqueIDs, bySecurityOfficer: bySecurityOfficer,
+                               heldElsewhere: heldByTPM)
+        // Not even an empty default (CKA_VALUE has one): the TPM holds these.
+        for type in heldByTPM { pair.privateKey[type] = nil }
         pair.privateKey[.tpm] = AttributeValue.bool(true)
         pair.privateKey[.tpmBlob] = key.blob.bytes
         return pair

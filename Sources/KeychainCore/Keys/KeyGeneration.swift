@@ -161,24 +161,28 @@ public enum KeyGeneration {
     }
 
     /// The pair's objects from `key` (private, or public for a TPM key: it fills the computed
-    /// attributes) and the material each half stores.
+    /// attributes) and the material each half stores; `heldElsewhere`: the private key's secret
+    /// parts, when the TPM holds them.
     static func objects(publicKey key: AsymmetricKey, material: (publicKey: [AttributeType: [UInt8]], privateKey: [AttributeType: [UInt8]]),
                         request: Request, mechanism: UInt, publicTemplate: Template, privateTemplate: Template,
-                        uniqueIDs: (public: [UInt8], private: [UInt8]), bySecurityOfficer: Bool) throws(KeychainError) -> (publicKey: ObjectAttributes, privateKey: ObjectAttributes) {
+                        uniqueIDs: (public: [UInt8], private: [UInt8]), bySecurityOfficer: Bool,
+                        heldElsewhere: Set<AttributeType> = []) throws(KeychainError) -> (publicKey: ObjectAttributes, privateKey: ObjectAttributes) {
         let local: Template = [(.local, AttributeValue.bool(true)), (.keyGenMechanism, AttributeValue.ulong(mechanism))]
-        func build(_ template: Template, objectClass: ObjectClass, parts: [AttributeType: [UInt8]], uniqueID: [UInt8]) throws(KeychainError) -> ObjectAttributes {
+        func build(_ template: Template, objectClass: ObjectClass, parts: [AttributeType: [UInt8]], uniqueID: [UInt8],
+                   heldElsewhere: Set<AttributeType> = []) throws(KeychainError) -> ObjectAttributes {
             var full = template.filter { $0.type != .objectClass && $0.type != .keyType && $0.type != .ecParams }
             full.append((.objectClass, AttributeValue.ulong(objectClass.rawValue)))
             full.append((.keyType, AttributeValue.ulong(request.keyType.rawValue)))
             full += parts.filter { entry in !full.contains { $0.type == entry.key } }.map { ($0.key, $0.value) }
             full += local
             var object = try ObjectTemplate.assemble(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer,
-                                                     generated: [.local, .keyGenMechanism])
+                                                     generated: [.local, .keyGenMechanism], heldElsewhere: heldElsewhere)
             try KeyFactory.fillComputed(&object, key: key, given: Set(template.map(\.type)), generated: true)
             return object
         }
         var publicKey = try build(publicTemplate, objectClass: .publicKey, parts: material.publicKey, uniqueID: uniqueIDs.public)
-        var privateKey = try build(privateTemplate, objectClass: .privateKey, parts: material.privateKey, uniqueID: uniqueIDs.private)
+        var privateKey = try build(privateTemplate, objectClass: .privateKey, parts: material.privateKey, uniqueID: uniqueIDs.private,
+                                   heldElsewhere: heldElsewhere)
         // One template naming CKA_ID gives it to both halves, so they pair up.
         let givenPublicID = publicTemplate.contains { $0.type == .id }
         let givenPrivateID = privateTemplate.contains { $0.type == .id }

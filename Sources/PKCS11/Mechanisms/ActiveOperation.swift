@@ -8,18 +8,25 @@ enum OperationKind: Int, CaseIterable {
 }
 
 /// A key ready for use: parsed once per login (PKCS11 keeps these in `Token.keyCache`). Exactly
-/// one of the two is set.
+/// one of the three is set.
 ///
-/// Not an enum of two class payloads: Swift keeps such an enum's case in the spare high bits of
+/// Not an enum of class payloads: Swift keeps such an enum's case in the spare high bits of
 /// the reference itself, where LeakSanitizer sees no pointer, so a cached secret key held only by
-/// the cache read as leaked in the C API fuzzing runs (Docs/reliability.md). Two optional
+/// the cache read as leaked in the C API fuzzing runs (Docs/reliability.md). Optional
 /// references are stored as plain pointers.
 struct ReadyKey {
     let asymmetric: AsymmetricKey?
     let secret: SecureBytes?
+    /// A private key made in the TPM (CKA_KC_TPM), loaded there: it holds the process's TPM
+    /// connection, which closes when the last such key is dropped (logout, C_Finalize).
+    let enclave: EnclaveKey?
 
-    static func asymmetric(_ key: AsymmetricKey) -> ReadyKey { ReadyKey(asymmetric: key, secret: nil) }
-    static func secret(_ bytes: SecureBytes) -> ReadyKey { ReadyKey(asymmetric: nil, secret: bytes) }
+    static func asymmetric(_ key: AsymmetricKey) -> ReadyKey { ReadyKey(asymmetric: key, secret: nil, enclave: nil) }
+    static func secret(_ bytes: SecureBytes) -> ReadyKey { ReadyKey(asymmetric: nil, secret: bytes, enclave: nil) }
+    static func enclave(_ key: EnclaveKey) -> ReadyKey { ReadyKey(asymmetric: nil, secret: nil, enclave: key) }
+
+    /// The key's public form, for sizes and peer checks: the key itself, or a TPM key's public half.
+    var publicForm: AsymmetricKey? { asymmetric ?? enclave?.publicKey }
 }
 
 /// The call a data step of an operation is: `C_Encrypt`, `C_EncryptUpdate`, `C_EncryptFinal` and
@@ -40,6 +47,8 @@ final class ActiveOperation {
         case digest(StreamingDigest)
         case signature(SignatureOperation)
         case mac(StreamingMAC)
+        /// A signature made in the TPM with a CKA_KC_TPM key (the input hashed here first).
+        case tpmSignature(TPMSigner)
         case symmetric(SymmetricCipher)
         /// RSA encryption or decryption: the input is collected and processed at the end.
         case rsa(AsymmetricKey, RSACipher.Padding, encrypting: Bool)
@@ -102,6 +111,7 @@ final class ActiveOperation {
             case .digest(let digest): try digest.update(data)
             case .signature(let signature): try signature.update(data)
             case .mac(let mac): try mac.update(data)
+            case .tpmSignature(let signer): try signer.update(data)
             case .symmetric, .rsa, .awaitingCredential: throw CKError(CK_RV(CKR_GENERAL_ERROR), "not an absorbing operation")
             }
         } catch let error as CKError {
@@ -118,6 +128,7 @@ final class ActiveOperation {
             case .digest(let digest): return try digest.finish()
             case .signature(let signer): return try signer.sign()
             case .mac(let mac): return try mac.finish()
+            case .tpmSignature(let signer): return try signer.sign()
             case .symmetric, .rsa, .awaitingCredential: throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a signing operation")
             }
         } catch let error as CKError {

@@ -25,7 +25,8 @@ extension ModuleState {
                 guard case .ecdh(let kdf, let sharedData, let publicData) = mechanism.parameter else {
                     throw Mechanisms.paramInvalid("ECDH needs CK_ECDH1_DERIVE_PARAMS")
                 }
-                let key = try asymmetricKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
+                // A key in the TPM (CKA_KC_TPM) agrees there; the KDF runs here either way.
+                let key = try asymmetricOrTPMKey(baseKey, session: session, token: token, objectClass: .privateKey, usage: .derive, mechanism: entry)
                 fullTemplate = try Self.mergedDeriveTemplate(template, base: base)
                 shared = try Self.ecdhSecret(kdf: kdf, sharedData: sharedData, publicData: publicData, key: key, cofactor: cofactor, template: fullTemplate)
             case .hkdf(let dataObject):
@@ -105,9 +106,11 @@ extension ModuleState {
 
     /// CKM_ECDH1_DERIVE with CK_ECDH1_DERIVE_PARAMS: the peer's public value (raw, or as DER
     /// OCTET STRING), and the KDF (CKD_NULL or CKD_SHA*_KDF / CKD_SHA3_*_KDF, ANSI X9.63, with
-    /// optional shared data).
-    private static func ecdhSecret(kdf kdfType: CK_ULONG, sharedData: [UInt8], publicData: [UInt8], key: AsymmetricKey, cofactor: Bool,
+    /// optional shared data). The shared secret comes from OpenSSL, or from the TPM for a
+    /// CKA_KC_TPM key (P-256 and P-384 have cofactor 1: the cofactor variant is the same there).
+    private static func ecdhSecret(kdf kdfType: CK_ULONG, sharedData: [UInt8], publicData: [UInt8], key ready: ReadyKey, cofactor: Bool,
                                    template: Template) throws(CKError) -> SecureBytes {
+        guard let key = ready.publicForm else { throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not an asymmetric key") }
         let kdf: Digest.Algorithm?
         switch kdfType {
         case UInt(CKD_NULL):
@@ -125,18 +128,31 @@ extension ModuleState {
         default: throw Mechanisms.paramInvalid("unsupported KDF \(kdfType)")
         }
         let peer: AsymmetricKey
+        let point: [UInt8]
         do {
             switch key.kind {
             case .ec(let curve):
-                peer = try AsymmetricKey.ec(curve, point: KeyFactory.point(publicData, length: 1 + 2 * curve.coordinateLength), scalar: nil)
+                point = KeyFactory.point(publicData, length: 1 + 2 * curve.coordinateLength)
+                peer = try AsymmetricKey.ec(curve, point: point, scalar: nil)
             default:
-                peer = try AsymmetricKey.raw(key.kind, privateKey: nil, publicKey: KeyFactory.point(publicData, length: key.kind.rawKeyLength ?? 0))
+                point = KeyFactory.point(publicData, length: key.kind.rawKeyLength ?? 0)
+                peer = try AsymmetricKey.raw(key.kind, privateKey: nil, publicKey: point)
             }
         } catch {
             throw Mechanisms.paramInvalid("the peer's public value is not a point of this curve")
         }
+        if let enclave = ready.enclave {
+            let z = try translating { () throws(KeychainError) in try enclave.sharedSecret(peerPoint: point) }
+            return try finishECDH(z, kdf: kdf, sharedData: sharedData, template: template)
+        }
+        let z: SecureBytes
+        do { z = try key.sharedSecret(with: peer, cofactor: cofactor) } catch { throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "\(error)") }
+        return try finishECDH(z, kdf: kdf, sharedData: sharedData, template: template)
+    }
+
+    /// ECDH's key from the shared secret `z`: CKD_NULL or the X9.63 KDF.
+    private static func finishECDH(_ z: SecureBytes, kdf: Digest.Algorithm?, sharedData: [UInt8], template: Template) throws(CKError) -> SecureBytes {
         do {
-            let z = try key.sharedSecret(with: peer, cofactor: cofactor)
             // CKD_NULL: the shared secret itself, cut from its leading end to the key's length
             // (as for CKM_DH_PKCS_DERIVE).
             guard let kdf else { return trailing(z, requestedLength(template)) }

@@ -69,20 +69,33 @@ extension ModuleState {
         }
     }
 
+    /// An asymmetric key computed with here (OpenSSL). A key in the TPM is refused: it only signs
+    /// and agrees keys there (`asymmetricOrTPMKey`).
     func asymmetricKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
                        mechanism: Mechanism) throws(CKError) -> AsymmetricKey {
+        let ready = try asymmetricOrTPMKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism)
+        guard let key = ready.asymmetric else {
+            throw CKError(CK_RV(CKR_KEY_FUNCTION_NOT_PERMITTED), "a key in the TPM (CKA_KC_TPM) only signs and derives (ECDH) there")
+        }
+        return key
+    }
+
+    /// An asymmetric key ready for an operation: in OpenSSL's form, or (CKA_KC_TPM) loaded in the TPM.
+    func asymmetricOrTPMKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
+                            mechanism: Mechanism) throws(CKError) -> ReadyKey {
         if let ready = try cachedReadyKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism),
-           let key = ready.key.asymmetric {
+           let key = ready.key.publicForm {
             try Self.checkSize(Self.mechanismKeySize(key), mechanism)
-            return key
+            return ready.key
         }
         var attributes = try checkedKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism)
         defer { attributes.wipeValuesIfSecret() }
-        guard let key = try readyKey(handle, policy: attributes, session: session, token: token).asymmetric else {
+        let ready = try readyKey(handle, policy: attributes, session: session, token: token)
+        guard let key = ready.publicForm else {
             throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not an asymmetric key")
         }
         try Self.checkSize(Self.mechanismKeySize(key), mechanism)
-        return key
+        return ready
     }
 
     func secretKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, usage: AttributeType, mechanism: Mechanism) throws(CKError) -> SecureBytes {
@@ -120,7 +133,8 @@ extension ModuleState {
         if let key = token.cachedKey(handle) { return key }
         // Public keys have no secret parts; for the others, `policy` holds them only when it was
         // just read in full (`withoutSecrets` strips every sensitive attribute).
-        let complete = policy.objectClass == .publicKey || policy.values.keys.contains { AttributeTable.rule($0)?.flags.contains(.sensitive) == true }
+        let complete = policy.objectClass == .publicKey || policy[.tpmBlob] != nil
+            || policy.values.keys.contains { AttributeTable.rule($0)?.flags.contains(.sensitive) == true }
         if complete { return try token.readyKey(for: handle, attributes: policy) }
         var attributes = try keyAttributes(handle, session: session, token: token)
         defer { attributes.wipeValues() }
@@ -153,12 +167,12 @@ extension Token {
         let logoutsBefore = logouts
         let key: ReadyKey
         do {
-            key = try Self.parse(attributes)
-        } catch where attributes.objectClass == .privateKey && OpenSSLSecureHeap.isAvailable {
+            key = try parse(attributes)
+        } catch where attributes.objectClass == .privateKey && !attributes.bool(.tpm) && OpenSSLSecureHeap.isAvailable {
             // OpenSSL's secure heap fails when full: make room by dropping the ready keys, once.
             do throws(CKError) {
                 guard dropReadyAsymmetricKeys() else { throw error }
-                key = try Self.parse(attributes)
+                key = try parse(attributes)
             } catch {
                 guard OpenSSLSecureHeap.isCrowded else { throw error }
                 throw CKError(CK_RV(CKR_DEVICE_MEMORY), "OpenSSL's secure heap is full: raise openssl_secure_heap")
@@ -169,8 +183,27 @@ extension Token {
         return keep(key, for: handle, logoutsBefore: logoutsBefore, dropReadyKeysFirst: crowded)
     }
 
-    static func parse(_ attributes: ObjectAttributes) throws(CKError) -> ReadyKey {
+    /// A key's usable form: its value, OpenSSL's parsed key, or a key made in the TPM loaded there.
+    func parse(_ attributes: ObjectAttributes) throws(CKError) -> ReadyKey {
         if attributes.objectClass == .secretKey { return .secret(SecureBytes(attributes[.value] ?? [])) }
+        if attributes.bool(.tpm) { return .enclave(try loadEnclaveKey(attributes)) }
         return .asymmetric(try translating { () throws(KeychainError) in try KeyFactory.key(of: attributes) })
+    }
+
+    /// Loads a CKA_KC_TPM key into the TPM. Its TPM authorisation comes from the master key, so
+    /// it is usable only while the user is logged in, whatever its CKA_PRIVATE says.
+    private func loadEnclaveKey(_ attributes: ObjectAttributes) throws(CKError) -> EnclaveKey {
+        guard let master = userMaster else {
+            throw CKError(CK_RV(CKR_USER_NOT_LOGGED_IN), "a key in the TPM is used only while the user is logged in (its TPM authorisation comes from the unlocked keychain)")
+        }
+        do throws(KeychainError) {
+            guard let blob = try EnclaveKeyBlob(of: attributes) else { throw KeychainError(.recordCorrupted, "the TPM key's blob is missing") }
+            return try keychain.loadEnclaveKey(blob, master: master)
+        } catch where error.code == .tpmUnavailable || error.code == .tpmFailure {
+            throw CKError(error)
+        } catch {
+            // Another keychain's blob, or a damaged one: the object is unusable, not the caller's fault.
+            throw CKError(CK_RV(CKR_DEVICE_ERROR), "the key's TPM blob does not load: \(error.reason)")
+        }
     }
 }

@@ -2,7 +2,7 @@ import CPKCS11
 import KeychainCore
 import KeychainCrypto
 
-/// PKCS#11 §5.14 key management: key pair generation.
+/// PKCS#11 §5.14 key management: key pair generation (in OpenSSL, or in the TPM for CKA_KC_TPM).
 extension ModuleState {
     func generateKeyPair(_ handle: CK_SESSION_HANDLE, mechanism: CallerMechanism, publicTemplate: Template,
                          privateTemplate: Template) throws(CKError) -> (publicKey: CK_OBJECT_HANDLE, privateKey: CK_OBJECT_HANDLE) {
@@ -15,23 +15,25 @@ extension ModuleState {
             let request = try translating { () throws(KeychainError) in
                 try KeyGeneration.request(keyType: keyType, publicTemplate: publicTemplate, privateTemplate: privateTemplate, policy: configuration.keyPolicy)
             }
-            let key: AsymmetricKey
-            do {
-                if let domain = request.domain {
-                    key = try AsymmetricKey.generate(request.kind, domain: domain)
-                } else {
-                    key = try AsymmetricKey.generate(request.kind, bits: request.bits, publicExponent: request.publicExponent)
-                }
-            } catch let error as CryptoError where error.code == .invalidInput {
-                throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "the domain parameters are unusable: \(error)")
-            } catch {
-                throw CKError(CK_RV(CKR_DEVICE_ERROR), "key generation failed: \(error)")
-            }
             let publicID = try Self.newUniqueID(), privateID = try Self.newUniqueID()
             let bySO = token.login == .securityOfficer
-            var (publicObject, privateObject) = try translating { () throws(KeychainError) in
-                try KeyGeneration.objects(for: key, request: request, mechanism: UInt(mechanism.type), publicTemplate: publicTemplate,
-                                          privateTemplate: privateTemplate, uniqueIDs: (publicID.text, privateID.text), bySecurityOfficer: bySO)
+            var (publicObject, privateObject): (ObjectAttributes, ObjectAttributes)
+            if try translating({ () throws(KeychainError) in try KeyGeneration.asksForTPM(privateTemplate) }) {
+                // Made in the TPM (CKA_KC_TPM): its authorisation comes from the unlocked keychain.
+                guard let master = token.userMaster else {
+                    throw CKError(CK_RV(CKR_USER_NOT_LOGGED_IN), "a key in the TPM is made while the user is logged in (its TPM authorisation comes from the unlocked keychain)")
+                }
+                (publicObject, privateObject) = try translating { () throws(KeychainError) in
+                    let key = try token.keychain.createEnclaveKey(for: request, master: master)
+                    return try KeyGeneration.enclaveObjects(for: key, request: request, mechanism: UInt(mechanism.type), publicTemplate: publicTemplate,
+                                                            privateTemplate: privateTemplate, uniqueIDs: (publicID.text, privateID.text), bySecurityOfficer: bySO)
+                }
+            } else {
+                let key = try Self.generatedKey(request)
+                (publicObject, privateObject) = try translating { () throws(KeychainError) in
+                    try KeyGeneration.objects(for: key, request: request, mechanism: UInt(mechanism.type), publicTemplate: publicTemplate,
+                                              privateTemplate: privateTemplate, uniqueIDs: (publicID.text, privateID.text), bySecurityOfficer: bySO)
+                }
             }
             defer { privateObject.wipeValues() }
             // Check both before storing either, so a refusal leaves nothing behind.
@@ -45,6 +47,18 @@ extension ModuleState {
                 try? destroyStored(privateHandle, token: token)
                 throw error
             }
+        }
+    }
+
+    /// A key pair made here by OpenSSL.
+    private static func generatedKey(_ request: KeyGeneration.Request) throws(CKError) -> AsymmetricKey {
+        do {
+            if let domain = request.domain { return try AsymmetricKey.generate(request.kind, domain: domain) }
+            return try AsymmetricKey.generate(request.kind, bits: request.bits, publicExponent: request.publicExponent)
+        } catch let error as CryptoError where error.code == .invalidInput {
+            throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "the domain parameters are unusable: \(error)")
+        } catch {
+            throw CKError(CK_RV(CKR_DEVICE_ERROR), "key generation failed: \(error)")
         }
     }
 

@@ -75,15 +75,22 @@ extension ModuleState {
             }
         }
         guard let makeScheme = entry.signature else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a signature mechanism") }
-        let key = try asymmetricKey(handle, session: session, token: token, objectClass: signing ? .privateKey : .publicKey,
-                                    usage: signing ? .sign : .verify, mechanism: entry)
-        let scheme = try makeScheme(mechanism.parameter, key)
+        let ready = try asymmetricOrTPMKey(handle, session: session, token: token, objectClass: signing ? .privateKey : .publicKey,
+                                           usage: signing ? .sign : .verify, mechanism: entry)
         let active: ActiveOperation
-        do {
-            let operation = try SignatureOperation(key: key, scheme: scheme, signing: signing)
-            active = ActiveOperation(engine: .signature(operation), outputLength: operation.signatureLength)
-        } catch {
-            throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "\(error)")
+        if let enclave = ready.enclave {
+            // A key in the TPM signs there; the scheme says what to hash and how to shape the digest.
+            let signer = try TPMSigner(key: enclave, scheme: try makeScheme(mechanism.parameter, enclave.publicKey))
+            active = ActiveOperation(engine: .tpmSignature(signer), outputLength: signer.signatureLength)
+        } else {
+            guard let key = ready.asymmetric else { throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not an asymmetric key") }
+            let scheme = try makeScheme(mechanism.parameter, key)
+            do {
+                let operation = try SignatureOperation(key: key, scheme: scheme, signing: signing)
+                active = ActiveOperation(engine: .signature(operation), outputLength: operation.signatureLength)
+            } catch {
+                throw CKError(CK_RV(CKR_MECHANISM_PARAM_INVALID), "\(error)")
+            }
         }
         if signing { active.alwaysAuthenticate = try alwaysAuthenticates(handle, session: session, token: token) }
         return active
@@ -111,7 +118,7 @@ extension ModuleState {
             // The PIN here is the key's application password: it opens the key, which builds the operation.
             let attributes = try keyAttributes(pending.key, session: session, token: token)
             let revealed = try translating { () throws(KeychainError) in try token.keychain.reveal(attributes, applicationPassword: pin) }
-            session.revealedKeys[pending.key] = try Token.parse(revealed)
+            session.revealedKeys[pending.key] = try token.parse(revealed)
             defer { session.revealedKeys[pending.key] = nil }
             waiting.resume(with: try pending.build(session, token))
         } else if let key = waiting.sealedKey {
