@@ -30,6 +30,8 @@ packages=(
     # the TPM (KeychainTPM): tpm2-tss's ESAPI, TCTI loader and marshalling to build against, and
     # swtpm as the TPM of the tests (Tests/KeychainTPMTests start one per test on 127.0.0.1)
     libtss2-dev swtpm swtpm-tools
+    # tpm2_getcap counts the objects a process leaves loaded in the TPM (test_tpm_keys.sh, PKCS11Tests)
+    tpm2-tools
     # the TPM benchmark's peer, tpm2-pkcs11 (scripts/tpm-bench.sh): Debian's libtpm2-pkcs11-1 is
     # NOT installed (its p11-kit module file would make every p11-kit program load it); the
     # benchmark fetches it with `apt-get download` and unpacks it into .build/tpm2-pkcs11. Its one
