@@ -16,7 +16,7 @@ public enum EnclaveTPM {
     private final class WeakConnection: @unchecked Sendable {
         weak var connection: TPMConnection?
     }
-    nonisolated(unsafe) private static let current = WeakConnection()
+    private static let current = WeakConnection()
     /// Command deadlines (tests shorten them through `withTimeouts`).
     nonisolated(unsafe) private static var timeouts = TPMConnection.Timeouts.standard
 
