@@ -80,7 +80,8 @@ let package = Package(
         ),
         .target(name: "Security", dependencies: ["KeychainServices"]),
         .target(name: "LocalAuthentication", dependencies: ["KeychainServices"]),
-        .target(name: "CryptoKit", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        // swift-crypto's API plus SecureEnclave.P256 keys made in the TPM (through KeychainServices).
+        .target(name: "CryptoKit", dependencies: [.product(name: "Crypto", package: "swift-crypto"), "KeychainServices"]),
         .target(
             name: "PKCS11",
             dependencies: ["CPKCS11", "KeychainCore", .product(name: "Logging", package: "swift-log")],

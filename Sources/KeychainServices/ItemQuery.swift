@@ -129,7 +129,9 @@ struct ItemQuery {
         case .key:
             guard let objectClass = object.objectClass, AttributeTable.isKeyClass(objectClass) else { return false }
             guard let keySize else { return true }
-            return (try? KeyFactory.key(of: object)).map { keyBits($0) == keySize } ?? false
+            // A TPM key's size is its public half's (it holds no private material).
+            let key = object.bool(.tpm) ? try? KeyFactory.publicKey(of: object) : try? KeyFactory.key(of: object)
+            return key.map { keyBits($0) == keySize } ?? false
         default:
             return true
         }
@@ -268,7 +270,12 @@ struct ItemQuery {
             case Key.trustedOnly:
                 if try Self.flag(value, key) { throw ItemError(errSecUnimplemented, "kSecMatchTrustedOnly: certificates are not evaluated for trust here") }
             case Key.tokenID:
-                throw ItemError(errSecUnimplemented, "kSecAttrTokenID: there is no Secure Enclave or token here; leave it out to keep the key in the keychain")
+                // The one token here is the TPM (Secure Enclave keys): its keys carry CKA_KC_TPM.
+                guard ItemMapping.string(value) == kSecAttrTokenIDSecureEnclave as String else {
+                    throw ItemError(errSecParam, "kSecAttrTokenID: the only token here is kSecAttrTokenIDSecureEnclave (the TPM)")
+                }
+                guard itemClass == .key else { throw ItemError(errSecParam, "kSecAttrTokenID applies to keys") }
+                attributes.append((.tpm, AttributeValue.bool(true)))
             case Key.persistentReferenceAttribute:
                 guard let data = value as? Data else { throw ItemError(errSecParam, "kSecAttrPersistentReference must be Data") }
                 persistentRef = Array(data)

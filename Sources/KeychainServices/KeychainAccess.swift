@@ -50,8 +50,26 @@ final class KeychainAccess: @unchecked Sendable {
     /// open keychains: the body runs without it (a keychain has its own lock), so a prompt or a
     /// password check in one thread does not hold up the others.
     func with<R>(label: String?, context: LAContext?, _ body: (Keychain, MasterKey?) throws -> R) throws -> R {
+        try with(path: { try resolve(label) }, context: context, body)
+    }
+
+    /// The same, for the keychain with this serial number (a Secure Enclave key's
+    /// `dataRepresentation` names it): the default keychain when it is that one, else the user's
+    /// keychain that has it; none is errSecItemNotFound.
+    func with<R>(serial: String, context: LAContext?, _ body: (Keychain, MasterKey?) throws -> R) throws -> R {
+        try with(path: { () throws -> String in
+            let preferred = try? resolve(nil)
+            let files = KeychainDirectory(path: Configuration.current().directory).keychainFiles()
+            for path in [preferred].compactMap({ $0 }) + files.filter({ $0 != preferred }) {
+                if let keychain = try? opened(path), (try? keychain.serialNumber()) == serial { return path }
+            }
+            throw ItemError(errSecItemNotFound, "no keychain of this user has serial \(serial)")
+        }, context: context, body)
+    }
+
+    private func with<R>(path resolvePath: () throws -> String, context: LAContext?, _ body: (Keychain, MasterKey?) throws -> R) throws -> R {
         let (keychain, cached) = try lock.withLock { () throws -> (Keychain, MasterKey?) in
-            let path = try resolve(label)
+            let path = try resolvePath()
             return (try opened(path), open[path]?.master)
         }
         var master = cached

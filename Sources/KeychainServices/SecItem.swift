@@ -26,7 +26,7 @@ public func SecItemAdd(_ attributes: [String: Any], _ result: UnsafeMutablePoint
             let id = try translate { () throws(KeychainError) in try keychain.add(object, uid: uid.bytes, master: master) }
             guard query.returnCount > 0 else { return nil }
             let stored = try translate { () throws(KeychainError) in try keychain.object(id: id, master: master) }
-            return try shape([stored], query: query, limit: .one, keychainPath: keychain.path)
+            return try shape([stored], query: query, limit: .one, keychain: keychain, master: master)
         }
     } store: { value in result?.pointee = value }
 }
@@ -53,7 +53,7 @@ public func SecItemCopyMatching(_ query: [String: Any], _ result: UnsafeMutableP
             // Items whose per-use check would need the user are left out under kSecUseAuthenticationUISkip.
             let opened = try found.compactMap { (id, object) in try withSecret(object, query: parsed, keychain: keychain).map { (id, $0) } }
             guard !opened.isEmpty else { throw ItemError(errSecItemNotFound, "no item matches without authentication") }
-            return try shape(opened, query: parsed, limit: parsed.limit ?? .one, keychainPath: keychain.path)
+            return try shape(opened, query: parsed, limit: parsed.limit ?? .one, keychain: keychain, master: master)
         }
     } store: { value in result?.pointee = value }
 }
@@ -145,6 +145,7 @@ private struct ItemChanges {
         }
         if case .any? = changes.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
         var updates = changes.attributes
+        if updates.contains(where: { $0.type == .tpm }) { throw ItemError(errSecParam, "kSecAttrTokenID cannot be updated: a key is made in the TPM or not") }
         if let data = changes.valueData { updates.append((.value, data)) }
         // A new kSecAttrAccessible moves the item to another protection class (and so, possibly,
         // between private and public).
@@ -208,7 +209,9 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
         return try translate { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID, policy: Configuration.current().keyPolicy) }
     case .key:
         let key: AsymmetricKey
-        if let reference = query.valueReference as? SecKey {
+        if let reference = query.valueReference as? SecKey, let enclave = reference.enclave {
+            return try enclaveItem(enclave, query: query, uniqueID: uniqueID)
+        } else if let reference = query.valueReference as? SecKey {
             key = reference.key
         } else if let data = query.valueData {
             let type = query.attributes.first { $0.type == .keyType }.flatMap { AttributeValue.decodeULong($0.value) }
@@ -237,6 +240,22 @@ private func newObject(_ query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAt
             + common + protection(defaultClass: .always).template + settable.filter { ![.subject, .issuer, .serialNumber].contains($0.type) }
         return try translate { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uniqueID, policy: Configuration.current().keyPolicy) }
     }
+}
+
+/// SecItemAdd of a Secure Enclave key that was not stored (kSecAttrIsPermanent false): its private
+/// key object, as a permanent one would have been stored. Its TPM authorisation is the default
+/// keychain's, so it can be added there only.
+private func enclaveItem(_ enclave: EnclaveKey, query: ItemQuery, uniqueID: [UInt8]) throws -> ObjectAttributes {
+    let controlled = try query.accessControl?.attributes(for: .privateKey, context: query.context, interaction: query.interaction) ?? []
+    if controlled.contains(where: { $0.type == .applicationPassword }) {
+        throw ItemError(errSecParam, "an application password does not protect a Secure Enclave (TPM) key here")
+    }
+    var template = controlled + query.attributes.filter { ![.objectClass, .keyType, .tpm, .extractable, .sensitive].contains($0.type) }
+        + [(.itemClass, AttributeValue.ulong(ItemClass.key.rawValue)), (.token, AttributeValue.bool(true))]
+    if !template.contains(where: { $0.type == .accessible }) { template.append((.accessible, AttributeValue.ulong(ProtectionClass.whenUnlocked.rawValue))) }
+    let protection = template.first { $0.type == .accessible }.flatMap { AttributeValue.decodeULong($0.value) }.flatMap(ProtectionClass.init(rawValue:))
+    template.append((.isPrivate, AttributeValue.bool(protection?.needsLogin ?? true)))
+    return try enclaveObjects(enclave, publicTemplate: [], privateTemplate: template, uniqueIDs: (try UniqueID.random().text, uniqueID)).privateKey
 }
 
 /// `matches`, and when the keychain is locked and that finds nothing readable, once more after
@@ -338,11 +357,12 @@ private func withSecret(_ object: ObjectAttributes, query: ItemQuery, keychain: 
 
 /// Apple's result shapes: one return type → that value; several → a dictionary; a limit other
 /// than one → an array of those.
-private func shape(_ items: [(Int64, ObjectAttributes)], query: ItemQuery, limit: ItemQuery.Limit, keychainPath: String) throws -> AnyObject? {
-    try shape(items.map(\.1), query: query, limit: limit, keychainPath: keychainPath)
+private func shape(_ items: [(Int64, ObjectAttributes)], query: ItemQuery, limit: ItemQuery.Limit, keychain: Keychain, master: MasterKey?) throws -> AnyObject? {
+    try shape(items.map(\.1), query: query, limit: limit, keychain: keychain, master: master)
 }
 
-private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQuery.Limit, keychainPath: String) throws -> AnyObject? {
+/// A Secure Enclave (TPM) key found by a reference query is loaded into the TPM with `master`.
+private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQuery.Limit, keychain: Keychain, master: MasterKey?) throws -> AnyObject? {
     let mappings = ItemMapping.mappings(for: query.itemClass)
     func one(_ object: ObjectAttributes) throws -> AnyObject {
         var dictionary: [String: Any] = [:]
@@ -363,21 +383,21 @@ private func shape(_ objects: [ObjectAttributes], query: ItemQuery, limit: ItemQ
         case .key:
             // A key still sealed by its application password shows its public half only.
             let sealed = object.hasSealedSecrets && object[.privateExponent] == nil && object[.value] == nil
+            let inTPM = object.bool(.tpm)
             let key = try translate { () throws(KeychainError) in
-                sealed ? try KeyFactory.publicKey(of: object) : try KeyFactory.key(of: object)
+                sealed || inTPM ? try KeyFactory.publicKey(of: object) : try KeyFactory.key(of: object)
             }
             if query.returnAttributes {
                 dictionary = keyAttributeDictionary(object)
                 dictionary[kSecAttrKeySizeInBits as String] = NSNumber(value: keyBits(key))
             }
             if query.returnData {
-                guard !key.isPrivate || object.bool(.extractable) else { throw ItemError(errSecItemNotFound, "the key is not extractable") }
+                guard !key.isPrivate && !inTPM || object.bool(.extractable) else { throw ItemError(errSecItemNotFound, "the key is not extractable") }
                 data = Data(try key.externalRepresentation().bytes)
             }
-            if !sealed {
-                reference = SecKey(key: key, attributes: object, origin: (keychainPath, query.context),
-                                   sealed: object.hasSealedSecrets || object[.alternativeSeal] != nil ? object : nil,
-                                   interaction: query.interaction)
+            if !sealed, query.returnReference {
+                reference = try storedKey(object, keychain: keychain, master: master, context: query.context, interaction: query.interaction,
+                                          sealed: object.hasSealedSecrets || object[.alternativeSeal] != nil ? object : nil)
             }
         case .certificate:
             let certificate = try Certificate(der: object[.value] ?? [])
@@ -410,9 +430,8 @@ private func identities(_ query: ItemQuery, keychain: Keychain, master: MasterKe
         let keyTemplate: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.privateKey.rawValue)), (.id, id)]
         let keys = try translate { () throws(KeychainError) in try keychain.find(keyTemplate, master: master) }
         guard let keyRow = keys.first, let keyObject = try? keychain.object(id: keyRow.id, master: master),
-              let key = try? KeyFactory.key(of: keyObject) else { continue }
-        found.append(SecIdentity(certificate: SecCertificate(der: object[.value] ?? [], parsed: certificate, attributes: object),
-                                 privateKey: SecKey(key: key, attributes: keyObject, origin: (keychain.path, query.context), interaction: query.interaction)))
+              let key = try? storedKey(keyObject, keychain: keychain, master: master, context: query.context, interaction: query.interaction) else { continue }
+        found.append(SecIdentity(certificate: SecCertificate(der: object[.value] ?? [], parsed: certificate, attributes: object), privateKey: key))
     }
     guard !found.isEmpty else { throw ItemError(errSecItemNotFound, "no certificate has its private key") }
     let limited: [SecIdentity]

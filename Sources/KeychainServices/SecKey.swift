@@ -3,7 +3,7 @@ import KeychainCore
 import KeychainCrypto
 
 /// How a SecKeyAlgorithm signs: the scheme, whether the input is a message, and the signature form.
-private struct SignatureAlgorithm {
+struct SignatureAlgorithm {
     let scheme: SignatureScheme
     /// ECDSA signatures in X9.62 DER (true) or RFC 4754 r‖s (false).
     let der: Bool
@@ -39,8 +39,11 @@ private func encryptionPadding(_ name: String) -> RSACipher.Padding? {
 }
 
 /// A key (Apple's SecKey): an OpenSSL key, its PKCS#11 attributes, and where it is stored.
+/// A Secure Enclave key (made in the TPM) has its public half in `key` and its private half in
+/// `enclave`, which signs and agrees keys inside the TPM.
 public final class SecKey: NSObject, @unchecked Sendable {
     let key: AsymmetricKey
+    let enclave: EnclaveKey?
     let attributes: ObjectAttributes
     /// For a stored key: its keychain and the authentication context it was fetched with (what a
     /// key that needs the PIN at every use checks again).
@@ -52,9 +55,10 @@ public final class SecKey: NSObject, @unchecked Sendable {
     /// application password is checked at each use.
     let sealed: ObjectAttributes?
 
-    init(key: AsymmetricKey, attributes: ObjectAttributes, origin: (keychainPath: String, context: LAContext?)? = nil,
+    init(key: AsymmetricKey, enclave: EnclaveKey? = nil, attributes: ObjectAttributes, origin: (keychainPath: String, context: LAContext?)? = nil,
          sealed: ObjectAttributes? = nil, interaction: Interaction = Interaction(allowed: true, prompt: nil)) {
         self.key = key
+        self.enclave = enclave
         var visible = attributes
         visible[.applicationPassword] = nil
         // Without the internal attributes, but knowing which strings were stored as Data.
@@ -65,6 +69,9 @@ public final class SecKey: NSObject, @unchecked Sendable {
         self.sealed = sealed
         self.interaction = interaction
     }
+
+    /// Whether this is a private key: an OpenSSL private key, or a key in the TPM.
+    var isPrivate: Bool { enclave != nil || key.isPrivate }
 
     /// The per-use check of a key with CKA_ALWAYS_AUTHENTICATE, the same key that PKCS#11 asks
     /// C_Login(CKU_CONTEXT_SPECIFIC) for: the keychain password of the context the key was
@@ -138,8 +145,11 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
     var dictionary: [String: Any] = [:]
     for (key, value) in parameters { if let key = ItemMapping.string(key) { dictionary[key] = value } }
     do {
-        if dictionary[kSecAttrTokenID as String] != nil {
-            throw ItemError(errSecUnimplemented, "kSecAttrTokenID: there is no Secure Enclave here; leave it out to keep the key in the keychain")
+        if let token = dictionary[kSecAttrTokenID as String] {
+            guard ItemMapping.string(token) == kSecAttrTokenIDSecureEnclave as String else {
+                throw ItemError(errSecParam, "kSecAttrTokenID: the only token here is kSecAttrTokenIDSecureEnclave (the TPM)")
+            }
+            return try createEnclaveKey(dictionary)
         }
         let type = dictionary[kSecAttrKeyType as String].flatMap(ItemMapping.string)
         let bits = dictionary[kSecAttrKeySizeInBits as String].flatMap(ItemMapping.integer) ?? 0
@@ -250,8 +260,13 @@ public func SecKeyCreateWithData(_ keyData: CFData, _ attributes: CFDictionary, 
     }
 }
 
-/// The key's external representation; refused for keys stored as not extractable.
+/// The key's external representation; refused for keys stored as not extractable. A Secure
+/// Enclave key's private half never leaves the TPM: errSecUnimplemented, as Apple answers.
 public func SecKeyCopyExternalRepresentation(_ key: SecKey, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
+    if key.enclave != nil {
+        fail(error, errSecUnimplemented, "export not implemented for a Secure Enclave (TPM) key")
+        return nil
+    }
     if key.key.isPrivate, key.attributes[.extractable] != nil, !key.attributes.bool(.extractable) {
         fail(error, errSecParam, "the key is not extractable")
         return nil
@@ -273,7 +288,7 @@ public func SecKeyCopyExternalRepresentation(_ key: SecKey, _ error: UnsafeMutab
 }
 
 public func SecKeyCopyPublicKey(_ key: SecKey) -> SecKey? {
-    guard let publicKey = try? key.key.isPrivate ? key.key.publicKey() : key.key else { return nil }
+    guard let publicKey = try? key.isPrivate && key.enclave == nil ? key.key.publicKey() : key.key else { return nil }
     var extra: Template = [(.isPrivate, AttributeValue.bool(false))]
     for type in [AttributeType.label, .applicationTag] { if let value = key.attributes[type] { extra.append((type, value)) } }
     guard let uid = try? UniqueID.random(), let attributes = try? keyObject(publicKey, extra: extra, uniqueID: uid.text) else { return nil }
@@ -285,6 +300,7 @@ public func SecKeyCopyAttributes(_ key: SecKey) -> CFDictionary? {
     var dictionary = keyAttributeDictionary(key.attributes)
     dictionary[kSecAttrKeySizeInBits as String] = NSNumber(value: keyBits(key.key))
     dictionary[kSecAttrEffectiveKeySize as String] = NSNumber(value: keyBits(key.key))
+    if key.enclave != nil { dictionary[kSecAttrTokenID as String] = kSecAttrTokenIDSecureEnclave as String }
     return dictionary as NSDictionary
 }
 
@@ -302,6 +318,7 @@ func keyAttributeDictionary(_ attributes: ObjectAttributes) -> [String: Any] {
         dictionary[key] = value
     }
     dictionary[kSecAttrIsPermanent as String] = NSNumber(value: attributes.isToken)
+    if attributes.bool(.tpm) { dictionary[kSecAttrTokenID as String] = kSecAttrTokenIDSecureEnclave as String }
     return dictionary
 }
 
@@ -310,21 +327,14 @@ public func SecKeyGetBlockSize(_ key: SecKey) -> Int {
     (keyBits(key.key) + 7) / 8
 }
 
-/// ECDH key exchange (SecKey.h): not offered here.
-public func SecKeyCopyKeyExchangeResult(_ privateKey: SecKey, _ algorithm: SecKeyAlgorithm, _ publicKey: SecKey, _ parameters: CFDictionary,
-                                        _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
-    fail(error, errSecUnimplemented, "key exchange is not offered by this keychain")
-    return nil
-}
-
 public func SecKeyIsAlgorithmSupported(_ key: SecKey, _ operation: SecKeyOperationType, _ algorithm: SecKeyAlgorithm) -> Bool {
     let name = algorithm.name
     switch operation {
-    case .sign: return key.key.isPrivate && SignatureAlgorithm.named(name).map { $0.rsa == (key.key.kind == .rsa) } == true
+    case .sign: return key.isPrivate && SignatureAlgorithm.named(name).map { $0.rsa == (key.key.kind == .rsa) } == true
     case .verify: return SignatureAlgorithm.named(name).map { $0.rsa == (key.key.kind == .rsa) } == true
     case .encrypt: return key.key.kind == .rsa && encryptionPadding(name) != nil
     case .decrypt: return key.key.kind == .rsa && key.key.isPrivate && encryptionPadding(name) != nil
-    default: return false
+    case .keyExchange: return key.isPrivate && KeyExchangeAlgorithm.named(name) != nil && { if case .ec = key.key.kind { return true } else { return false } }()
     }
 }
 
@@ -334,12 +344,13 @@ public enum SecKeyOperationType: Int, Sendable {
 
 public func SecKeyCreateSignature(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _ dataToSign: CFData,
                                   _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> CFData? {
-    guard key.key.isPrivate, let chosen = SignatureAlgorithm.named(algorithm.name), chosen.rsa == (key.key.kind == .rsa) else {
+    guard key.isPrivate, let chosen = SignatureAlgorithm.named(algorithm.name), chosen.rsa == (key.key.kind == .rsa) else {
         fail(error, errSecParam, "algorithm not supported for this key")
         return nil
     }
     do {
         try key.confirmPresence()
+        if let enclave = key.enclave { return Data(try enclaveSignature(enclave, chosen, Array(dataToSign as Data))) as NSData }
         let operation = try SignatureOperation(key: key.key, scheme: chosen.scheme, signing: true)
         try Array(dataToSign as Data).withUnsafeBytes { try operation.update($0) }
         var signature = try operation.sign()
