@@ -60,6 +60,8 @@ struct ItemQuery {
     var issuers: [[UInt8]]?
     /// kSecMatchItemList: the results are limited to these items (by unique ID).
     var itemList: [[UInt8]]?
+    /// kSecAttrTokenID (kSecAttrTokenIDSecureEnclave): only keys made in the TPM match.
+    var onlyTokenItems = false
 
     enum SubjectMatch {
         case contains, startsWith, endsWith, whole
@@ -100,6 +102,7 @@ struct ItemQuery {
         if let itemList {
             guard let uid = object[.uniqueID], itemList.contains(uid) else { return false }
         }
+        if onlyTokenItems, !object.bool(.tpm) { return false }
         if itemClass == .certificate, subjectMatch != nil || emailIfPresent != nil || validOn != nil || issuers != nil {
             guard let certificate = try? Certificate(der: object[.value] ?? []) else { return false }
             if let (kind, text) = subjectMatch {
@@ -274,8 +277,8 @@ struct ItemQuery {
                 guard ItemMapping.string(value) == kSecAttrTokenIDSecureEnclave as String else {
                     throw ItemError(errSecParam, "kSecAttrTokenID: the only token here is kSecAttrTokenIDSecureEnclave (the TPM)")
                 }
-                guard itemClass == .key else { throw ItemError(errSecParam, "kSecAttrTokenID applies to keys") }
-                attributes.append((.tpm, AttributeValue.bool(true)))
+                onlyTokenItems = true
+                if itemClass == .key { attributes.append((.tpm, AttributeValue.bool(true))) }
             case Key.persistentReferenceAttribute:
                 guard let data = value as? Data else { throw ItemError(errSecParam, "kSecAttrPersistentReference must be Data") }
                 persistentRef = Array(data)

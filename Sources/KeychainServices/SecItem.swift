@@ -17,6 +17,9 @@ public func SecItemAdd(_ attributes: [String: Any], _ result: UnsafeMutablePoint
             throw ItemError(errSecParam, "search keys are not allowed when adding")
         }
         if case .any? = query.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
+        if query.onlyTokenItems, (query.valueReference as? SecKey)?.enclave == nil {
+            throw ItemError(errSecParam, "kSecAttrTokenID: nothing can be imported into the Secure Enclave (TPM); make the key there with SecKeyCreateRandomKey")
+        }
         return try KeychainAccess.shared.with(label: query.keychainLabel, context: query.context) { keychain, master in
             let uid = try UniqueID.random()
             let object = ItemMapping.recordingStoredTypes(try newObject(query, uniqueID: uid.text), asData: query.givenAsData)

@@ -8,6 +8,8 @@ import Security
 //   secitem find SERVICE [ACCOUNT]       SecItemCopyMatching(kSecClassGenericPassword), prints the password
 //   secitem add SERVICE ACCOUNT          SecItemAdd with the password read from standard input
 //   secitem delete SERVICE ACCOUNT       SecItemDelete
+//   secitem sign-enclave TAG             SecItemCopyMatching(kSecClassKey, kSecAttrTokenIDSecureEnclave, tag) and
+//                                        SecKeyCreateSignature(ECDSA X9.62 SHA-256) of standard input, the DER signature to standard output
 //
 // Exit status: 0, or the OSStatus's last byte with the OSStatus printed (errSecItemNotFound -25300).
 
@@ -18,11 +20,27 @@ func fail(_ status: OSStatus, _ what: String) -> Never {
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let command = arguments.first, arguments.count >= 2 else {
-    FileHandle.standardError.write(Data("usage: secitem find SERVICE [ACCOUNT] | add SERVICE ACCOUNT | delete SERVICE ACCOUNT\n".utf8))
+    FileHandle.standardError.write(Data("usage: secitem find SERVICE [ACCOUNT] | add SERVICE ACCOUNT | delete SERVICE ACCOUNT | sign-enclave TAG\n".utf8))
     exit(64)
 }
 var query: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: arguments[1]]
 if arguments.count >= 3 { query[kSecAttrAccount as String] = arguments[2] }
+
+if command == "sign-enclave" {
+    let keyQuery: [String: Any] = [kSecClass as String: kSecClassKey, kSecAttrTokenID as String: kSecAttrTokenIDSecureEnclave,
+                                   kSecAttrApplicationTag as String: Data(arguments[1].utf8), kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom,
+                                   kSecReturnRef as String: true]
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(keyQuery as CFDictionary, &result)
+    guard status == errSecSuccess, let key = result as? SecKey else { fail(status, "SecItemCopyMatching") }
+    var error: Unmanaged<CFError>?
+    let message = FileHandle.standardInput.readDataToEndOfFile()
+    guard let signature = SecKeyCreateSignature(key, .ecdsaSignatureMessageX962SHA256, message as CFData, &error) as Data? else {
+        fail(OSStatus(error.map { CFErrorGetCode($0.takeRetainedValue()) } ?? Int(errSecParam)), "SecKeyCreateSignature")
+    }
+    FileHandle.standardOutput.write(signature)
+    exit(0)
+}
 
 switch command {
 case "find":

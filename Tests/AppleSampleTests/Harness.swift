@@ -3,6 +3,7 @@ import XCTest
 import KeychainCore
 import KeychainCrypto
 import KeychainServices
+import TPMTestSupport
 
 /// What the sample ports run on: a fresh keychain labelled "login" with the user password
 /// "1234", locked, and a prompt program that answers "1234" and writes each text it was shown
@@ -52,4 +53,50 @@ class AppleSampleCase: XCTestCase {
 
     /// Locks the keychain again, as a new login session would find it.
     func lockKeychain() { KeychainServices.lockAll() }
+}
+
+/// The sample harness with a TPM: a fresh swtpm per test, named by KEYCHAIN_PKCS11_TCTI, as the
+/// Secure Enclave samples need (`none`: a machine without one).
+class AppleEnclaveCase: AppleSampleCase {
+    private var tpm: SoftwareTPM?
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        let started = try SoftwareTPM()
+        tpm = started
+        setenv("KEYCHAIN_PKCS11_TCTI", started.tcti, 1)
+    }
+
+    override func tearDown() {
+        tpm?.stop()
+        unsetenv("KEYCHAIN_PKCS11_TCTI")
+        super.tearDown()
+    }
+
+    /// Says that this machine has no TPM from now on.
+    func removeTPM() {
+        tpm?.stop()
+        tpm = nil
+        setenv("KEYCHAIN_PKCS11_TCTI", "none", 1)
+    }
+
+    /// Runs the `secitem` program built beside the tests, in this test's keychain folder and TPM.
+    func secitem(_ arguments: [String], input: Data) throws -> (status: Int32, output: Data) {
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var directory = executable.deletingLastPathComponent()
+        if directory.pathExtension == "xctest" { directory = directory.deletingLastPathComponent() }
+        let process = Process()
+        process.executableURL = directory.appendingPathComponent("secitem")
+        process.arguments = arguments
+        let stdin = Pipe()
+        let stdout = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        try process.run()
+        stdin.fileHandleForWriting.write(input)
+        try stdin.fileHandleForWriting.close()
+        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, output)
+    }
 }

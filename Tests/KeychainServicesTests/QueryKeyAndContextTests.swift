@@ -83,7 +83,9 @@ final class QueryKeyAndContextTests: XCTestCase {
         XCTAssertEqual(matching([kSecMatchTrustedOnly as String: true]).0, errSecUnimplemented)
         XCTAssertEqual(matching([kSecMatchTrustedOnly as String: false]).1, 2)
         XCTAssertEqual(matching([kSecMatchPolicy as String: "policy"]).0, errSecParam)
-        XCTAssertEqual(matching([kSecAttrTokenID as String: kSecAttrTokenIDSecureEnclave]).0, errSecUnimplemented)
+        // No certificate lives in the Secure Enclave (the TPM).
+        XCTAssertEqual(matching([kSecAttrTokenID as String: kSecAttrTokenIDSecureEnclave]).0, errSecItemNotFound)
+        XCTAssertEqual(matching([kSecAttrTokenID as String: "com.example.token"]).0, errSecParam)
         // Match keys are refused when adding.
         XCTAssertEqual(SecItemAdd([kSecClass as String: kSecClassCertificate, kSecValueData as String: alice,
                                    kSecMatchSubjectContains as String: "Alice"] as CFDictionary, nil), errSecParam)
@@ -110,8 +112,10 @@ final class QueryKeyAndContextTests: XCTestCase {
         XCTAssertNotEqual(CFGetTypeID(rsa), SecCertificateGetTypeID())
         XCTAssertTrue(SecKeyIsAlgorithmSupported(rsa, .sign, .rsaSignatureMessagePSSSHA224))
         XCTAssertFalse(SecKeyIsAlgorithmSupported(rsa, .sign, .rsaSignatureRaw))
-        XCTAssertNil(SecKeyCopyKeyExchangeResult(ec, .ecdhKeyExchangeStandard, ec, [:] as CFDictionary, &error))
-        XCTAssertEqual(error?.takeRetainedValue().code, Int(errSecUnimplemented))
+        // ECDH with a key's own public half: the x-coordinate of d·Q, 32 bytes on P-256.
+        XCTAssertEqual((SecKeyCopyKeyExchangeResult(ec, .ecdhKeyExchangeStandard, ec, [:] as CFDictionary, &error) as Data?)?.count, 32)
+        XCTAssertNil(SecKeyCopyKeyExchangeResult(rsa, .ecdhKeyExchangeStandard, ec, [:] as CFDictionary, &error))
+        XCTAssertEqual(error?.takeRetainedValue().code, Int(errSecParam))
         XCTAssertEqual(noErr, errSecSuccess)
         XCTAssertEqual(SecCopyErrorMessageString(errSecWrPerm, nil) as String?, "Write permissions error.")
         XCTAssertEqual(kSecAttrProtocolHTTPS as String, "htps")
