@@ -3,8 +3,8 @@ import Foundation
 /// A key algorithm (Apple's `SecKeyAlgorithm`, a string-valued type): every member Apple's Swift
 /// offers, with Apple's string values. `SecKeyIsAlgorithmSupported` says which a key can do
 /// here: RSA PKCS#1 v1.5 and PSS signatures (digest and message forms, SHA-1/2), ECDSA in X9.62
-/// and RFC 4754 forms, RSA PKCS#1 and OAEP encryption; the rest (raw RSA, the OAEP-AES-GCM
-/// hybrids, ECIES, ECDH key exchange) answer false and their functions errSecParam.
+/// and RFC 4754 forms, RSA PKCS#1 and OAEP encryption, ECDH key exchange (raw and X9.63 KDF);
+/// the rest (raw RSA, the OAEP-AES-GCM hybrids, ECIES) answer false and their functions errSecParam.
 public struct SecKeyAlgorithm: RawRepresentable, Hashable, @unchecked Sendable, CustomStringConvertible {
     public let rawValue: CFString
     public init(rawValue: CFString) { self.rawValue = rawValue }
