@@ -76,7 +76,12 @@ struct SealedDeviceKey: Equatable {
         }
         let key: SecureBytes
         do throws(TPMError) { key = try connection.unseal(blob, authValue: SecureBytes(count: 0)) } catch {
-            if error.code.response == .integrity || error.code.response == .badAuthorization {
+            if error.code.response == .badAuthorization || error.code.response == .authorizationFailed {
+                // The sealed object's authValue is empty: only the owner hierarchy's (for the
+                // primary key) can be refused.
+                throw KeychainError(.deviceKeyUnavailable, "the TPM (\(connection.tcti)) refused its owner authorisation, which this keychain needs empty (it was set, e.g. by tpm2_changeauth -c owner): the device key \(path) cannot be unsealed until it is cleared (\(error))")
+            }
+            if error.code.response == .integrity {
                 throw KeychainError(.deviceKeyUnavailable, "the device key \(path) was sealed by another TPM than this machine's (\(connection.tcti)), or is damaged: this keychain's ThisDeviceOnly items are unavailable here (\(error))")
             }
             throw KeychainError(.deviceKeyUnavailable, "the TPM (\(connection.tcti)) did not unseal the device key \(path): \(error)")
