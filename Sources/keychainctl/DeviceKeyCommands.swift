@@ -1,6 +1,8 @@
 import ArgumentParser
 import KeychainCore
 
+/// `keychainctl seal-device-key`: binds an existing clear device key to this machine's TPM
+/// (`DeviceKeyFile.seal()`); Docs/security.md section 2b says what that does and does not give.
 struct SealDeviceKey: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "seal-device-key",

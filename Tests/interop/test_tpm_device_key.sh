@@ -51,11 +51,12 @@ for _ in range(50):
     fail "swtpm $name did not start (try $tries): $(cat "$WORK/$name.log")"
 }
 
-# home NAME: keychainctl with its own keychain folder and device key (a home directory).
+# home NAME: keychainctl with its own keychain folder and device key (a home directory; DEVICE_KEY
+# names another key file).
 home() {
     local name=$1
     shift
-    KEYCHAIN_PKCS11_DIR="$WORK/$name/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="$WORK/$name/state/device-key" "$KEYCHAINCTL" "$@"
+    KEYCHAIN_PKCS11_DIR="$WORK/$name/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="${DEVICE_KEY:-$WORK/$name/state/device-key}" "$KEYCHAINCTL" "$@"
 }
 sq() { "$@" | tr -s " "; }
 
@@ -76,6 +77,19 @@ printf 'bound-secret' | home mine add-generic-password -a alice -s bound --acces
 printf 'plain-secret' | home mine add-generic-password -a alice -s plain --pin-file user.pin --password-file - >/dev/null || fail "add a password"
 expect_eq "$(home mine find-generic-password -s bound -w --pin-file user.pin)" "bound-secret" "ThisDeviceOnly password, first TPM"
 expect_eq "$(home mine find-generic-password -s plain -w --pin-file user.pin)" "plain-secret" "ordinary password, first TPM"
+
+# Two processes making the first device key at once (two keychains, one key file): one key, sealed,
+# that both keychains are bound to.
+DEVICE_KEY="$WORK/race/state/device-key" home race1 create --label one --so-pin-file so.pin --pin-file user.pin >race1.out 2>&1 &
+racer=$!
+DEVICE_KEY="$WORK/race/state/device-key" home race2 create --label two --so-pin-file so.pin --pin-file user.pin >race2.out 2>&1 ||
+    fail "create two at once: $(cat race2.out)"
+wait "$racer" || fail "create one at once: $(cat race1.out)"
+expect_eq "$(ls "$WORK/race/state")" "device-key" "one key file, no temporary left"
+for n in 1 2; do
+    out=$(DEVICE_KEY="$WORK/race/state/device-key" sq home "race$n" info) || fail "info race$n"
+    expect_contains "$out" "Device key sealed by the TPM ($first)" "keychain $n of two made at once"
+done
 
 # The keychain folder and the device key copied to another home on a machine with another TPM.
 mkdir -p "$WORK/copy/state"
