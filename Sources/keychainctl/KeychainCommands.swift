@@ -49,7 +49,7 @@ struct Info: ParsableCommand {
         if let target = info.targetKDF, let current = info.userKDF, current.isWeaker(than: target) {
             rows.append(("Pending KDF", "scrypt N = 2^\(target.logN), r = \(target.blockSize) (at each PIN's next login)"))
         }
-        rows.append(("Device key", info.deviceKeyProblem ?? open.keychain.deviceKeyFile.path))
+        rows.append(("Device key", info.deviceKeyProblem ?? deviceKeyDescription(open.keychain.deviceBindingKind(), path: open.keychain.deviceKeyFile.path)))
         rows.append(("Locked search", info.lockedLookup ? "on (the Secret Service finds passwords by attribute while locked)" : "off"))
         rows.append(("PKCS#11 URI", PKCS11URI.token(label: info.label, serial: info.serial).text))
         let width = rows.map(\.0.count).max() ?? 0

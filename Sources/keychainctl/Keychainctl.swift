@@ -23,7 +23,7 @@ struct Keychainctl: ParsableCommand {
         """,
         version: "keychainctl \(ProductVersion.text)",
         subcommands: [
-            Create.self, List.self, Info.self, Verify.self, Unlock.self, Lock.self, Status.self, SessionPolicyCommand.self, SetDefault.self, SetDisplayName.self, DeleteKeychain.self, ChangePIN.self, ResetPIN.self, RaiseKDF.self,
+            Create.self, List.self, Info.self, Verify.self, Unlock.self, Lock.self, Status.self, SessionPolicyCommand.self, SetDefault.self, SetDisplayName.self, DeleteKeychain.self, ChangePIN.self, ResetPIN.self, RaiseKDF.self, SealDeviceKey.self,
             AddPassword<GenericPasswordClass>.self, FindPassword<GenericPasswordClass>.self,
             UpdatePassword<GenericPasswordClass>.self, DeletePassword<GenericPasswordClass>.self,
             AddPassword<InternetPasswordClass>.self, FindPassword<InternetPasswordClass>.self,

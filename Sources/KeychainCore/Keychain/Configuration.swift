@@ -45,6 +45,9 @@ public struct Configuration: Sendable {
     /// `swtpm:host=127.0.0.1,port=2321`, or `none`. Nil: KeychainTPM's `TPMDevice.tcti(configured:)`
     /// uses `device:/dev/tpmrm0` when it exists.
     public var tcti: String?
+    /// Whether a new device key is sealed by the TPM (`device_key_tpm = auto|yes|no`,
+    /// KEYCHAIN_PKCS11_DEVICE_KEY_TPM); `auto` by default. See `DeviceKeyTPM`.
+    public var deviceKeyTPM: DeviceKeyTPM = .auto
 
     public init(directory: String, kdf: ScryptParameters = .interactive, defaultKeychain: String? = nil) {
         self.directory = directory
@@ -95,6 +98,10 @@ public struct Configuration: Sendable {
             configuration.opensslSecureHeap = OpenSSLSecureHeap.parseSize(text) ?? OpenSSLSecureHeap.defaultSize
         }
         configuration.tcti = environment("KEYCHAIN_PKCS11_TCTI") ?? file["tcti"]
+        if let text = environment("KEYCHAIN_PKCS11_DEVICE_KEY_TPM") ?? file["device_key_tpm"] {
+            // An unknown word must not weaken anything: seal whenever a TPM answers.
+            configuration.deviceKeyTPM = DeviceKeyTPM(rawValue: text.lowercased()) ?? .auto
+        }
         // Every door reads its configuration through here before it handles a key; the size is
         // fixed when the heap is made (the first private key given to OpenSSL).
         OpenSSLSecureHeap.configure(size: configuration.opensslSecureHeap)
@@ -172,6 +179,18 @@ public struct Configuration: Sendable {
         }
         return result
     }
+}
+
+/// Whether a device key made from now on is sealed by the TPM (Docs/security.md, "The device key
+/// and the TPM"). Existing files are read whatever their kind; `keychainctl seal-device-key`
+/// seals a clear one.
+public enum DeviceKeyTPM: String, Sendable {
+    /// Sealed when a TPM is configured and answers; in clear otherwise (no TPM, or it failed).
+    case auto
+    /// Sealed, or not made at all: without a working TPM, device-bound items cannot be stored.
+    case yes
+    /// In clear, as before TPM support: the file alone is the key (copying it moves the device).
+    case no
 }
 
 extension Substring {

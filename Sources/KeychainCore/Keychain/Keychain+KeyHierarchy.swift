@@ -133,6 +133,26 @@ extension Keychain {
         }
     }
 
+    /// How the device key this keychain is bound to is kept (`keychainctl info`). A sealed key
+    /// is unsealed to tell this machine's TPM from another (once per instance, as any use does).
+    public func deviceBindingKind() -> DeviceBindingKind {
+        lock.withLock { () -> DeviceBindingKind in
+            let kind: DeviceKeyFile.Kind?
+            do throws(KeychainError) { kind = try deviceKeyFile.kind() } catch { return .unavailable(error.reason) }
+            switch kind {
+            case nil:
+                return .none
+            case .clear:
+                return .file
+            case .sealed:
+                if device == nil {
+                    do throws(KeychainError) { _ = try deviceKeyFile.load(create: false) } catch { return .unavailable(error.reason) }
+                }
+                return .sealed(tcti: EnclaveTPM.configuredTCTI ?? "?")
+            }
+        }
+    }
+
     private static let alwaysByMasterData = Array("keychain-pkcs11 always key / master".utf8)
     private static let alwaysByDeviceData = Array("keychain-pkcs11 always key / device".utf8)
 
@@ -230,4 +250,16 @@ extension Keychain {
         _ = try deviceBinding(create: true)
         _ = try? alwaysRecordKeys(master: master, creating: false)
     }
+}
+
+/// How a keychain's device binding is kept: what `keychainctl info` says.
+public enum DeviceBindingKind: Equatable, Sendable {
+    /// No device key has been made yet (the first device-bound item makes it).
+    case none
+    /// The device key file holds the key in clear: a copy of it moves the device.
+    case file
+    /// The key is sealed by the TPM `tcti` names, and that TPM unseals it.
+    case sealed(tcti: String)
+    /// The key cannot be used here, for this reason (another TPM, no TPM, an unsafe file…).
+    case unavailable(String)
 }
