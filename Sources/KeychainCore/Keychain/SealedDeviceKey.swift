@@ -58,7 +58,8 @@ struct SealedDeviceKey: Equatable {
     static func seal(_ key: SecureBytes, path: String) throws(KeychainError) -> (sealed: SealedDeviceKey, tcti: String) {
         let connection = try EnclaveTPM.connection()
         do throws(TPMError) {
-            return (SealedDeviceKey(blob: try connection.seal(key, authValue: SecureBytes(count: 0))), connection.tcti)
+            let blob = try EnclaveTPM.withRoom { () throws(TPMError) in try connection.seal(key, authValue: SecureBytes(count: 0)) }
+            return (SealedDeviceKey(blob: blob), connection.tcti)
         } catch {
             throw KeychainError(tpm: error, "cannot seal the device key \(path) with the TPM (\(connection.tcti))")
         }
@@ -75,7 +76,8 @@ struct SealedDeviceKey: Equatable {
             throw KeychainError(.deviceKeyUnavailable, "the device key \(path) is sealed by a TPM, which cannot be reached: \(error.reason)")
         }
         let key: SecureBytes
-        do throws(TPMError) { key = try connection.unseal(blob, authValue: SecureBytes(count: 0)) } catch {
+        // The sealed object needs a slot beside this process's loaded TPM keys (withRoom).
+        do throws(TPMError) { key = try EnclaveTPM.withRoom { () throws(TPMError) in try connection.unseal(blob, authValue: SecureBytes(count: 0)) } } catch {
             if error.code.response == .badAuthorization || error.code.response == .authorizationFailed {
                 // The sealed object's authValue is empty: only the owner hierarchy's (for the
                 // primary key) can be refused.
