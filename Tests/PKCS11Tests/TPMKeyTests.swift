@@ -27,6 +27,9 @@ final class TPMKeyTests: ModuleTestCase {
 
     override func setUp() {
         super.setUp()
+        // The device key stays a clear file here: these tests swap and silence the TPM under a
+        // keychain, which a sealed device key would also feel (DeviceKeyTPMTests cover that).
+        setenv("KEYCHAIN_PKCS11_DEVICE_KEY_TPM", "no", 1)
         do {
             let started = try SoftwareTPM()
             tpm = started
@@ -41,6 +44,7 @@ final class TPMKeyTests: ModuleTestCase {
         super.tearDown()  // C_Finalize: the loaded keys, and with them the TPM connection, go first.
         tpm?.stop()
         unsetenv("KEYCHAIN_PKCS11_TCTI")
+        unsetenv("KEYCHAIN_PKCS11_DEVICE_KEY_TPM")
     }
 
     private func requireTPM() throws -> SoftwareTPM {

@@ -142,14 +142,20 @@ public final class SilentTPM {
             tpmSocket = first.socket
             platformSocket = second.socket
             let listening = second.socket
+            // Every connection is answered (a process opens one per TCTI it initialises: the
+            // mssim TCTI's initialisation waits for this answer with no time limit).
             platform = Thread {
-                let connection = accept(listening, nil, nil)
-                guard connection >= 0 else { return }
-                defer { close(connection) }
-                var command = [UInt8](repeating: 0, count: 4)
-                while read(connection, &command, 4) == 4 {
-                    let answer = [UInt8](repeating: 0, count: 4)
-                    guard write(connection, answer, 4) == 4 else { return }
+                while true {
+                    let connection = accept(listening, nil, nil)
+                    guard connection >= 0 else { return }
+                    Thread {
+                        defer { close(connection) }
+                        var command = [UInt8](repeating: 0, count: 4)
+                        while read(connection, &command, 4) == 4 {
+                            let answer = [UInt8](repeating: 0, count: 4)
+                            guard write(connection, answer, 4) == 4 else { return }
+                        }
+                    }.start()
                 }
             }
             platform.start()
