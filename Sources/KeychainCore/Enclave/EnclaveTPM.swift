@@ -1,3 +1,4 @@
+import Glibc
 import KeychainCrypto
 import KeychainTPM
 
@@ -52,6 +53,10 @@ public enum EnclaveTPM {
                 throw KeychainError(tpm: error, "cannot open the TPM (\(tcti))")
             }
             current.connection = opened
+            if !releaseAtExitRegistered {
+                releaseAtExitRegistered = true
+                atexit { EnclaveTPM.releaseLoadedKeys() }
+            }
             return opened
         }
     }
@@ -63,6 +68,22 @@ public enum EnclaveTPM {
         init(_ key: EnclaveKey) { self.key = key }
     }
     nonisolated(unsafe) private static var loadedKeys: [WeakKey] = []
+
+    nonisolated(unsafe) private static var releaseAtExitRegistered = false
+
+    /// At exit, this process's loaded keys let go of their TPM objects, and with the last one the
+    /// connection flushes its primary key and session: a TPM without a resource manager (swtpm)
+    /// keeps what a process leaves loaded until it restarts, and a program that never releases its
+    /// keys (a SecKey in a global, a host that skips C_Finalize) would fill its few slots.
+    /// `/dev/tpmrm0` flushes them itself when the file closes.
+    static func releaseLoadedKeys() {
+        let keys = lock.withLock { () -> [EnclaveKey] in
+            let alive = loadedKeys.compactMap(\.key)
+            loadedKeys.removeAll()
+            return alive
+        }
+        for key in keys { key.unload() }
+    }
 
     /// Notes a key that holds an object loaded in the TPM, so that it can be asked to let go.
     static func register(_ key: EnclaveKey) {
