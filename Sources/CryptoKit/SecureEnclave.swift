@@ -27,20 +27,16 @@ public enum SecureEnclave {
                 /// `dataRepresentation`, which does not carry it).
                 public init(compactRepresentable: Bool = true, accessControl: SecAccessControl? = nil,
                             authenticationContext: LAContext? = nil) throws {
-                    let made = try enclaveCall { () throws(KeychainServicesError) in
-                        try SecureEnclaveAccess.create(accessControl: accessControl, context: authenticationContext)
-                    }
-                    handle = made
-                    publicKey = try .init(x963Representation: enclaveCall { () throws(KeychainServicesError) in try made.publicPoint() })
+                    let made = try SecureEnclaveKeyHandle.created(accessControl: accessControl, context: authenticationContext)
+                    handle = made.handle
+                    publicKey = try .init(x963Representation: made.publicPoint)
                 }
 
                 /// The key a `dataRepresentation` holds (only this machine's TPM loads it).
                 public init(dataRepresentation: Data, authenticationContext: LAContext? = nil) throws {
-                    let made = try enclaveCall { () throws(KeychainServicesError) in
-                        try SecureEnclaveAccess.load(Array(dataRepresentation), context: authenticationContext)
-                    }
-                    handle = made
-                    publicKey = try .init(x963Representation: enclaveCall { () throws(KeychainServicesError) in try made.publicPoint() })
+                    let made = try SecureEnclaveKeyHandle.loaded(dataRepresentation, context: authenticationContext)
+                    handle = made.handle
+                    publicKey = try .init(x963Representation: made.publicPoint)
                 }
 
                 /// The TPM's wrapped key and the keychain it belongs to (the KCSE blob); not the key itself.
@@ -69,20 +65,16 @@ public enum SecureEnclave {
                 /// A new key (see `Signing.PrivateKey.init(compactRepresentable:accessControl:authenticationContext:)`).
                 public init(compactRepresentable: Bool = true, accessControl: SecAccessControl? = nil,
                             authenticationContext: LAContext? = nil) throws {
-                    let made = try enclaveCall { () throws(KeychainServicesError) in
-                        try SecureEnclaveAccess.create(accessControl: accessControl, context: authenticationContext)
-                    }
-                    handle = made
-                    publicKey = try .init(x963Representation: enclaveCall { () throws(KeychainServicesError) in try made.publicPoint() })
+                    let made = try SecureEnclaveKeyHandle.created(accessControl: accessControl, context: authenticationContext)
+                    handle = made.handle
+                    publicKey = try .init(x963Representation: made.publicPoint)
                 }
 
                 /// The key a `dataRepresentation` holds (only this machine's TPM loads it).
                 public init(dataRepresentation: Data, authenticationContext: LAContext? = nil) throws {
-                    let made = try enclaveCall { () throws(KeychainServicesError) in
-                        try SecureEnclaveAccess.load(Array(dataRepresentation), context: authenticationContext)
-                    }
-                    handle = made
-                    publicKey = try .init(x963Representation: enclaveCall { () throws(KeychainServicesError) in try made.publicPoint() })
+                    let made = try SecureEnclaveKeyHandle.loaded(dataRepresentation, context: authenticationContext)
+                    handle = made.handle
+                    publicKey = try .init(x963Representation: made.publicPoint)
                 }
 
                 public var dataRepresentation: Data { Data(handle.dataRepresentation) }
@@ -111,4 +103,18 @@ public enum SecureEnclave {
 /// Runs an enclave call, its failure as CryptoKit's error carrying the OSStatus.
 private func enclaveCall<R>(_ body: () throws(KeychainServicesError) -> R) throws -> R {
     do { return try body() } catch { throw CryptoKitError.underlyingCoreCryptoError(error: Int32(error.status)) }
+}
+
+/// What both private-key types start from: the TPM key (new, or the one a `dataRepresentation`
+/// holds) and its public point (X9.63), each failure as CryptoKit reports it.
+extension SecureEnclaveKeyHandle {
+    static func created(accessControl: SecAccessControl?, context: LAContext?) throws -> (handle: SecureEnclaveKeyHandle, publicPoint: [UInt8]) {
+        let handle = try enclaveCall { () throws(KeychainServicesError) in try SecureEnclaveAccess.create(accessControl: accessControl, context: context) }
+        return (handle, try enclaveCall { () throws(KeychainServicesError) in try handle.publicPoint() })
+    }
+
+    static func loaded(_ data: Data, context: LAContext?) throws -> (handle: SecureEnclaveKeyHandle, publicPoint: [UInt8]) {
+        let handle = try enclaveCall { () throws(KeychainServicesError) in try SecureEnclaveAccess.load(Array(data), context: context) }
+        return (handle, try enclaveCall { () throws(KeychainServicesError) in try handle.publicPoint() })
+    }
 }
