@@ -111,14 +111,8 @@ func enclaveSignature(_ enclave: EnclaveKey, _ algorithm: SignatureAlgorithm, _ 
     guard case .ecdsa(let digest) = algorithm.scheme else { throw ItemError(errSecParam, "a Secure Enclave key makes ECDSA signatures only") }
     let hashed: [UInt8]
     do { hashed = try digest.map { try Digest.hash($0, input) } ?? input } catch { throw ItemError(errSecParam, "cannot hash the message") }
-    let raw = try translateKeychain { () throws(KeychainError) in try enclave.sign(digest: fittedDigest(hashed)) }
+    let raw = try translateKeychain { () throws(KeychainError) in try enclave.signECDSA(hashed) }
     guard algorithm.der else { return raw }
     guard let der = SignatureOperation.ecdsaDER(fromRaw: raw, coordinateLength: 32) else { throw ItemError(errSecInternalComponent, "the TPM's signature has no DER form") }
     return der
-}
-
-/// A digest as a P-256 ECDSA input of 32 bytes (SEC 1 §4.1.3 step 5: the leftmost 256 bits, or
-/// the shorter value's integer).
-func fittedDigest(_ digest: [UInt8]) -> [UInt8] {
-    digest.count >= 32 ? Array(digest.prefix(32)) : [UInt8](repeating: 0, count: 32 - digest.count) + digest
 }

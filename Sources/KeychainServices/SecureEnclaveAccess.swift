@@ -80,7 +80,7 @@ import KeychainCrypto
     public func sign(digest: [UInt8]) throws(KeychainServicesError) -> [UInt8] {
         try translated {
             try confirmPresence()
-            return try translateKeychain { () throws(KeychainError) in try enclave.sign(digest: fittedDigest(digest)) }
+            return try translateKeychain { () throws(KeychainError) in try enclave.signECDSA(digest) }
         }
     }
 

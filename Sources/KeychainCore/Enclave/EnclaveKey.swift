@@ -151,6 +151,16 @@ public final class EnclaveKey: @unchecked Sendable {
         try run("signing in the TPM") { (key: TPMKey) throws(TPMError) in try key.sign(digest: digest) }
     }
 
+    /// ECDSA in the TPM over any value, read as ECDSA reads it (FIPS 186-5 §6.4.1, SEC 1 §4.1.3
+    /// step 5): fitted to the order's length — its leftmost bytes, or the shorter value
+    /// left-padded with zeros (the same integer) — 32 bytes on P-256, 48 on P-384. r‖s.
+    public func signECDSA(_ value: [UInt8]) throws(KeychainError) -> [UInt8] {
+        guard case .ec(let curve) = publicKey.kind else { throw KeychainError(.argumentsBad, "ECDSA needs an EC key") }
+        let length = curve.coordinateLength // P-256's and P-384's orders are as long as their coordinates
+        let fitted = value.count >= length ? Array(value.prefix(length)) : [UInt8](repeating: 0, count: length - value.count) + value
+        return try sign(digest: fitted)
+    }
+
     /// ECDH in the TPM: the x-coordinate of the shared point with the peer's X9.62 uncompressed point.
     public func sharedSecret(peerPoint: [UInt8]) throws(KeychainError) -> SecureBytes {
         try run("key agreement in the TPM") { (key: TPMKey) throws(TPMError) in try key.sharedSecret(peerPoint: peerPoint) }

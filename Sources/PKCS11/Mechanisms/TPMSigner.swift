@@ -16,8 +16,8 @@ import KeychainCrypto
 /// Other schemes (raw RSA, PSS, RSA with SHA-224 or SHA-3) are not the TPM's: CKR_MECHANISM_INVALID.
 final class TPMSigner {
     private enum Shape {
-        /// ECDSA over a value fitted to this many bytes (the order's length).
-        case ecdsa(orderLength: Int)
+        /// ECDSA over the value, fitted to the order's length (`EnclaveKey.signECDSA`).
+        case ecdsa
         /// RSASSA over the digest of a DigestInfo the caller gave.
         case rsaDigestInfo
         /// RSASSA over the hash computed here.
@@ -40,8 +40,7 @@ final class TPMSigner {
         let hash: Digest.Algorithm?
         switch (scheme, key.publicKey.kind) {
         case (.ecdsa(let mechanismHash), .ec(let curve)):
-            // P-256's and P-384's orders are as long as their coordinates.
-            shape = .ecdsa(orderLength: curve.coordinateLength)
+            shape = .ecdsa
             hash = mechanismHash
             signatureLength = 2 * curve.coordinateLength
         case (.rsaPKCS1(nil), .rsa):
@@ -85,20 +84,13 @@ final class TPMSigner {
             value = collected
         }
         defer { wipe(&value) }
-        let input: [UInt8]
         switch shape {
-        case .ecdsa(let orderLength): input = Self.fitted(value, to: orderLength)
-        case .rsa: input = value
-        case .rsaDigestInfo: input = try Self.digest(inDigestInfo: value)
+        case .ecdsa: return try translating { () throws(KeychainError) in try key.signECDSA(value) }
+        case .rsa: return try translating { () throws(KeychainError) in try key.sign(digest: value) }
+        case .rsaDigestInfo:
+            let digest = try Self.digest(inDigestInfo: value)
+            return try translating { () throws(KeychainError) in try key.sign(digest: digest) }
         }
-        return try translating { () throws(KeychainError) in try key.sign(digest: input) }
-    }
-
-    /// ECDSA's view of a value as long as the order: its leftmost bytes, or the value left-padded
-    /// with zeros (the same integer).
-    static func fitted(_ value: [UInt8], to length: Int) -> [UInt8] {
-        if value.count >= length { return Array(value.prefix(length)) }
-        return [UInt8](repeating: 0, count: length - value.count) + value
     }
 
     /// The DER prefixes of DigestInfo (RFC 8017 §9.2 note 1) for the hashes the TPM signs with;
