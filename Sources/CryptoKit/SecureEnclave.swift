@@ -23,8 +23,8 @@ public enum SecureEnclave {
                 /// A new key. `compactRepresentable` is accepted and not needed (the key signs
                 /// either way). `accessControl` nil is Apple's default (private-key usage, when
                 /// unlocked, this device only); a presence flag in it asks for the keychain
-                /// password at each use of this key value (not of one loaded from its
-                /// `dataRepresentation`, which does not carry it).
+                /// password at each use of this key and of any key loaded from its
+                /// `dataRepresentation`, which carries the flags bound into the TPM authorisation.
                 public init(compactRepresentable: Bool = true, accessControl: SecAccessControl? = nil,
                             authenticationContext: LAContext? = nil) throws {
                     let made = try SecureEnclaveKeyHandle.created(accessControl: accessControl, context: authenticationContext)
@@ -32,7 +32,8 @@ public enum SecureEnclave {
                     publicKey = try .init(x963Representation: made.publicPoint)
                 }
 
-                /// The key a `dataRepresentation` holds (only this machine's TPM loads it).
+                /// The key a `dataRepresentation` holds (only this machine's TPM loads it), asking
+                /// what its access control asks; edited data throws errSecDecode.
                 public init(dataRepresentation: Data, authenticationContext: LAContext? = nil) throws {
                     let made = try SecureEnclaveKeyHandle.loaded(dataRepresentation, context: authenticationContext)
                     handle = made.handle

@@ -10,8 +10,9 @@ import KeychainCrypto
     /// Whether a TPM is configured and answers (`SecureEnclave.isAvailable`).
     public static var isAvailable: Bool { EnclaveTPM.isAvailable }
 
-    /// A new P-256 key in the TPM for the default keychain, under `accessControl` (its presence
-    /// flags ask for the keychain password at each use of this key object).
+    /// A new P-256 key in the TPM for the default keychain, under `accessControl`: its flags go
+    /// into the key's `dataRepresentation`, bound into the TPM authorisation, so a presence flag
+    /// asks for the keychain password at each use of this key and of every key loaded from it.
     public static func create(accessControl: SecAccessControl?, context: LAContext?) throws(KeychainServicesError) -> SecureEnclaveKeyHandle {
         try translated {
             if let accessControl {
@@ -23,15 +24,16 @@ import KeychainCrypto
             guard EnclaveTPM.configuredTCTI != nil else { throw ItemError(errSecUnimplemented, "this machine has no TPM") }
             return try KeychainAccess.shared.with(label: nil, context: context) { keychain, master in
                 let master = try unlocked(keychain, master, context)
-                let enclave = try translateKeychain { () throws(KeychainError) in try keychain.createEnclaveKey(.ecP256, master: master) }
-                return SecureEnclaveKeyHandle(enclave, keychainPath: keychain.path, context: context,
-                                              asksPresence: !(accessControl?.flags.isDisjoint(with: .presence) ?? true))
+                let flags = accessControl?.flags.core ?? []
+                let enclave = try translateKeychain { () throws(KeychainError) in try keychain.createEnclaveKey(.ecP256, master: master, accessFlags: flags) }
+                return SecureEnclaveKeyHandle(enclave, keychainPath: keychain.path, context: context)
             }
         }
     }
 
     /// The key a `dataRepresentation` (KCSE blob) holds, loaded with the master key of the keychain
-    /// it names by serial number.
+    /// it names by serial number, asking what its access control asks. An edited blob is
+    /// errSecDecode.
     public static func load(_ bytes: [UInt8], context: LAContext?) throws(KeychainServicesError) -> SecureEnclaveKeyHandle {
         try translated {
             let blob = try translateKeychain { () throws(KeychainError) in try EnclaveKeyBlob(bytes: bytes) }
@@ -39,7 +41,7 @@ import KeychainCrypto
             return try KeychainAccess.shared.with(serial: blob.keychainSerial, context: context) { keychain, master in
                 let master = try unlocked(keychain, master, context)
                 let enclave = try translateKeychain { () throws(KeychainError) in try keychain.loadEnclaveKey(blob, master: master) }
-                return SecureEnclaveKeyHandle(enclave, keychainPath: keychain.path, context: context, asksPresence: false)
+                return SecureEnclaveKeyHandle(enclave, keychainPath: keychain.path, context: context)
             }
         }
     }
@@ -59,13 +61,14 @@ import KeychainCrypto
     private let enclave: EnclaveKey
     private let keychainPath: String
     private let context: LAContext?
+    /// A presence flag in the key's access control (carried by its blob): each use asks.
     private let asksPresence: Bool
 
-    init(_ enclave: EnclaveKey, keychainPath: String, context: LAContext?, asksPresence: Bool) {
+    init(_ enclave: EnclaveKey, keychainPath: String, context: LAContext?) {
         self.enclave = enclave
         self.keychainPath = keychainPath
         self.context = context
-        self.asksPresence = asksPresence
+        asksPresence = !enclave.blob.accessFlags.isDisjoint(with: .presence)
     }
 
     /// The KCSE blob (`EnclaveKeyBlob`): CryptoKit's `dataRepresentation`.

@@ -1,5 +1,6 @@
 import CryptoKit
 import Foundation
+import LocalAuthentication
 import Security
 import XCTest
 
@@ -43,6 +44,62 @@ final class SecureEnclaveSampleTests: AppleEnclaveCase {
         XCTAssertThrowsError(try SecureEnclave.P256.Signing.PrivateKey(dataRepresentation: Data("not a key".utf8))) { error in
             XCTAssertEqual(error as? CryptoKitError, .underlyingCoreCryptoError(error: errSecParam))
         }
+    }
+
+    /// Apple's enclave keeps a key's access control with the key: one made with `.userPresence`
+    /// asks at each use, also after a round trip through its `dataRepresentation` (the article's
+    /// generic-password store). Data with the flag edited out is refused.
+    func test_a_user_presence_key_keeps_asking_after_a_round_trip_through_its_data() throws {
+        let access = try XCTUnwrap(SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlockedThisDeviceOnly,
+                                                                   [.privateKeyUsage, .userPresence], nil))
+        let key = try SecureEnclave.P256.Signing.PrivateKey(accessControl: access)
+        let message = Data("each use asks".utf8)
+        var asked = prompts.count
+        XCTAssertTrue(key.publicKey.isValidSignature(try key.signature(for: message), for: message))
+        XCTAssertEqual(prompts.count, asked + 1)
+
+        let store = GenericPasswordStore()
+        try store.storeKey(key, account: "presence")
+        lockKeychain()
+        let readBack: SecureEnclave.P256.Signing.PrivateKey? = try store.readKey(account: "presence")
+        let loaded = try XCTUnwrap(readBack)
+        asked = prompts.count
+        XCTAssertTrue(key.publicKey.isValidSignature(try loaded.signature(for: message), for: message))
+        XCTAssertEqual(prompts.count, asked + 1)
+        XCTAssertTrue(key.publicKey.isValidSignature(try loaded.signature(for: message), for: message))
+        XCTAssertEqual(prompts.count, asked + 2)
+
+        // The user cancels: no signature from either key.
+        try answerPrompts(with: nil)
+        for signer in [key, loaded] {
+            XCTAssertThrowsError(try signer.signature(for: message)) { error in
+                XCTAssertEqual(error as? CryptoKitError, .underlyingCoreCryptoError(error: errSecUserCanceled))
+            }
+        }
+        // A context that allows no interaction: refused without a prompt.
+        try answerPrompts(with: "1234")
+        let quiet = LAContext()
+        quiet.interactionNotAllowed = true
+        let silent = try SecureEnclave.P256.Signing.PrivateKey(dataRepresentation: key.dataRepresentation, authenticationContext: quiet)
+        asked = prompts.count
+        XCTAssertThrowsError(try silent.signature(for: message)) { error in
+            XCTAssertEqual(error as? CryptoKitError, .underlyingCoreCryptoError(error: errSecInteractionNotAllowed))
+        }
+        XCTAssertEqual(prompts.count, asked)
+
+        // "KCSE" 02 16 serial(16) flags(8, big-endian): user presence is bit 0 of byte 29.
+        var edited = key.dataRepresentation
+        XCTAssertEqual(edited[edited.startIndex + 29] & 1, 1)
+        edited[edited.startIndex + 29] &= ~UInt8(1)
+        XCTAssertThrowsError(try SecureEnclave.P256.Signing.PrivateKey(dataRepresentation: edited)) { error in
+            XCTAssertEqual(error as? CryptoKitError, .underlyingCoreCryptoError(error: errSecDecode))
+        }
+        // A key made without a presence flag asks nothing, before or after its data round trip.
+        let plain = try SecureEnclave.P256.Signing.PrivateKey()
+        let plainLoaded = try SecureEnclave.P256.Signing.PrivateKey(dataRepresentation: plain.dataRepresentation)
+        asked = prompts.count
+        XCTAssertTrue(plain.publicKey.isValidSignature(try plainLoaded.signature(for: message), for: message))
+        XCTAssertEqual(prompts.count, asked)
     }
 
     func test_a_secure_enclave_key_agreement_meets_a_software_key() throws {

@@ -74,9 +74,61 @@ final class EnclaveKeyTests: KeychainFolderTestCase {
         // The right serial but another master key (as a thief who rewrote the serial would have):
         // the TPM refuses the authorisation.
         let forged = try EnclaveKeyBlob(bytes: key.blob.bytes)
-        let loaded = try EnclaveKey(blob: forged, authValue: Keychain.enclaveAuthValue(salt: forged.salt, master: otherMaster))
+        let loaded = try EnclaveKey(blob: forged, authValue: Keychain.enclaveAuthValue(for: forged, master: otherMaster))
         let digest = [UInt8](repeating: 7, count: 32)
         XCTAssertEqual(code { _ = try loaded.sign(digest: digest) }, .tpmFailure)
+    }
+
+    /// The access-control flags ride in the blob bound twice: editing them is caught by the tag
+    /// on loading, and a blob whose tag check were skipped derives an authorisation the TPM refuses.
+    func test_flags_edited_in_the_blob_are_refused_by_the_keychain_and_by_the_TPM() throws {
+        _ = try startTPM()
+        let (keychain, master) = try unlocked("flags")
+        let presence: AccessControlFlags = [.privateKeyUsage, .userPresence]
+        let key = try keychain.createEnclaveKey(.ecP256, master: master, accessFlags: presence)
+        let digest = [UInt8](repeating: 9, count: 32)
+        XCTAssertEqual(key.blob.bytes[4], 2)
+        let stored = try EnclaveKeyBlob(bytes: key.blob.bytes)
+        XCTAssertEqual(stored.accessFlags, presence)
+        XCTAssertEqual(try keychain.loadEnclaveKey(stored, master: master).sign(digest: digest).count, 64)
+
+        // "KCSE" 02 16 serial(16) then the flags, big-endian: user presence is bit 0 of byte 29.
+        var edited = key.blob.bytes
+        edited[29] &= ~UInt8(1)
+        let tampered = try EnclaveKeyBlob(bytes: edited)
+        XCTAssertEqual(tampered.accessFlags, [.privateKeyUsage])
+        XCTAssertEqual(code { _ = try keychain.loadEnclaveKey(tampered, master: master) }, .recordCorrupted)
+        let unchecked = try EnclaveKey(blob: tampered, authValue: Keychain.enclaveAuthValue(for: tampered, master: master))
+        XCTAssertEqual(code { _ = try unchecked.sign(digest: digest) }, .tpmFailure)
+
+        // Any other edited byte (salt, wrapped key) breaks the tag too; so does another master key.
+        var salted = key.blob.bytes
+        salted[31] ^= 0x01
+        XCTAssertEqual(code { _ = try keychain.loadEnclaveKey(try EnclaveKeyBlob(bytes: salted), master: master) }, .recordCorrupted)
+        let (_, otherMaster) = try unlocked("flags-other")
+        XCTAssertEqual(code { _ = try keychain.loadEnclaveKey(stored, master: otherMaster) }, .recordCorrupted)
+    }
+
+    /// Keys made before version 2 (no flags, no tag; the authorisation's HKDF info the label
+    /// alone) still load and sign.
+    func test_a_version_1_blob_still_loads() throws {
+        _ = try startTPM()
+        let (keychain, master) = try unlocked("v1")
+        let salt = [UInt8](repeating: 0x5A, count: 32)
+        let authValue = try KeyDerivation.hkdf(key: master.key, salt: salt, info: Array("keychain-pkcs11 tpm key auth".utf8), length: 32)
+        let connection = try EnclaveTPM.connection()
+        let tpmBlob = try connection.createKey(.ecP256, authValue: authValue)
+        let serial = try keychain.serialNumber()
+        let bytes = Array("KCSE".utf8) + [1, UInt8(serial.utf8.count)] + Array(serial.utf8) + salt + tpmBlob.bytes
+        let blob = try EnclaveKeyBlob(bytes: bytes)
+        XCTAssertEqual(blob.accessFlags, [])
+        XCTAssertEqual(blob.bytes, bytes)
+        let key = try keychain.loadEnclaveKey(blob, master: master)
+        let digest = [UInt8](repeating: 4, count: 32)
+        let signature = try key.sign(digest: digest)
+        let verifier = try SignatureOperation(key: key.publicKey, scheme: .ecdsa(digest: nil), signing: false)
+        try digest.withUnsafeBytes { try verifier.update($0) }
+        XCTAssertTrue(try verifier.verify(signature))
     }
 
     func test_a_key_from_another_TPM_does_not_load() throws {
@@ -113,7 +165,8 @@ final class EnclaveKeyTests: KeychainFolderTestCase {
 
     func test_damaged_blobs_are_refused_not_trusted() throws {
         XCTAssertEqual(code { _ = try EnclaveKeyBlob(bytes: []) }, .argumentsBad)
-        XCTAssertEqual(code { _ = try EnclaveKeyBlob(bytes: Array("KCSE".utf8) + [2, 16]) }, .argumentsBad)
+        XCTAssertEqual(code { _ = try EnclaveKeyBlob(bytes: Array("KCSE".utf8) + [3, 16]) }, .argumentsBad)
+        XCTAssertEqual(code { _ = try EnclaveKeyBlob(bytes: Array("KCSE".utf8) + [2, 16] + Array("0123456789abcdef".utf8) + [UInt8](repeating: 0, count: 56)) }, .argumentsBad)
         XCTAssertEqual(code { _ = try EnclaveKeyBlob(bytes: Array("KCSE".utf8) + [1, 16] + Array("0123456789abcdef".utf8) + [UInt8](repeating: 0, count: 40)) }, .argumentsBad)
     }
 }
