@@ -17,7 +17,8 @@ import KeychainCrypto
 /// Authorisation: a salted HMAC session (salted to the primary key, AES-128-CFB parameter
 /// encryption, SHA-256), started once per connection. Object authValues are never sent in the
 /// clear, and secrets crossing the bus (sensitive data of Create, ECDH results, unsealed data)
-/// are encrypted.
+/// are encrypted; what is not secret (a digest to sign, a peer's public point) is authenticated
+/// by the HMAC only.
 ///
 /// The socket TCTIs write with write(2), not send(MSG_NOSIGNAL): a TPM that goes away between
 /// connection and command would raise SIGPIPE in the host process. Every command runs with

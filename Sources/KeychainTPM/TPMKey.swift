@@ -93,8 +93,13 @@ public final class TPMKey: @unchecked Sendable {
         var signature: UnsafeMutablePointer<TPMT_SIGNATURE>?
         defer { Esys_Free(signature) }
         let handle = handle
+        // HMAC only, no parameter encryption: the digest is what the caller wants signed, not a
+        // secret — the signature the TPM sends back (never encryptable: TPMT_SIGNATURE is not a
+        // TPM2B) is as public as it — while the HMAC still keeps the authValue off the bus and
+        // makes an altered digest or answer fail. Encrypting it cost ~10 % of the signatures
+        // per second (Docs/performance.md, "The TPM").
         try connection.lock.withLock { () throws(TPMError) in
-            try connection.executeAuthorized("Esys_Sign", on: handle, authValue: authValue, decrypt: true, encrypt: false, start: {
+            try connection.executeAuthorized("Esys_Sign", on: handle, authValue: authValue, decrypt: false, encrypt: false, start: {
                 Esys_Sign_Async($0, handle, $1, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &input, &scheme, &validation)
             }, finish: { Esys_Sign_Finish($0, &signature) })
         }
@@ -139,8 +144,9 @@ public final class TPMKey: @unchecked Sendable {
         var output: UnsafeMutablePointer<TPM2B_ECC_POINT>?
         defer { TPMBuffer.wipeAndFree(output) }
         let handle = handle
+        // The answer (the shared point) is secret and goes encrypted; the peer's point is public.
         try connection.lock.withLock { () throws(TPMError) in
-            try connection.executeAuthorized("Esys_ECDH_ZGen", on: handle, authValue: authValue, decrypt: true, encrypt: true, start: {
+            try connection.executeAuthorized("Esys_ECDH_ZGen", on: handle, authValue: authValue, decrypt: false, encrypt: true, start: {
                 Esys_ECDH_ZGen_Async($0, handle, $1, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &input)
             }, finish: { Esys_ECDH_ZGen_Finish($0, &output) })
         }
