@@ -24,9 +24,7 @@ func createEnclaveKey(_ dictionary: [String: Any]) throws -> SecKey {
         throw ItemError(errSecParam, "kSecAttrTokenID belongs in the top-level dictionary")
     }
     // No TPM: Apple's answer on a device without a Secure Enclave, before any unlock prompt.
-    guard EnclaveTPM.configuredTCTI != nil else {
-        throw ItemError(errSecUnimplemented, "this machine has no TPM, the Secure Enclave's counterpart here (KEYCHAIN_PKCS11_TCTI, tcti =)")
-    }
+    try SecureEnclaveAccess.requireTPM()
     func given(_ key: CFString) -> Any? { privateAttributes[key as String] ?? dictionary[key as String] }
     let permanent = given(kSecAttrIsPermanent).flatMap(ItemMapping.boolean) ?? false
     var extra: Template = [(.itemClass, AttributeValue.ulong(ItemClass.key.rawValue)), (.token, AttributeValue.bool(permanent))]

@@ -21,7 +21,7 @@ import KeychainCrypto
                 }
                 _ = try accessControl.attributes(for: .privateKey, context: context)
             }
-            guard EnclaveTPM.configuredTCTI != nil else { throw ItemError(errSecUnimplemented, "this machine has no TPM") }
+            try requireTPM()
             return try KeychainAccess.shared.with(label: nil, context: context) { keychain, master in
                 let master = try unlocked(keychain, master, context)
                 let flags = accessControl?.flags.core ?? []
@@ -37,13 +37,19 @@ import KeychainCrypto
     public static func load(_ bytes: [UInt8], context: LAContext?) throws(KeychainServicesError) -> SecureEnclaveKeyHandle {
         try translated {
             let blob = try translateKeychain { () throws(KeychainError) in try EnclaveKeyBlob(bytes: bytes) }
-            guard EnclaveTPM.configuredTCTI != nil else { throw ItemError(errSecUnimplemented, "this machine has no TPM") }
+            try requireTPM()
             return try KeychainAccess.shared.with(serial: blob.keychainSerial, context: context) { keychain, master in
                 let master = try unlocked(keychain, master, context)
                 let enclave = try translateKeychain { () throws(KeychainError) in try keychain.loadEnclaveKey(blob, master: master) }
                 return SecureEnclaveKeyHandle(enclave, keychainPath: keychain.path, context: context)
             }
         }
+    }
+
+    /// Apple's answer on a device without a Secure Enclave (errSecUnimplemented) when no TPM is
+    /// configured, before anything asks to unlock.
+    static func requireTPM() throws {
+        guard EnclaveTPM.configuredTCTI != nil else { throw ItemError(errSecUnimplemented, EnclaveTPM.noTPM) }
     }
 
     private static func unlocked(_ keychain: Keychain, _ master: MasterKey?, _ context: LAContext?) throws -> MasterKey {

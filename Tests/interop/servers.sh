@@ -46,3 +46,64 @@ start_sshd() {
     sshd_pid=$!
     wait_for_log "$WORK/sshd.log" "Server listening on 127.0.0.1 port $port." "$sshd_pid" 20
 }
+
+# ssh_login [SSH-OPTION...]: runs `echo ok` over ssh as $me on the sshd start_sshd started (port
+# $port), $WORK/askpass answering ssh's prompts (the PIN for ssh -I); sets out (stdout), err
+# (stderr, also in $WORK/ssh.err; ssh ends its messages with CR LF, taken out) and rc.
+ssh_login() {
+    out=$(SSH_ASKPASS="$WORK/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY=:0 timeout 30 \
+        ssh -F /dev/null -p "$port" -o StrictHostKeyChecking=no -o UserKnownHostsFile="$WORK/known_hosts" \
+        -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no -o ConnectTimeout=10 \
+        -o LogLevel=ERROR "$@" "$me@127.0.0.1" echo ok </dev/null 2>"$WORK/ssh.err")
+    rc=$?
+    err=$(tr -d '\r' <"$WORK/ssh.err")
+}
+
+# ssh_fingerprint PUBLIC-KEY-FILE: "TYPE SHA256:..." as sshd logs an accepted key.
+ssh_fingerprint() { ssh-keygen -l -f "$1" | awk '{ t = $NF; gsub(/[()]/, "", t); print t, $2 }'; }
+
+# ssh_accepted [LOG]: the key named by the last "Accepted publickey" line of sshd's log ($WORK/sshd.log
+# by default; sshd -e ends lines with CR LF).
+ssh_accepted() { grep "Accepted publickey for $me from 127.0.0.1 " "${1:-$WORK/sshd.log}" | tail -n 1 | tr -d '\r' | sed 's/.* ssh2: //'; }
+
+# start_swtpm DIR: a swtpm (TPM 2.0) with fresh state in DIR (made if missing, log in DIR.log) on
+# two free consecutive ports of 127.0.0.1, started and initialised; sets swtpm_pid and tcti (the
+# TCTI string that reaches it) and adds the PID to swtpm_pids. Stop it by its PID (stop_pid, or
+# stop_swtpms for all of them), never by name: other tests and users run swtpm too.
+swtpm_pids=()
+start_swtpm() {
+    local dir=$1 port tries
+    mkdir -p "$dir" || fail "mkdir $dir"
+    for tries in 1 2 3 4 5; do
+        port=$(python3 -c 'import socket
+for _ in range(50):
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("127.0.0.1", p + 1)); print(p); break
+    except OSError: pass
+    finally: a.close(); b.close()')
+        [ -n "$port" ] || continue
+        swtpm socket --tpm2 --server "type=tcp,port=$port,bindaddr=127.0.0.1" --ctrl "type=tcp,port=$((port + 1)),bindaddr=127.0.0.1" \
+            --tpmstate "dir=$dir" --flags not-need-init,startup-clear >"$dir.log" 2>&1 &
+        swtpm_pid=$!
+        for _ in $(seq 100); do
+            if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+                swtpm_pids+=("$swtpm_pid")
+                tcti="swtpm:host=127.0.0.1,port=$port"
+                return 0
+            fi
+            kill -0 "$swtpm_pid" 2>/dev/null || break
+            sleep 0.05
+        done
+        stop_pid "$swtpm_pid" # lost the port to another process, or did not start: again
+    done
+    fail "swtpm in $dir did not start (try $tries): $(cat "$dir.log")"
+}
+
+# stop_swtpms: stops every swtpm start_swtpm started, by its PID.
+stop_swtpms() {
+    local pid
+    for pid in "${swtpm_pids[@]}"; do stop_pid "$pid"; done
+    swtpm_pids=()
+}

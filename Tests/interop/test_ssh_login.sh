@@ -39,8 +39,6 @@ done
 # The imported P-384 key's OpenSSH public key is the one from the file it came from.
 expect_eq "$(awk '{ print $2 }' p384.pub)" \
     "$(openssl pkey -in p384.pem -pubout | ssh-keygen -i -m PKCS8 -f /dev/stdin | awk '{ print $2 }')" "P-384 public key"
-# fingerprint NAME: "TYPE SHA256:..." as sshd logs an accepted key.
-fingerprint() { ssh-keygen -l -f "$1.pub" | awk '{ t = $NF; gsub(/[()]/, "", t); print t, $2 }'; }
 
 ssh-keygen -q -t ed25519 -N '' -C file-key -f filekey || fail "file key"
 
@@ -59,22 +57,11 @@ echo $PIN
 EOF
 chmod +x askpass
 
-# login [ssh options]: runs `echo ok` over ssh; sets out (stdout), err (stderr) and rc.
-login() {
-    out=$(SSH_ASKPASS="$WORK/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY=:0 timeout 30 \
-        ssh -F /dev/null -p "$port" -o StrictHostKeyChecking=no -o UserKnownHostsFile="$WORK/known_hosts" \
-        -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no -o ConnectTimeout=10 \
-        -o LogLevel=ERROR "$@" "$me@127.0.0.1" echo ok </dev/null 2>"$WORK/ssh.err")
-    rc=$?
-    err=$(tr -d '\r' <"$WORK/ssh.err") # ssh ends its messages with CR LF
-}
-# accepted: the key named by sshd's last "Accepted publickey" line (sshd -e ends lines with CR LF).
-accepted() { grep "Accepted publickey for $me from 127.0.0.1 " sshd.log | tail -n 1 | tr -d '\r' | sed 's/.* ssh2: //'; }
 accepted_count() { grep -c "Accepted publickey for $me from 127.0.0.1 " sshd.log; }
 expect_login() { # WHAT EXPECTED-KEY-NAME
     expect_eq "$rc" 0 "ssh exit status ($1): $err"
     expect_eq "$out" ok "ssh output ($1)"
-    expect_eq "$(accepted)" "$(fingerprint "$2")" "key accepted by sshd ($1)"
+    expect_eq "$(ssh_accepted)" "$(ssh_fingerprint "$2.pub")" "key accepted by sshd ($1)"
 }
 expect_refused() { # WHAT
     expect_eq "$rc" 255 "ssh exit status ($1): $out"
@@ -88,7 +75,7 @@ for name in rsa p256 p384; do
     cp "$name.pub" authorized_keys || fail "authorized_keys"
     : >askpass.log
     n=$(accepted_count)
-    login -I "$MODULE" "${token_ids[@]}" -o IdentityAgent=none -o BatchMode=no
+    ssh_login -I "$MODULE" "${token_ids[@]}" -o IdentityAgent=none -o BatchMode=no
     expect_login "ssh -I with login-$name authorized" "$name"
     expect_eq "$(accepted_count)" $((n + 1)) "logins accepted by sshd after login-$name"
     expect_eq "$(sort -u askpass.log)" "Enter PIN for '$TOKEN': " "PIN prompt shown by ssh -I"
@@ -111,22 +98,22 @@ expect_eq "$(LC_ALL=C sort <<<"$res")" "$(LC_ALL=C sort token.pub)" "keys in the
 # agent holds the PIN, so nothing asks for it.
 : >askpass.log
 for name in rsa p256 p384; do
-    login -o IdentityAgent="$SSH_AUTH_SOCK" -o IdentitiesOnly=yes -o IdentityFile="$WORK/$name.pub" -o BatchMode=yes
+    ssh_login -o IdentityAgent="$SSH_AUTH_SOCK" -o IdentitiesOnly=yes -o IdentityFile="$WORK/$name.pub" -o BatchMode=yes
     expect_login "ssh through the agent with login-$name" "$name"
 done
 expect_eq "$(cat askpass.log)" "" "PIN prompts during logins through the agent"
 
 # --- keys that are not authorized --------------------------------------------------------------
 cp filekey.pub authorized_keys || fail "authorized_keys"
-login -I "$MODULE" "${token_ids[@]}" -o IdentityAgent=none -o BatchMode=no
+ssh_login -I "$MODULE" "${token_ids[@]}" -o IdentityAgent=none -o BatchMode=no
 expect_refused "ssh -I with no token key authorized"
-login -o IdentityAgent="$SSH_AUTH_SOCK" "${token_ids[@]}" -o BatchMode=yes
+ssh_login -o IdentityAgent="$SSH_AUTH_SOCK" "${token_ids[@]}" -o BatchMode=yes
 expect_refused "ssh through the agent with no token key authorized"
 # ... while the authorized file key logs in, so the refusals above are the keys'.
-login -i "$WORK/filekey" -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes
+ssh_login -i "$WORK/filekey" -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes
 expect_eq "$rc" 0 "ssh exit status (file key): $err"
 expect_eq "$out" ok "ssh output (file key)"
-expect_eq "$(accepted | awk '{ print $1 }')" ED25519 "key accepted by sshd (file key)"
+expect_eq "$(ssh_accepted | awk '{ print $1 }')" ED25519 "key accepted by sshd (file key)"
 
 # --- a CKA_ALWAYS_AUTHENTICATE key --------------------------------------------------------------
 user --keypairgen --key-type EC:prime256v1 --id f4 --label login-always --always-auth >/dev/null 2>&1 || fail "generate always-auth key"
@@ -137,7 +124,7 @@ cp always.pub authorized_keys || fail "authorized_keys"
 # ssh -I logs in (one prompt) and signs right away: OpenSSH skips the context-specific login for
 # the signature that follows its own C_Login, and the token counts that fresh PIN for it.
 : >askpass.log
-login -I "$MODULE" -o IdentitiesOnly=yes -o IdentityFile="$WORK/always.pub" -o IdentityAgent=none -o BatchMode=no
+ssh_login -I "$MODULE" -o IdentitiesOnly=yes -o IdentityFile="$WORK/always.pub" -o IdentityAgent=none -o BatchMode=no
 expect_login "ssh -I with the always-authenticate key" always
 expect_eq "$(cat askpass.log)" "Enter PIN for '$TOKEN': " "PIN prompts of ssh -I with the always-authenticate key"
 
@@ -159,12 +146,11 @@ two_keys=(-o IdentitiesOnly=yes -o IdentityFile="$WORK/p256.pub" -o IdentityFile
 port_saved=$port
 port=$port2
 : >askpass.log
-login -I "$MODULE" "${two_keys[@]}"
+ssh_login -I "$MODULE" "${two_keys[@]}"
 expect_eq "$rc" 0 "ssh exit status (two keys, the second always-authenticate): $err"
 expect_eq "$out" ok "ssh output (two keys)"
 expect_eq "$(grep -c "Partial publickey for $me from 127.0.0.1 " sshd2.log)" 1 "first key accepted as partial by sshd"
-expect_eq "$(grep "Accepted publickey for $me from 127.0.0.1 " sshd2.log | tail -n 1 | tr -d '\r' | sed 's/.* ssh2: //')" \
-    "$(fingerprint always)" "second key accepted by sshd"
+expect_eq "$(ssh_accepted "$WORK/sshd2.log")" "$(ssh_fingerprint always.pub)" "second key accepted by sshd"
 expect_eq "$(cat askpass.log)" "Enter PIN for '$TOKEN': 
 Enter PIN for '$TOKEN': " "user PIN prompt, then the context-specific one"
 
@@ -177,7 +163,7 @@ if [ "\$(wc -l <"$WORK/askpass.log")" -le 1 ]; then echo $PIN; else echo 000000;
 EOF2
 : >askpass.log
 n=$(grep -c "Accepted publickey for $me from 127.0.0.1 " sshd2.log)
-login -I "$MODULE" "${two_keys[@]}"
+ssh_login -I "$MODULE" "${two_keys[@]}"
 expect_eq "$rc" 255 "ssh exit status with a wrong per-use PIN: $err"
 expect_eq "$(grep -c "Accepted publickey for $me from 127.0.0.1 " sshd2.log)" "$n" "logins accepted with a wrong per-use PIN"
 expect_eq "$(wc -l <askpass.log)" 2 "prompts with a wrong per-use PIN"
@@ -198,7 +184,7 @@ chmod +x pinpad
 : >askpass.log
 : >pinpad.log
 cp p256.pub authorized_keys || fail "authorized_keys"
-KEYCHAIN_PKCS11_PROMPT="$WORK/pinpad" login -I "$MODULE" -o IdentitiesOnly=yes -o IdentityFile="$WORK/p256.pub" -o IdentityAgent=none -o BatchMode=no
+KEYCHAIN_PKCS11_PROMPT="$WORK/pinpad" ssh_login -I "$MODULE" -o IdentitiesOnly=yes -o IdentityFile="$WORK/p256.pub" -o IdentityAgent=none -o BatchMode=no
 expect_login "ssh -I through the prompt program" p256
 expect_eq "$(cat askpass.log)" "" "ssh's own PIN prompts with a protected authentication path"
 expect_eq "$(cat pinpad.log)" "Enter the PIN of keychain '$TOKEN':" "prompt program questions during ssh -I"

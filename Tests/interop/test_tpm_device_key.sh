@@ -14,42 +14,7 @@ cd "$WORK" || fail "cd $WORK"
 printf '%s\n' so-secret-1 >so.pin
 printf '%s\n' user-pin-1 >user.pin
 
-pids=()
-# Stops the swtpm processes this test started, by their PIDs.
-stop_all() { for pid in "${pids[@]}"; do stop_pid "$pid"; done; }
-trap stop_all EXIT
-
-# start_swtpm NAME: a swtpm with fresh state in $WORK/NAME on two free consecutive ports; sets
-# tcti (the TCTI string that reaches it).
-start_swtpm() {
-    local name=$1 port pid tries
-    mkdir -p "$WORK/$name"
-    for tries in 1 2 3 4 5; do
-        port=$(python3 -c 'import socket
-for _ in range(50):
-    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
-    b = socket.socket()
-    try:
-        b.bind(("127.0.0.1", p + 1)); print(p); break
-    except OSError: pass
-    finally: a.close(); b.close()')
-        [ -n "$port" ] || continue
-        swtpm socket --tpm2 --server "type=tcp,port=$port,bindaddr=127.0.0.1" --ctrl "type=tcp,port=$((port + 1)),bindaddr=127.0.0.1" \
-            --tpmstate "dir=$WORK/$name" --flags not-need-init,startup-clear >"$WORK/$name.log" 2>&1 &
-        pid=$!
-        for _ in $(seq 100); do
-            if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-                pids+=("$pid")
-                tcti="swtpm:host=127.0.0.1,port=$port"
-                return 0
-            fi
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.05
-        done
-        stop_pid "$pid"
-    done
-    fail "swtpm $name did not start (try $tries): $(cat "$WORK/$name.log")"
-}
+trap stop_swtpms EXIT
 
 # home NAME: keychainctl with its own keychain folder and device key (a home directory; DEVICE_KEY
 # names another key file).
@@ -60,9 +25,9 @@ home() {
 }
 sq() { "$@" | tr -s " "; }
 
-start_swtpm tpm-first
+start_swtpm "$WORK/tpm-first"
 first=$tcti
-start_swtpm tpm-second
+start_swtpm "$WORK/tpm-second"
 second=$tcti
 
 # A keychain made with a TPM: its device key is sealed from the start.

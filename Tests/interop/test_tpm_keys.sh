@@ -17,36 +17,11 @@ fi
 cd "$WORK" || fail "cd $WORK"
 me=$(id -un)
 
-# start_swtpm FOLDER: a swtpm on two free consecutive ports; sets swtpm_pid and KEYCHAIN_PKCS11_TCTI.
-swtpm_pid=
-start_swtpm() {
-    local tpm_port
-    tpm_port=$(python3 -c 'import socket
-for _ in range(50):
-    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
-    b = socket.socket()
-    try:
-        b.bind(("127.0.0.1", p + 1)); print(p); break
-    except OSError:
-        pass
-    finally:
-        a.close(); b.close()')
-    [ -n "$tpm_port" ] || fail "no two free ports for swtpm"
-    mkdir -p "$1" || fail "mkdir $1"
-    swtpm socket --tpm2 --server type=tcp,port="$tpm_port",bindaddr=127.0.0.1 --ctrl type=tcp,port=$((tpm_port + 1)),bindaddr=127.0.0.1 \
-        --tpmstate dir="$1" --flags not-need-init,startup-clear >"$1.log" 2>&1 &
-    swtpm_pid=$!
-    for _ in $(seq 100); do
-        python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2).close()' "$tpm_port" 2>/dev/null && break
-        kill -0 "$swtpm_pid" 2>/dev/null || fail "swtpm exited: $(cat "$1.log")"
-        sleep 0.05
-    done
-    export KEYCHAIN_PKCS11_TCTI="swtpm:host=127.0.0.1,port=$tpm_port"
-}
 sshd_pid=
 agent_pid=
-trap 'stop_pid "$swtpm_pid"; stop_pid "$sshd_pid"; stop_pid "$agent_pid"' EXIT
+trap 'stop_swtpms; stop_pid "$sshd_pid"; stop_pid "$agent_pid"' EXIT
 start_swtpm "$WORK/tpm1"
+export KEYCHAIN_PKCS11_TCTI=$tcti
 
 # --- the header ---------------------------------------------------------------------------------
 printf '#include <stdio.h>\n#include "keychain-pkcs11.h"\nint main(void) { printf("%%lx\\n", (unsigned long) CKA_KC_TPM); return 0; }\n' >header.c
@@ -140,21 +115,12 @@ cat >askpass <<EOF || fail "write askpass"
 echo $PIN
 EOF
 chmod +x askpass
-login() {
-    out=$(SSH_ASKPASS="$WORK/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY=:0 timeout 30 \
-        ssh -F /dev/null -p "$port" -o StrictHostKeyChecking=no -o UserKnownHostsFile="$WORK/known_hosts" \
-        -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no -o ConnectTimeout=10 \
-        -o LogLevel=ERROR "$@" "$me@127.0.0.1" echo ok </dev/null 2>"$WORK/ssh.err")
-    rc=$?
-}
-fingerprint() { ssh-keygen -l -f "$1" | awk '{ t = $NF; gsub(/[()]/, "", t); print t, $2 }'; }
-accepted() { grep "Accepted publickey for $me from 127.0.0.1 " sshd.log | tail -n 1 | tr -d '\r' | sed 's/.* ssh2: //'; }
 for key in tpm-ssh tpm-rsa; do
     cp "$key.pub" authorized_keys || fail "authorized_keys"
-    login -I "$MODULE" -o IdentitiesOnly=yes -o IdentityFile="$WORK/$key.pub" -o IdentityAgent=none -o BatchMode=no
+    ssh_login -I "$MODULE" -o IdentitiesOnly=yes -o IdentityFile="$WORK/$key.pub" -o IdentityAgent=none -o BatchMode=no
     expect_eq "$rc" 0 "ssh -I with $key: $(cat ssh.err)"
     expect_eq "$out" ok "ssh output with $key"
-    expect_eq "$(accepted)" "$(fingerprint "$key.pub")" "key accepted by sshd ($key)"
+    expect_eq "$(ssh_accepted)" "$(ssh_fingerprint "$key.pub")" "key accepted by sshd ($key)"
 done
 
 export SSH_AUTH_SOCK="$WORK/agent.sock"
@@ -163,19 +129,20 @@ agent_pid=$!
 wait_for_log agent.log "SSH_AUTH_SOCK=" "$agent_pid" 10
 res=$(SSH_ASKPASS="$WORK/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY=:0 timeout 30 ssh-add -s "$MODULE" </dev/null 2>&1) || fail "ssh-add -s: $res"
 cp tpm-ssh.pub authorized_keys || fail "authorized_keys"
-login -o IdentityAgent="$SSH_AUTH_SOCK" -o IdentitiesOnly=yes -o IdentityFile="$WORK/tpm-ssh.pub" -o BatchMode=yes
+ssh_login -o IdentityAgent="$SSH_AUTH_SOCK" -o IdentitiesOnly=yes -o IdentityFile="$WORK/tpm-ssh.pub" -o BatchMode=yes
 expect_eq "$rc" 0 "ssh through the agent with the TPM key: $(cat ssh.err)"
-expect_eq "$(accepted)" "$(fingerprint tpm-ssh.pub)" "key accepted by sshd (agent)"
+expect_eq "$(ssh_accepted)" "$(ssh_fingerprint tpm-ssh.pub)" "key accepted by sshd (agent)"
 stop_pid "$agent_pid"
 agent_pid=
 
 # --- another machine ------------------------------------------------------------------------------
 # The same keychain with another TPM (its own seeds): the key does not load, so nothing signs.
-stop_pid "$swtpm_pid"
+stop_swtpms
 start_swtpm "$WORK/tpm2"
+export KEYCHAIN_PKCS11_TCTI=$tcti
 out=$(user --sign --id "$ec_id" -m ECDSA -i digest32.bin -o elsewhere.sig 2>&1) && fail "another TPM signed with the key: $out"
 expect_contains "$out" "CKR_DEVICE_ERROR" "signing with another TPM"
-login -I "$MODULE" -o IdentitiesOnly=yes -o IdentityFile="$WORK/tpm-ssh.pub" -o IdentityAgent=none -o BatchMode=no
+ssh_login -I "$MODULE" -o IdentitiesOnly=yes -o IdentityFile="$WORK/tpm-ssh.pub" -o IdentityAgent=none -o BatchMode=no
 expect_eq "$rc" 255 "ssh -I with the key on another TPM"
 # ... while a software key of the same keychain still signs there.
 user --sign --id "$plain_id" -m ECDSA -i digest32.bin -o plain.sig >/dev/null 2>&1 || fail "software key next to the TPM keys"

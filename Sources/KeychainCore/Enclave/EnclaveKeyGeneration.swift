@@ -9,7 +9,7 @@ extension Keychain {
     public func createEnclaveKey(for request: KeyGeneration.Request, master: MasterKey) throws(KeychainError) -> EnclaveKey {
         let type = try KeyGeneration.enclaveKeyType(request)
         guard EnclaveTPM.configuredTCTI != nil else {
-            throw KeychainError(.attributeValueInvalid, "CKA_KC_TPM: this machine has no TPM (set KEYCHAIN_PKCS11_TCTI or `tcti` in the configuration file, or give /dev/tpmrm0)")
+            throw KeychainError(.attributeValueInvalid, "CKA_KC_TPM: " + EnclaveTPM.noTPM)
         }
         // Held across the creation, so that the key is made on the connection just opened.
         let connection: TPMConnection

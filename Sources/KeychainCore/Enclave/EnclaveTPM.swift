@@ -40,12 +40,13 @@ public enum EnclaveTPM {
         }
     }
 
+    /// What every door says when no TPM is configured (each with its own code).
+    public static let noTPM = "this machine has no TPM (set KEYCHAIN_PKCS11_TCTI or `tcti` in the configuration file, or give /dev/tpmrm0)"
+
     /// The process's open connection, opened now if there is none (or the last one failed).
     /// `.tpmUnavailable` when no TPM is configured; `.tpmFailure` when it cannot be opened.
     public static func connection() throws(KeychainError) -> TPMConnection {
-        guard let tcti = configuredTCTI else {
-            throw KeychainError(.tpmUnavailable, "this machine has no TPM (set KEYCHAIN_PKCS11_TCTI or `tcti` in the configuration file, or give /dev/tpmrm0)")
-        }
+        guard let tcti = configuredTCTI else { throw KeychainError(.tpmUnavailable, noTPM) }
         return try lock.withLock { () throws(KeychainError) in
             if let open = current.connection, !open.isClosed, open.tcti == tcti { return open }
             let opened: TPMConnection
