@@ -220,6 +220,94 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
         XCTAssertEqual(back.deviceBindingKind(), .sealed(tcti: first.tcti))
     }
 
+    // MARK: Threads
+
+    /// Milliseconds on the monotonic clock.
+    private static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int64(time.tv_sec) * 1_000 + Int64(time.tv_nsec) / 1_000_000
+    }
+
+    func test_a_thread_waiting_for_a_silent_TPM_to_unseal_does_not_hold_the_keychain() throws {
+        try startTPM()
+        let made = try create("silent")
+        let ids = try storeOneOfEach(made)
+        XCTAssertEqual(try deviceKey.kind(), .sealed)
+        let silent = try SilentTPM()
+        setenv("KEYCHAIN_PKCS11_TCTI", silent.tcti, 1)
+        // A new instance (a new process) has not read the device key yet.
+        let keychain = try Keychain.open(at: made.path, deviceKey: deviceKey)
+        final class Outcome: @unchecked Sendable {
+            var error: KeychainError?
+            var milliseconds: Int64 = 0
+        }
+        let reader = Outcome()
+        let done = DispatchSemaphore(value: 0)
+        let id = ids[.alwaysThisDeviceOnly] ?? 0
+        try EnclaveTPM.withTimeouts(TPMConnection.Timeouts(commandMilliseconds: 2_000, keyGenerationMilliseconds: 2_000)) {
+            Thread {
+                let start = Self.now()
+                do { _ = try keychain.object(id: id, master: nil) } catch { reader.error = error as? KeychainError }
+                reader.milliseconds = Self.now() - start
+                done.signal()
+            }.start()
+            // The reader is waiting for the TPM by now.
+            usleep(300_000)
+            // Another thread's calls that need the keychain's lock but not the device key: a
+            // login, C_GetTokenInfo's state, the version a cache compares.
+            let start = Self.now()
+            _ = try unlock(keychain)
+            XCTAssertEqual(try keychain.info(countingObjects: false).userPIN.failures, 0)
+            _ = try keychain.version()
+            let elapsed = Self.now() - start
+            XCTAssertLessThan(elapsed, 500, "the other thread waited \(elapsed) ms for the keychain")
+            done.wait()
+        }
+        XCTAssertGreaterThanOrEqual(reader.milliseconds, 1_700, "the reader waited for the TPM's deadline")
+        XCTAssertLessThan(reader.milliseconds, 6_000)
+        XCTAssertEqual(reader.error?.code, .deviceKeyUnavailable)
+        let said = reader.error?.reason ?? ""
+        XCTAssertTrue(said.hasPrefix("the TPM (\(silent.tcti)) did not unseal the device key \(deviceKey.path): "), said)
+        XCTAssertTrue(said.contains("did not answer within 2000 ms"), said)
+    }
+
+    func test_two_threads_reading_a_sealed_device_key_at_once_both_open_with_the_same_key() throws {
+        try startTPM()
+        let made = try create("shared")
+        let ids = try storeOneOfEach(made)
+        let keychain = try Keychain.open(at: made.path, deviceKey: deviceKey)
+        final class Results: @unchecked Sendable {
+            let lock = PThreadMutex(.plain)
+            var values: [[UInt8]] = []
+        }
+        let results = Results()
+        let ready = DispatchGroup()
+        let go = DispatchSemaphore(value: 0)
+        let finished = DispatchGroup()
+        for protection in [ProtectionClass.alwaysThisDeviceOnly, .alwaysThisDeviceOnly, .always, .alwaysThisDeviceOnly] {
+            ready.enter()
+            finished.enter()
+            Thread {
+                ready.leave()
+                go.wait()
+                let value = (try? keychain.object(id: ids[protection] ?? 0, master: nil)[.value]) ?? []
+                results.lock.withLock { results.values.append(value) }
+                finished.leave()
+            }.start()
+        }
+        ready.wait()
+        for _ in 0..<4 { go.signal() }
+        finished.wait()
+        XCTAssertEqual(results.values.sorted { $0.lexicographicallyPrecedes($1) },
+                       [Array("secret of always".utf8)] + Array(repeating: Array("secret of alwaysThisDeviceOnly".utf8), count: 3))
+        // The binding kept is the one the file's key gives.
+        let key = try XCTUnwrap(try deviceKey.load(create: false))
+        let expected = try DeviceBinding(deviceKey: key, keychainSalt: keychain.keychainSalt)
+        XCTAssertEqual(keychain.lock.withLock { keychain.device?.base.bytes }, expected.base.bytes)
+        XCTAssertNil(try keychain.info().deviceKeyProblem)
+    }
+
     // MARK: Sealing a clear key
 
     func test_sealing_a_clear_key_keeps_every_item_and_wipes_the_old_file() throws {

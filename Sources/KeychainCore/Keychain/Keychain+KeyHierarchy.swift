@@ -70,89 +70,6 @@ extension Keychain {
         return firstUnlock
     }
 
-    /// Reads and checks the device key. With `create`, a missing key file is made, and a keychain
-    /// that holds no device-bound item yet is (re)bound to this device's key.
-    func deviceBinding(create: Bool) throws(KeychainError) -> DeviceBinding {
-        if let device { return device }
-        // A failed read is remembered until the file changes, so that searches do not
-        // re-read the key file for every class it makes unavailable.
-        // A failed read is remembered while neither the keychain nor the key file changes (a
-        // chmod or a restored file counts), so searches do not re-read the file for every class.
-        let fileState = deviceKeyFile.state()
-        if !create, let failure = deviceFailure, failure.stamp == (try? store.changeStamp()), failure.file == fileState { throw failure.error }
-        do {
-            let binding = try readDeviceBinding(create: create)
-            device = binding
-            deviceFailure = nil
-            return binding
-        } catch {
-            if error.code == .deviceKeyUnavailable, let stamp = try? store.changeStamp() { deviceFailure = (stamp, deviceKeyFile.state(), error) }
-            throw error
-        }
-    }
-
-    func readDeviceBinding(create: Bool) throws(KeychainError) -> DeviceBinding {
-        guard let key = try deviceKeyFile.load(create: create) else {
-            throw KeychainError(.deviceKeyUnavailable, "the device key \(deviceKeyFile.path) is missing: this keychain's ThisDeviceOnly items are unavailable")
-        }
-        let binding = try translatingErrors { try DeviceBinding(deviceKey: key, keychainSalt: keychainSalt) }
-        let check = try translatingErrors { try binding.checkValue() }
-        let stored = try translatingErrors { try store.metaBlob(Meta.deviceCheck) }
-        let mismatch = KeychainError(.deviceKeyUnavailable, "the device key \(deviceKeyFile.path) is not the one this keychain's ThisDeviceOnly items were sealed with (the keychain was copied from another device, or the key file replaced): those items are unavailable")
-        if let stored, !ConstantTime.equals(stored, check) {
-            guard create else { throw mismatch }
-            // Nothing bound to the old device (checked in the same transaction as the change):
-            // this one takes over, and the Always key's copy for the old device goes.
-            let rebound = try translatingErrors { try store.write { () throws -> Bool in
-                let bound = try store.countObjects(protections: Protection.allCases.filter(\.isDeviceBound).map(\.rawValue))
-                guard bound == 0, try store.metaBlob(Meta.deviceCheck) == stored else { return false }
-                try store.setMeta(Meta.deviceCheck, blob: check)
-                try store.setMeta(Meta.alwaysByDevice, blob: nil)
-                return true
-            } }
-            guard rebound else { throw mismatch }
-            alwaysKeys = nil
-        } else if stored == nil, create {
-            let kept = try translatingErrors { try store.write { () throws -> [UInt8]? in
-                if let current = try store.metaBlob(Meta.deviceCheck) { return current }
-                try store.setMeta(Meta.deviceCheck, blob: check)
-                return nil
-            } }
-            if let kept, !ConstantTime.equals(kept, check) { throw mismatch }
-        }
-        return binding
-    }
-
-    /// Why device-bound items cannot be opened here, or nil when they can.
-    func deviceProblem() -> String? {
-        do {
-            _ = try deviceBinding(create: false)
-            return nil
-        } catch {
-            return error.reason
-        }
-    }
-
-    /// How the device key this keychain is bound to is kept (`keychainctl info`). A sealed key
-    /// is unsealed to tell this machine's TPM from another (once per instance, as any use does).
-    public func deviceBindingKind() -> DeviceBindingKind {
-        lock.withLock { () -> DeviceBindingKind in
-            let kind: DeviceKeyFile.Kind?
-            do throws(KeychainError) { kind = try deviceKeyFile.kind() } catch { return .unavailable(error.reason) }
-            switch kind {
-            case nil:
-                return .none
-            case .clear:
-                return .file
-            case .sealed:
-                if device == nil {
-                    do throws(KeychainError) { _ = try deviceKeyFile.load(create: false) } catch { return .unavailable(error.reason) }
-                }
-                return .sealed(tcti: EnclaveTPM.configuredTCTI ?? "?")
-            }
-        }
-    }
-
     private static let alwaysByMasterData = Array("keychain-pkcs11 always key / master".utf8)
     private static let alwaysByDeviceData = Array("keychain-pkcs11 always key / device".utf8)
 
@@ -250,16 +167,4 @@ extension Keychain {
         _ = try deviceBinding(create: true)
         _ = try? alwaysRecordKeys(master: master, creating: false)
     }
-}
-
-/// How a keychain's device binding is kept: what `keychainctl info` says.
-public enum DeviceBindingKind: Equatable, Sendable {
-    /// No device key has been made yet (the first device-bound item makes it).
-    case none
-    /// The device key file holds the key in clear: a copy of it moves the device.
-    case file
-    /// The key is sealed by the TPM `tcti` names, and that TPM unseals it.
-    case sealed(tcti: String)
-    /// The key cannot be used here, for this reason (another TPM, no TPM, an unsafe file…).
-    case unavailable(String)
 }

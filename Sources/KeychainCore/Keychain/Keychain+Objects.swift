@@ -133,6 +133,9 @@ extension Keychain {
     /// Stores a new token object; private objects need the master key. Returns its row id.
     public func add(_ object: ObjectAttributes, uid: [UInt8], master: MasterKey?) throws(KeychainError) -> Int64 {
         let object = try sealingApplicationPassword(object)
+        // The integrity check needs the Always key, which this device's key opens.
+        let deviceBound = (try? Protection(for: object))?.isDeviceBound ?? false
+        readDeviceKeyAhead { alwaysKeys == nil || deviceBound }
         return try lock.withLock { () throws(KeychainError) -> Int64 in
             let protection = try Protection(for: object)
             let keys = try keysForStoring(protection, object: object, master: master)
@@ -149,7 +152,9 @@ extension Keychain {
     /// Reads a token object. Altered or damaged records fail with `.recordCorrupted`;
     /// private objects without the master key fail with `.objectNotFound`.
     public func object(id: Int64, master: MasterKey?) throws(KeychainError) -> ObjectAttributes {
-        try lock.withLock { () throws(KeychainError) -> ObjectAttributes in
+        // The row's class is not known before it is read: any may need the device key.
+        readDeviceKeyAhead()
+        return try lock.withLock { () throws(KeychainError) -> ObjectAttributes in
             // One snapshot: the row, its index entries and the manifest, as one commit left them.
             let seen = epochBeforeSnapshot()
             return try translatingErrors {
@@ -199,6 +204,8 @@ extension Keychain {
         // A new secret for an item with an application password (the caller checked the password
         // against the old seal) is sealed again under it, never stored.
         let object = try sealingApplicationPassword(object)
+        let deviceBound = (try? Protection(for: object))?.isDeviceBound ?? false
+        readDeviceKeyAhead { alwaysKeys == nil || deviceBound }
         try lock.withLock { () throws(KeychainError) -> Void in
             let row = try translatingErrors { try store.fetchObject(id: id) }
             guard let current = Protection(rawValue: row.protection), current.isPrivate == object.isPrivate || allowingPrivateChange else {
@@ -223,6 +230,7 @@ extension Keychain {
     /// Deletes a stored object; the manifest forgets its row (`master` opens the manifest key
     /// where the device key cannot).
     public func remove(id: Int64, master: MasterKey?) throws(KeychainError) {
+        readDeviceKeyAhead { alwaysKeys == nil }
         try lock.withLock { () throws(KeychainError) -> Void in
             try writeRow(master: master) { _ in
                 let before = try store.fetchObject(id: id)
@@ -251,7 +259,10 @@ extension Keychain {
     /// Token objects matching `template`, by indexed SQL where possible, decrypting only the
     /// candidates that an index cannot decide. Private objects are searched only with `master`.
     public func find(_ template: Template, master: MasterKey?) throws(KeychainError) -> [FoundObject] {
-        try lock.withLock { () throws(KeychainError) -> [FoundObject] in
+        // Every class is probed (`availableKeys`), the device-bound ones and the Always key with
+        // the device key.
+        readDeviceKeyAhead()
+        return try lock.withLock { () throws(KeychainError) -> [FoundObject] in
             let available = availableKeys(master: master)
             var protections = available.map(\.protection)
             var objectClass: UInt64?

@@ -171,6 +171,7 @@ extension Keychain {
             integrityCache = nil
             integrityMACCache = nil
             device = nil
+            deviceGeneration &+= 1
             deviceAlwaysKeys = nil
             deviceFailure = nil
             availability = nil

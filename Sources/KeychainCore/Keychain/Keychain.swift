@@ -15,7 +15,7 @@ public struct KeychainInfo: Sendable {
     /// Objects bound to the device key (`…ThisDeviceOnly`).
     public let deviceBoundObjects: Int
     /// Why those objects cannot be opened in this process (nil when they can, or there are none).
-    public let deviceKeyProblem: String?
+    public internal(set) var deviceKeyProblem: String?
     /// PIN lengths and tries of this keychain.
     public let pinPolicy: PINPolicy
     /// The scrypt cost of the user PIN (nil before it is set), and the cost new wraps move to.
@@ -43,7 +43,8 @@ public struct FoundObject: Sendable, Equatable {
 ///
 /// Every call goes to SQLite, so writes by other processes are seen at once. An instance may be
 /// shared between threads: its public methods take turns (`lock`), except for the scrypt inside
-/// PIN and password checks, which runs with the lock let go.
+/// PIN and password checks and the read of the device key (a TPM round trip when it is sealed),
+/// which run with the lock let go.
 public final class Keychain: @unchecked Sendable {
     public let path: String
     let lock = PThreadMutex(.recursive)
@@ -59,6 +60,9 @@ public final class Keychain: @unchecked Sendable {
     var device: DeviceBinding?
     var deviceAlwaysKeys: RecordKeys?
     var deviceFailure: (stamp: ChangeStamp, file: DeviceKeyFile.State?, error: KeychainError)?
+    /// Moves on when the device binding is dropped (`reinitialize`): a device key read with the
+    /// lock let go before then is not kept (`readDeviceKeyAhead`).
+    var deviceGeneration: UInt64 = 0
     /// The record keys a search can use, valid while the file, the caller's master key and the
     /// first-unlock key are unchanged (each search would otherwise probe every class).
     /// Holds classes, not keys: no key outlives the master key it came from.
@@ -193,11 +197,10 @@ public final class Keychain: @unchecked Sendable {
     /// The keychain's state. Counting objects reads the whole objects table: callers on a hot
     /// path (C_Initialize, C_GetTokenInfo) pass `countingObjects: false` and get zero counts.
     public func info(countingObjects: Bool = true) throws(KeychainError) -> KeychainInfo {
-        try lock.withLock { () throws(KeychainError) -> KeychainInfo in
+        var info = try lock.withLock { () throws(KeychainError) -> KeychainInfo in
             try translatingErrors {
                 try store.read {
                     let counts = countingObjects ? try store.objectCounts() : [:]
-                    let deviceBound = Protection.allCases.filter(\.isDeviceBound).reduce(0) { $0 + (counts[$1.rawValue] ?? 0) }
                     let slot = try store.metaInteger(Meta.slotID).map { UInt(UInt64(bitPattern: $0)) }
                     return KeychainInfo(
                         label: String(decoding: try store.metaBlob(Meta.label) ?? [], as: UTF8.self),
@@ -207,8 +210,8 @@ public final class Keychain: @unchecked Sendable {
                         userPIN: try pinStatus(.user), soPIN: try pinStatus(.securityOfficer),
                         publicObjects: Protection.allCases.filter { !$0.isPrivate }.reduce(0) { $0 + (counts[$1.rawValue] ?? 0) },
                         privateObjects: Protection.allCases.filter(\.isPrivate).reduce(0) { $0 + (counts[$1.rawValue] ?? 0) },
-                        deviceBoundObjects: deviceBound,
-                        deviceKeyProblem: deviceBound == 0 ? nil : deviceProblem(),
+                        deviceBoundObjects: Protection.allCases.filter(\.isDeviceBound).reduce(0) { $0 + (counts[$1.rawValue] ?? 0) },
+                        deviceKeyProblem: nil,
                         pinPolicy: try policy(),
                         userKDF: try storedKDF(Meta.verifier(.user)),
                         targetKDF: try storedKDF(Meta.targetKDF),
@@ -217,11 +220,19 @@ public final class Keychain: @unchecked Sendable {
                 }
             }
         }
+        guard info.deviceBoundObjects > 0 else { return info }
+        // Whether those objects open here: the device key is read (a sealed one unsealed by the
+        // TPM) with the lock let go.
+        readDeviceKeyAhead()
+        info.deviceKeyProblem = lock.withLock { deviceProblem() }
+        return info
     }
 
     /// Runs `body` as one write transaction: every change in it is stored, or none.
     public func transaction<R>(_ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
-        try lock.withLock { () throws(KeychainError) -> R in
+        // Its items may need the device key: read before the lock and the write transaction.
+        readDeviceKeyAhead()
+        return try lock.withLock { () throws(KeychainError) -> R in
             let outermost = !store.inTransaction
             do {
                 let result = try store.write { () throws -> R in try body() }
