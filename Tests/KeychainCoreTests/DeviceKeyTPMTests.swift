@@ -51,27 +51,8 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
         try Array("1234".utf8).withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
     }
 
-    /// A password-like data object of class `protection`.
-    private func item(_ label: String, _ protection: ProtectionClass) throws -> ObjectAttributes {
-        let template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, [1]),
-                                  (.label, Array(label.utf8)), (.value, Array("secret of \(label)".utf8)),
-                                  (.accessible, AttributeValue.ulong(protection.rawValue))]
-        return try ObjectTemplate.create(template, uniqueID: Array(UUIDText.random().utf8), policy: .compatible)
-    }
 
-    private func storeOneOfEach(_ keychain: Keychain) throws -> [ProtectionClass: Int64] {
-        let master = try unlock(keychain)
-        var ids: [ProtectionClass: Int64] = [:]
-        for protection in ProtectionClass.allCases {
-            ids[protection] = try keychain.add(try item("\(protection)", protection), uid: try Random.bytes(16), master: master)
-        }
-        return ids
-    }
 
-    private func labels(_ keychain: Keychain, master: MasterKey?) throws -> Set<String> {
-        let found = try keychain.find([(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue))], master: master)
-        return Set(try found.map { String(decoding: try keychain.object(id: $0.id, master: master)[.label] ?? [], as: UTF8.self) })
-    }
 
     private var allLabels: Set<String> { Set(ProtectionClass.allCases.map { "\($0)" }) }
     private var notDeviceBound: Set<String> {
@@ -103,7 +84,7 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
     func test_a_new_device_key_is_sealed_when_a_TPM_answers() throws {
         let tpm = try startTPM()
         let keychain = try create("sealed")
-        let ids = try storeOneOfEach(keychain)
+        let ids = try ProtectionClassItems.storeOneOfEach(keychain, master: try unlock(keychain))
         XCTAssertEqual(try deviceKey.kind(), .sealed)
         let bytes = fileBytes(deviceKey.path)
         XCTAssertEqual(Array(bytes.prefix(6)), Array("KCDK".utf8) + [1, 1])
@@ -115,8 +96,8 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
 
         // A new instance (a new process) unseals it and opens everything.
         let fresh = try Keychain.open(at: keychain.path, deviceKey: deviceKey)
-        XCTAssertEqual(try labels(fresh, master: nil), ["always", "alwaysThisDeviceOnly"])
-        XCTAssertEqual(try labels(fresh, master: try unlock(fresh)), allLabels)
+        XCTAssertEqual(try ProtectionClassItems.labels(fresh, master: nil), ["always", "alwaysThisDeviceOnly"])
+        XCTAssertEqual(try ProtectionClassItems.labels(fresh, master: try unlock(fresh)), allLabels)
         XCTAssertEqual(try fresh.object(id: ids[.whenUnlockedThisDeviceOnly] ?? 0, master: try unlock(fresh))[.value],
                        Array("secret of whenUnlockedThisDeviceOnly".utf8))
         XCTAssertNil(try fresh.info().deviceKeyProblem)
@@ -125,7 +106,7 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
     func test_without_a_TPM_or_with_device_key_tpm_no_a_new_key_is_kept_in_clear() throws {
         use(nil)
         let first = try create("no-tpm")
-        _ = try storeOneOfEach(first)
+        _ = try ProtectionClassItems.storeOneOfEach(first, master: try unlock(first))
         XCTAssertEqual(try deviceKey.kind(), .clear)
         XCTAssertEqual(fileBytes(deviceKey.path).count, 32)
         XCTAssertEqual(first.deviceBindingKind(), .file)
@@ -134,9 +115,9 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
         try startTPM()
         setenv("KEYCHAIN_PKCS11_DEVICE_KEY_TPM", "no", 1)
         let second = try create("tpm-but-no")
-        _ = try storeOneOfEach(second)
+        _ = try ProtectionClassItems.storeOneOfEach(second, master: try unlock(second))
         XCTAssertEqual(try deviceKey.kind(), .clear)
-        XCTAssertEqual(try labels(try Keychain.open(at: second.path, deviceKey: deviceKey), master: nil), ["always", "alwaysThisDeviceOnly"])
+        XCTAssertEqual(try ProtectionClassItems.labels(try Keychain.open(at: second.path, deviceKey: deviceKey), master: nil), ["always", "alwaysThisDeviceOnly"])
     }
 
     func test_device_key_tpm_yes_without_a_TPM_makes_no_key_and_says_why() throws {
@@ -144,12 +125,12 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
         setenv("KEYCHAIN_PKCS11_DEVICE_KEY_TPM", "yes", 1)
         let keychain = try create("strict")
         let master = try unlock(keychain)
-        XCTAssertEqual(code { _ = try keychain.add(try self.item("bound", .whenUnlockedThisDeviceOnly), uid: try Random.bytes(16), master: master) },
+        XCTAssertEqual(code { _ = try keychain.add(try ProtectionClassItems.item("bound", .whenUnlockedThisDeviceOnly), uid: try Random.bytes(16), master: master) },
                        .deviceKeyUnavailable)
         XCTAssertEqual(access(deviceKey.path, F_OK), -1, "no key, neither clear nor sealed")
         XCTAssertTrue(reason { _ = try self.deviceKey.load(create: true) }.contains("device_key_tpm = yes"))
         // Items that need no device key are stored as ever.
-        XCTAssertNoThrow(try keychain.add(try item("plain", .whenUnlocked), uid: try Random.bytes(16), master: master))
+        XCTAssertNoThrow(try keychain.add(try ProtectionClassItems.item("plain", .whenUnlocked), uid: try Random.bytes(16), master: master))
     }
 
     func test_two_creators_at_once_end_with_one_sealed_key() throws {
@@ -178,7 +159,7 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
     func test_a_copy_on_another_TPM_opens_nothing_device_bound_and_the_first_TPM_opens_it_again() throws {
         let first = try startTPM()
         let keychain = try create("moved")
-        let ids = try storeOneOfEach(keychain)
+        let ids = try ProtectionClassItems.storeOneOfEach(keychain, master: try unlock(keychain))
         // The keychain folder and the key file, copied as a home-directory copy takes them.
         let elsewhere = root + "/other-machine"
         XCTAssertEqual(system("mkdir -p '\(elsewhere)' && cp '\(keychain.path)' '\(keychain.path)-wal' '\(elsewhere)/' && cp -p '\(deviceKey.path)' '\(elsewhere)/device-key'"), 0)
@@ -191,14 +172,14 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
         let problem = try XCTUnwrap(try copy.info().deviceKeyProblem)
         XCTAssertTrue(problem.contains("sealed by another TPM"), problem)
         XCTAssertEqual(try copy.info().deviceBoundObjects, 4)
-        XCTAssertEqual(try labels(copy, master: nil), [], "the Always key's device copy needs the device key")
+        XCTAssertEqual(try ProtectionClassItems.labels(copy, master: nil), [], "the Always key's device copy needs the device key")
         let master = try unlock(copy)
-        XCTAssertEqual(try labels(copy, master: master), notDeviceBound)
+        XCTAssertEqual(try ProtectionClassItems.labels(copy, master: master), notDeviceBound)
         for protection in ProtectionClass.allCases where protection.isDeviceBound {
             XCTAssertEqual(code { _ = try copy.object(id: ids[protection] ?? 0, master: master) }, .deviceKeyUnavailable, "\(protection)")
         }
         XCTAssertEqual(try copy.object(id: ids[.always] ?? 0, master: master)[.value], Array("secret of always".utf8))
-        XCTAssertEqual(code { _ = try copy.add(try self.item("new", .alwaysThisDeviceOnly), uid: try Random.bytes(16), master: master) },
+        XCTAssertEqual(code { _ = try copy.add(try ProtectionClassItems.item("new", .alwaysThisDeviceOnly), uid: try Random.bytes(16), master: master) },
                        .deviceKeyUnavailable, "new device-bound items are refused too")
         XCTAssertEqual(fileBytes(copiedKey.path), copiedBytes, "the sealed key is never replaced by one for this TPM")
         guard case .unavailable(let said) = copy.deviceBindingKind() else { return XCTFail("\(copy.deviceBindingKind())") }
@@ -216,7 +197,7 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
         use(first)
         let back = try Keychain.open(at: moved, deviceKey: copiedKey)
         XCTAssertNil(try back.info().deviceKeyProblem)
-        XCTAssertEqual(try labels(back, master: try unlock(back)), allLabels)
+        XCTAssertEqual(try ProtectionClassItems.labels(back, master: try unlock(back)), allLabels)
         XCTAssertEqual(back.deviceBindingKind(), .sealed(tcti: first.tcti))
     }
 
@@ -232,7 +213,7 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
     func test_a_thread_waiting_for_a_silent_TPM_to_unseal_does_not_hold_the_keychain() throws {
         try startTPM()
         let made = try create("silent")
-        let ids = try storeOneOfEach(made)
+        let ids = try ProtectionClassItems.storeOneOfEach(made, master: try unlock(made))
         XCTAssertEqual(try deviceKey.kind(), .sealed)
         let silent = try SilentTPM()
         setenv("KEYCHAIN_PKCS11_TCTI", silent.tcti, 1)
@@ -275,7 +256,7 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
     func test_two_threads_reading_a_sealed_device_key_at_once_both_open_with_the_same_key() throws {
         try startTPM()
         let made = try create("shared")
-        let ids = try storeOneOfEach(made)
+        let ids = try ProtectionClassItems.storeOneOfEach(made, master: try unlock(made))
         let keychain = try Keychain.open(at: made.path, deviceKey: deviceKey)
         final class Results: @unchecked Sendable {
             let lock = PThreadMutex(.plain)
@@ -313,7 +294,7 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
     func test_sealing_a_clear_key_keeps_every_item_and_wipes_the_old_file() throws {
         use(nil)
         let keychain = try create("upgrade")
-        _ = try storeOneOfEach(keychain)
+        _ = try ProtectionClassItems.storeOneOfEach(keychain, master: try unlock(keychain))
         let clear = fileBytes(deviceKey.path)
         XCTAssertEqual(clear.count, 32)
         XCTAssertEqual(code { _ = try self.deviceKey.seal() }, .tpmUnavailable, "no TPM: refused")
@@ -329,8 +310,8 @@ final class DeviceKeyTPMTests: KeychainFolderTestCase {
         XCTAssertEqual(try deviceKey.seal(), .alreadySealed)
 
         let reopened = try Keychain.open(at: keychain.path, deviceKey: deviceKey)
-        XCTAssertEqual(try labels(reopened, master: nil), ["always", "alwaysThisDeviceOnly"])
-        XCTAssertEqual(try labels(reopened, master: try unlock(reopened)), allLabels)
+        XCTAssertEqual(try ProtectionClassItems.labels(reopened, master: nil), ["always", "alwaysThisDeviceOnly"])
+        XCTAssertEqual(try ProtectionClassItems.labels(reopened, master: try unlock(reopened)), allLabels)
         XCTAssertEqual(reopened.deviceBindingKind(), .sealed(tcti: tpm.tcti))
 
         XCTAssertEqual(code { _ = try DeviceKeyFile(path: self.root + "/state/absent").seal() }, .objectNotFound)

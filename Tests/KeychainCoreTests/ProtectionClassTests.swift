@@ -38,46 +38,25 @@ final class ProtectionClassTests: XCTestCase {
         do { try body(); return nil } catch { return (error as? KeychainError)?.code }
     }
 
-    /// A password-like data object of class `protection`; CKA_PRIVATE follows from the class.
-    private func item(_ label: String, _ protection: ProtectionClass?, isPrivate: Bool? = nil) throws -> ObjectAttributes {
-        var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, [1]),
-                                  (.label, Array(label.utf8)), (.value, Array("secret of \(label)".utf8))]
-        if let protection { template.append((.accessible, AttributeValue.ulong(protection.rawValue))) }
-        if let isPrivate { template.append((.isPrivate, [isPrivate ? 1 : 0])) }
-        return try ObjectTemplate.create(template, uniqueID: Array(UUIDText.random().utf8), policy: .compatible)
-    }
 
-    /// Labels of the items a search for every data object returns.
-    private func labels(_ keychain: Keychain, master: MasterKey?) throws -> Set<String> {
-        let found = try keychain.find([(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue))], master: master)
-        return Set(try found.map { String(decoding: try keychain.object(id: $0.id, master: master)[.label] ?? [], as: UTF8.self) })
-    }
 
-    private func storeOneOfEach(_ keychain: Keychain) throws -> [ProtectionClass: Int64] {
-        let master = try unlock(keychain)
-        var ids: [ProtectionClass: Int64] = [:]
-        for protection in ProtectionClass.allCases {
-            ids[protection] = try keychain.add(try item("\(protection)", protection), uid: try Random.bytes(16), master: master)
-        }
-        return ids
-    }
 
     func test_the_class_decides_cka_private_and_a_contradiction_is_refused() throws {
         for protection in ProtectionClass.allCases {
-            XCTAssertEqual(try item("x", protection).isPrivate, protection.needsLogin, "\(protection)")
+            XCTAssertEqual(try ProtectionClassItems.item("x", protection).isPrivate, protection.needsLogin, "\(protection)")
         }
-        XCTAssertEqual(code { _ = try self.item("x", .whenUnlocked, isPrivate: false) }, nil, "the template is only assembled here")
+        XCTAssertEqual(code { _ = try ProtectionClassItems.item("x", .whenUnlocked, isPrivate: false) }, nil, "the template is only assembled here")
         let keychain = try makeKeychain()
         let master = try unlock(keychain)
-        XCTAssertEqual(code { _ = try keychain.add(try self.item("x", .whenUnlocked, isPrivate: false), uid: try Random.bytes(16), master: master) },
+        XCTAssertEqual(code { _ = try keychain.add(try ProtectionClassItems.item("x", .whenUnlocked, isPrivate: false), uid: try Random.bytes(16), master: master) },
                        .templateInconsistent)
-        XCTAssertEqual(code { _ = try keychain.add(try self.item("x", .always, isPrivate: true), uid: try Random.bytes(16), master: master) },
+        XCTAssertEqual(code { _ = try keychain.add(try ProtectionClassItems.item("x", .always, isPrivate: true), uid: try Random.bytes(16), master: master) },
                        .templateInconsistent)
     }
 
     func test_each_class_opens_with_exactly_what_it_needs() throws {
         let keychain = try makeKeychain()
-        let ids = try storeOneOfEach(keychain)
+        let ids = try ProtectionClassItems.storeOneOfEach(keychain, master: try unlock(keychain))
         XCTAssertEqual(access(deviceKey.path, F_OK), 0, "the first device-bound item creates the device key")
         var status = stat()
         XCTAssertEqual(stat(deviceKey.path, &status), 0)
@@ -87,17 +66,17 @@ final class ProtectionClassTests: XCTestCase {
 
         // This process logged in once: after "logout" (no master) the AfterFirstUnlock classes
         // stay usable, the WhenUnlocked ones do not.
-        XCTAssertEqual(try labels(keychain, master: nil), withoutLogin)
-        XCTAssertEqual(try labels(keychain, master: try unlock(keychain)), all)
+        XCTAssertEqual(try ProtectionClassItems.labels(keychain, master: nil), withoutLogin)
+        XCTAssertEqual(try ProtectionClassItems.labels(keychain, master: try unlock(keychain)), all)
 
         // A fresh process (a new instance) before any login: only the Always classes.
         let fresh = try Keychain.open(at: keychain.path, deviceKey: deviceKey)
-        XCTAssertEqual(try labels(fresh, master: nil), ["always", "alwaysThisDeviceOnly"])
+        XCTAssertEqual(try ProtectionClassItems.labels(fresh, master: nil), ["always", "alwaysThisDeviceOnly"])
         XCTAssertEqual(code { _ = try fresh.object(id: ids[.afterFirstUnlock] ?? 0, master: nil) }, .protectionUnavailable)
         XCTAssertEqual(code { _ = try fresh.object(id: ids[.whenUnlocked] ?? 0, master: nil) }, .objectNotFound)
         let master = try unlock(fresh)
-        XCTAssertEqual(try labels(fresh, master: master), all)
-        XCTAssertEqual(try labels(fresh, master: nil), withoutLogin)
+        XCTAssertEqual(try ProtectionClassItems.labels(fresh, master: master), all)
+        XCTAssertEqual(try ProtectionClassItems.labels(fresh, master: nil), withoutLogin)
         XCTAssertEqual(try fresh.object(id: ids[.afterFirstUnlockThisDeviceOnly] ?? 0, master: nil)[.value], Array("secret of afterFirstUnlockThisDeviceOnly".utf8))
 
         let info = try fresh.info()
@@ -110,21 +89,21 @@ final class ProtectionClassTests: XCTestCase {
     func test_passcode_class_needs_a_user_pin() throws {
         let keychain = try makeKeychain(withUserPIN: false)
         let master = try unlock(keychain, .securityOfficer)
-        XCTAssertEqual(code { _ = try keychain.add(try self.item("p", .whenPasscodeSetThisDeviceOnly), uid: try Random.bytes(16), master: master) },
+        XCTAssertEqual(code { _ = try keychain.add(try ProtectionClassItems.item("p", .whenPasscodeSetThisDeviceOnly), uid: try Random.bytes(16), master: master) },
                        .userPINNotInitialized)
-        XCTAssertNoThrow(try keychain.add(try item("u", .whenUnlockedThisDeviceOnly), uid: try Random.bytes(16), master: master))
+        XCTAssertNoThrow(try keychain.add(try ProtectionClassItems.item("u", .whenUnlockedThisDeviceOnly), uid: try Random.bytes(16), master: master))
     }
 
     func test_nothing_secret_opens_from_the_file_alone() throws {
         let keychain = try makeKeychain()
-        _ = try storeOneOfEach(keychain)
+        _ = try ProtectionClassItems.storeOneOfEach(keychain, master: try unlock(keychain))
         let raw = try String(decoding: Array(contentsOf: keychain.path) + Array(contentsOf: keychain.path + "-wal"), as: UTF8.self)
         for protection in ProtectionClass.allCases { XCTAssertFalse(raw.contains("secret of \(protection)")) }
     }
 
     func test_a_copy_without_its_device_key_keeps_device_bound_items_sealed_and_everything_else_intact() throws {
         let keychain = try makeKeychain()
-        let ids = try storeOneOfEach(keychain)
+        let ids = try ProtectionClassItems.storeOneOfEach(keychain, master: try unlock(keychain))
         let moved = root + "/elsewhere/moved.keychain-db"
         // The file and its write-ahead log, as a copy of the folder would take them.
         XCTAssertEqual(system("mkdir -p '\(root)/elsewhere' && cp '\(keychain.path)' '\(moved)' && cp '\(keychain.path)-wal' '\(moved)-wal'"), 0)
@@ -135,10 +114,10 @@ final class ProtectionClassTests: XCTestCase {
         let problem = try XCTUnwrap(try copy.info().deviceKeyProblem)
         XCTAssertTrue(problem.contains("missing"), problem)
         XCTAssertEqual(try copy.info().deviceBoundObjects, 4)
-        XCTAssertEqual(try labels(copy, master: nil), [], "Always items are bound to the first device: a copy needs the PIN once")
+        XCTAssertEqual(try ProtectionClassItems.labels(copy, master: nil), [], "Always items are bound to the first device: a copy needs the PIN once")
         XCTAssertEqual(code { _ = try copy.object(id: ids[.alwaysThisDeviceOnly] ?? 0, master: nil) }, .deviceKeyUnavailable)
         let master = try unlock(copy)
-        XCTAssertEqual(try labels(copy, master: master), ["whenUnlocked", "afterFirstUnlock", "always"])
+        XCTAssertEqual(try ProtectionClassItems.labels(copy, master: master), ["whenUnlocked", "afterFirstUnlock", "always"])
         XCTAssertEqual(code { _ = try copy.object(id: ids[.whenUnlockedThisDeviceOnly] ?? 0, master: master) }, .deviceKeyUnavailable)
         XCTAssertEqual(try copy.object(id: ids[.always] ?? 0, master: master)[.value], Array("secret of always".utf8))
 
@@ -147,27 +126,27 @@ final class ProtectionClassTests: XCTestCase {
         let again = try Keychain.open(at: moved, deviceKey: otherDevice)
         let mismatch = try XCTUnwrap(try again.info().deviceKeyProblem)
         XCTAssertTrue(mismatch.contains("not the one"), mismatch)
-        XCTAssertEqual(code { _ = try again.add(try self.item("new", .alwaysThisDeviceOnly), uid: try Random.bytes(16), master: try self.unlock(again)) },
+        XCTAssertEqual(code { _ = try again.add(try ProtectionClassItems.item("new", .alwaysThisDeviceOnly), uid: try Random.bytes(16), master: try self.unlock(again)) },
                        .deviceKeyUnavailable, "new device-bound items are refused while old ones are stranded")
 
         // Deleting the stranded items lets the copy bind to its new device.
         for protection in ProtectionClass.allCases where protection.isDeviceBound { try again.remove(id: ids[protection] ?? 0, master: try unlock(again)) }
-        XCTAssertNoThrow(try again.add(try item("new", .alwaysThisDeviceOnly), uid: try Random.bytes(16), master: try unlock(again)))
+        XCTAssertNoThrow(try again.add(try ProtectionClassItems.item("new", .alwaysThisDeviceOnly), uid: try Random.bytes(16), master: try unlock(again)))
         let third = try Keychain.open(at: moved, deviceKey: otherDevice)
-        XCTAssertEqual(try labels(third, master: nil), ["always", "new"], "Always items now open on the new device without a login")
+        XCTAssertEqual(try ProtectionClassItems.labels(third, master: nil), ["always", "new"], "Always items now open on the new device without a login")
 
         // The original, with its own device key, lost nothing.
         let original = try Keychain.open(at: keychain.path, deviceKey: deviceKey)
-        XCTAssertEqual(try labels(original, master: try unlock(original)), Set(ProtectionClass.allCases.map { "\($0)" }))
+        XCTAssertEqual(try ProtectionClassItems.labels(original, master: try unlock(original)), Set(ProtectionClass.allCases.map { "\($0)" }))
     }
 
     func test_an_unsafe_or_damaged_device_key_is_refused_with_its_reason() throws {
         let keychain = try makeKeychain()
-        _ = try storeOneOfEach(keychain)
+        _ = try ProtectionClassItems.storeOneOfEach(keychain, master: try unlock(keychain))
         XCTAssertEqual(chmod(deviceKey.path, 0o644), 0)
         let exposed = try Keychain.open(at: keychain.path, deviceKey: deviceKey)
         XCTAssertTrue(try XCTUnwrap(try exposed.info().deviceKeyProblem).contains("readable by others"))
-        XCTAssertEqual(try labels(exposed, master: nil), [], "the Always key's device copy needs the device key, its master copy a login")
+        XCTAssertEqual(try ProtectionClassItems.labels(exposed, master: nil), [], "the Always key's device copy needs the device key, its master copy a login")
         XCTAssertEqual(chmod(deviceKey.path, 0o600), 0)
         XCTAssertEqual(truncate(deviceKey.path, 16), 0)
         let damaged = try Keychain.open(at: keychain.path, deviceKey: deviceKey)
@@ -180,7 +159,7 @@ final class ProtectionClassTests: XCTestCase {
     func test_a_rolled_back_first_always_item_leaves_no_cached_key() throws {
         let keychain = try makeKeychain()
         let master = try unlock(keychain)
-        let rolledBack = try item("rolled back", .always)
+        let rolledBack = try ProtectionClassItems.item("rolled back", .always)
         let uid = try Random.bytes(16)
         XCTAssertEqual(code {
             try keychain.transaction { () throws(KeychainError) in
@@ -188,10 +167,10 @@ final class ProtectionClassTests: XCTestCase {
                 throw KeychainError(.argumentsBad, "abort")
             }
         }, .argumentsBad)
-        _ = try keychain.add(try item("kept", .always), uid: try Random.bytes(16), master: master)
+        _ = try keychain.add(try ProtectionClassItems.item("kept", .always), uid: try Random.bytes(16), master: master)
         let reopened = try Keychain.open(at: keychain.path, deviceKey: deviceKey)
-        XCTAssertEqual(try labels(reopened, master: nil), ["kept"])
-        XCTAssertEqual(try labels(reopened, master: try unlock(reopened)), ["kept"])
+        XCTAssertEqual(try ProtectionClassItems.labels(reopened, master: nil), ["kept"])
+        XCTAssertEqual(try ProtectionClassItems.labels(reopened, master: try unlock(reopened)), ["kept"])
     }
 }
 
