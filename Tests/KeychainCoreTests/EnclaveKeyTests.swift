@@ -37,6 +37,10 @@ final class EnclaveKeyTests: KeychainFolderTestCase {
         do { try body(); return nil } catch { return (error as? KeychainError)?.code }
     }
 
+    private func reason(_ body: () throws -> Void) -> String {
+        do { try body(); return "" } catch { return (error as? KeychainError)?.reason ?? "\(error)" }
+    }
+
     func test_a_P256_key_signs_and_agrees_in_the_TPM_and_reloads_from_its_blob() throws {
         _ = try startTPM()
         XCTAssertTrue(EnclaveTPM.isAvailable)
@@ -161,6 +165,12 @@ final class EnclaveKeyTests: KeychainFolderTestCase {
         XCTAssertFalse(EnclaveTPM.isAvailable)
         let (keychain, master) = try unlocked("plain")
         XCTAssertEqual(code { _ = try keychain.createEnclaveKey(.ecP256, master: master) }, .tpmUnavailable)
+        let noTPM = "this machine has no TPM (set KEYCHAIN_PKCS11_TCTI or `tcti` in the configuration file, or give /dev/tpmrm0)"
+        XCTAssertEqual(reason { _ = try keychain.createEnclaveKey(.ecP256, master: master) }, noTPM)
+        // A key-pair request with CKA_KC_TPM TRUE: the vendor attribute cannot be honoured.
+        let request = KeyGeneration.Request(kind: .ec(.p256), keyType: .ec, bits: 256, publicExponent: nil)
+        XCTAssertEqual(code { _ = try keychain.createEnclaveKey(for: request, master: master) }, .attributeValueInvalid)
+        XCTAssertEqual(reason { _ = try keychain.createEnclaveKey(for: request, master: master) }, "CKA_KC_TPM: " + noTPM)
     }
 
     func test_damaged_blobs_are_refused_not_trusted() throws {

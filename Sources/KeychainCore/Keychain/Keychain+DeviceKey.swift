@@ -21,8 +21,9 @@ extension Keychain {
     func readDeviceKeyAhead(evenAfterFailure: Bool = false, needed: () -> Bool = { true }) -> Result<Void, KeychainError>? {
         for _ in 0..<3 {
             let before = lock.withLock { () -> (generation: UInt64, file: DeviceKeyFile.State?)? in
+                guard device == nil else { return nil } // kept already: the common case, no file look-up
                 let file = deviceKeyFile.state()
-                guard device == nil, evenAfterFailure || recordedDeviceFailure(file: file) == nil, needed() else { return nil }
+                guard evenAfterFailure || recordedDeviceFailure(file: file) == nil, needed() else { return nil }
                 return (deviceGeneration, file)
             }
             guard let before else { return nil }
