@@ -145,16 +145,17 @@ extension Keychain {
         case .clear:
             return .file
         case .sealed:
+            let sealed = DeviceBindingKind.sealed(tcti: EnclaveTPM.configuredTCTI ?? "?")
             switch readDeviceKeyAhead(evenAfterFailure: true) {
             case .failure(let error)?:
                 return .unavailable(error.reason)
             case .success?:
-                return .sealed(tcti: EnclaveTPM.configuredTCTI ?? "?")
+                return sealed
             case nil:
-                if lock.withLock({ device != nil }) { return .sealed(tcti: EnclaveTPM.configuredTCTI ?? "?") }
+                if lock.withLock({ device != nil }) { return sealed }
                 // The file kept changing: read once more, only to report (the file needs no lock).
                 do throws(KeychainError) { _ = try deviceKeyFile.load(create: false) } catch { return .unavailable(error.reason) }
-                return .sealed(tcti: EnclaveTPM.configuredTCTI ?? "?")
+                return sealed
             }
         }
     }

@@ -133,11 +133,10 @@ extension Keychain {
     /// Stores a new token object; private objects need the master key. Returns its row id.
     public func add(_ object: ObjectAttributes, uid: [UInt8], master: MasterKey?) throws(KeychainError) -> Int64 {
         let object = try sealingApplicationPassword(object)
+        let protection = try Protection(for: object)
         // The integrity check needs the Always key, which this device's key opens.
-        let deviceBound = (try? Protection(for: object))?.isDeviceBound ?? false
-        readDeviceKeyAhead { alwaysKeys == nil || deviceBound }
+        readDeviceKeyAhead { alwaysKeys == nil || protection.isDeviceBound }
         return try lock.withLock { () throws(KeychainError) -> Int64 in
-            let protection = try Protection(for: object)
             let keys = try keysForStoring(protection, object: object, master: master)
             return try writeRow(master: master) { epoch in
                     let sealed = try seal(object, uid: uid, protection: protection, keys: keys, epoch: epoch, master: master)
