@@ -111,6 +111,14 @@ final class EnclaveKeyTests: KeychainFolderTestCase {
         XCTAssertEqual(code { _ = try keychain.loadEnclaveKey(try EnclaveKeyBlob(bytes: salted), master: master) }, .recordCorrupted)
         let (_, otherMaster) = try unlocked("flags-other")
         XCTAssertEqual(code { _ = try keychain.loadEnclaveKey(stored, master: otherMaster) }, .recordCorrupted)
+
+        // Rewritten as a version-1 blob (no flags, no tag to check): it loads, but its
+        // authorisation is the version-1 one, which the TPM refuses.
+        let serial = Array(stored.keychainSerial.utf8)
+        let downgraded = try EnclaveKeyBlob(bytes: Array("KCSE".utf8) + [1, UInt8(serial.count)] + serial + stored.salt + stored.tpmBlob.bytes)
+        XCTAssertEqual(downgraded.accessFlags, [])
+        let loadedOld = try keychain.loadEnclaveKey(downgraded, master: master)
+        XCTAssertEqual(code { _ = try loadedOld.sign(digest: digest) }, .tpmFailure)
     }
 
     /// Keys made before version 2 (no flags, no tag; the authorisation's HKDF info the label
