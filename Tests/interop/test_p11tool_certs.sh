@@ -14,7 +14,7 @@ new_keychain "$TOKEN" 87654321 "$PIN"
 slot=$(slot_of "$TOKEN")
 [ -n "$slot" ] || fail "no slot for keychain $TOKEN"
 user() { p11 --slot "$slot" --login --pin "$PIN" "$@"; }
-pt() { TZ=UTC p11tool --provider "$MODULE" "$@"; }
+pt() { LC_ALL=C TZ=UTC p11tool --provider "$MODULE" "$@"; }
 unset GNUTLS_PIN GNUTLS_SO_PIN
 cd "$WORK" || fail "cd $WORK"
 
@@ -65,8 +65,11 @@ token=$(sed -n 's/^\tURL: \(pkcs11:.*;token='"$TOKEN"'\)$/\1/p' <<<"$out")
 # p11tool's forms of an ID: "1a:2b" and "%1A%2B".
 colons() { sed 's/../&:/g; s/:$//' <<<"$1"; }
 pct() { sed 's/../%&/g' <<<"$1" | tr a-f A-F; }
-# expires DER: the notAfter of a certificate as p11tool prints it (TZ=UTC).
-expires() { TZ=UTC date -d "$(openssl x509 -inform DER -in "$1" -noout -enddate | sed 's/^notAfter=//')" '+%a %b %d %H:%M:%S %Y'; }
+# expires DER: the notAfter of a certificate as p11tool prints it. p11tool formats it with
+# strftime("%c") in local time (pt gives it TZ=UTC and the C locale): ctime(3)'s layout, English
+# names and the day of the month padded with a space, "Wed Mar  3 00:30:00 2027". A zero-padded
+# %d made this test fail whenever the certificates expired on the 1st to the 9th of a month.
+expires() { LC_ALL=C TZ=UTC date -d "$(openssl x509 -inform DER -in "$1" -noout -enddate | sed 's/^notAfter=//')" '+%a %b %e %H:%M:%S %Y'; }
 # cert_entry ID LABEL TYPE DER: the lines p11tool --list-all-certs prints for one certificate.
 cert_entry() {
     printf '\tURL: %s;id=%s;object=%s;type=cert\n\tType: X.509 Certificate (%s)\n\tExpires: %s\n\tLabel: %s\n\tID: %s\n' \
