@@ -58,9 +58,11 @@ let package = Package(
             swiftSettings: providerSwiftSettings
         ),
         // The TPM as a key store beside KeychainCrypto: connection, primary key, keys, sealing.
+        // tpm2-tss's log lines routed away from the host's stderr (C: ELF relocations, fopencookie).
+        .target(name: "CTSS2Log"),
         .target(
             name: "KeychainTPM",
-            dependencies: ["CTSS2", "KeychainCrypto"],
+            dependencies: ["CTSS2", "CTSS2Log", "KeychainCrypto"],
             swiftSettings: providerSwiftSettings
         ),
         .target(
@@ -84,7 +86,7 @@ let package = Package(
         .target(name: "CryptoKit", dependencies: [.product(name: "Crypto", package: "swift-crypto"), "KeychainServices"]),
         .target(
             name: "PKCS11",
-            dependencies: ["CPKCS11", "KeychainCore", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CPKCS11", "KeychainCore", "KeychainTPM", .product(name: "Logging", package: "swift-log")],
             swiftSettings: providerSwiftSettings
         ),
         .target(

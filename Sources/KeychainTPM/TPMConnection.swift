@@ -67,6 +67,8 @@ public final class TPMConnection: @unchecked Sendable {
         self.tcti = tcti
         self.timeouts = timeouts
         guard timeouts.command > 0, timeouts.keyGeneration > 0 else { throw .invalidInput("TPM timeouts must be positive") }
+        // tpm2-tss logs to stderr: its libraries, and the TCTI's about to be loaded, write to our log instead.
+        TPMLog.route(beforeOpening: tcti)
         var context: OpaquePointer?
         var rc = Tss2_TctiLdr_Initialize(tcti, &context)
         guard rc == 0, let context else { throw TPMError(returned: rc, from: "opening TCTI \"\(tcti)\"") }

@@ -3,6 +3,7 @@ import Glibc
 import KeychainCore
 import KeychainCrypto
 import Logging
+import KeychainTPM
 
 /// Silent by default (the module runs inside other programs); `KEYCHAIN_PKCS11_LOG=debug` (or
 /// trace, info…) prints each refused call with its reason to standard error. Never secrets.
@@ -14,6 +15,18 @@ let logger: Logger = {
     logger.logLevel = level ?? .critical
     return logger
 }()
+
+/// tpm2-tss's lines (routed away from the host's stderr by KeychainTPM) go to the same log.
+private let tpmLogHandler: TPMLog.Handler = { level, line in
+    let mapped: Logger.Level = switch level {
+    case .error: .error
+    case .warning: .warning
+    case .info: .info
+    case .debug: .debug
+    case .trace: .trace
+    }
+    logger.log(level: mapped, "tpm2-tss: \(line)")
+}
 
 /// The module's process-wide state: initialised by C_Initialize, torn down by C_Finalize, and
 /// unusable in a forked child until that child calls C_Initialize itself.
@@ -130,6 +143,7 @@ final class ModuleState: @unchecked Sendable {
     /// loads the module into every program that lists its modules, as every user, and loading
     /// only looks; the folder appears with the first keychain (`KeychainDirectory.create`).
     func start() throws(CKError) {
+        TPMLog.setHandler(tpmLogHandler)
         // (checkSafe passes a folder that does not exist yet.)
         do { try KeychainDirectory.checkSafe(directory.path, what: "keychain folder") } catch { logger.warning("keychain directory: \(error)") }
         tables.writing { slots.refresh(directory: directory, keepingSlotsWith: []) }

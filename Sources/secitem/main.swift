@@ -10,6 +10,7 @@ import Security
 //   secitem delete SERVICE ACCOUNT       SecItemDelete
 //   secitem sign-enclave TAG             SecItemCopyMatching(kSecClassKey, kSecAttrTokenIDSecureEnclave, tag) and
 //                                        SecKeyCreateSignature(ECDSA X9.62 SHA-256) of standard input, the DER signature to standard output
+//   secitem create-enclave TAG           SecKeyCreateRandomKey of a permanent P-256 key in the Secure Enclave (the TPM) with that tag
 //
 // Exit status: 0, or the OSStatus's last byte with the OSStatus printed (errSecItemNotFound -25300).
 
@@ -20,7 +21,7 @@ func fail(_ status: OSStatus, _ what: String) -> Never {
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let command = arguments.first, arguments.count >= 2 else {
-    FileHandle.standardError.write(Data("usage: secitem find SERVICE [ACCOUNT] | add SERVICE ACCOUNT | delete SERVICE ACCOUNT | sign-enclave TAG\n".utf8))
+    FileHandle.standardError.write(Data("usage: secitem find SERVICE [ACCOUNT] | add SERVICE ACCOUNT | delete SERVICE ACCOUNT | sign-enclave TAG | create-enclave TAG\n".utf8))
     exit(64)
 }
 var query: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: arguments[1]]
@@ -39,6 +40,18 @@ if command == "sign-enclave" {
         fail(OSStatus(error.map { CFErrorGetCode($0.takeRetainedValue()) } ?? Int(errSecParam)), "SecKeyCreateSignature")
     }
     FileHandle.standardOutput.write(signature)
+    exit(0)
+}
+
+if command == "create-enclave" {
+    let attributes: [String: Any] = [kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+                                     kSecAttrTokenID as String: kSecAttrTokenIDSecureEnclave,
+                                     kSecPrivateKeyAttrs as String: [kSecAttrIsPermanent as String: true,
+                                                                     kSecAttrApplicationTag as String: Data(arguments[1].utf8)]]
+    var error: Unmanaged<CFError>?
+    guard SecKeyCreateRandomKey(attributes as CFDictionary, &error) != nil else {
+        fail(OSStatus(error.map { CFErrorGetCode($0.takeRetainedValue()) } ?? Int(errSecParam)), "SecKeyCreateRandomKey")
+    }
     exit(0)
 }
 
