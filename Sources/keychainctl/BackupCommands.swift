@@ -12,7 +12,8 @@ struct Backup: ParsableCommand {
 
         Examples:
           keychainctl backup -o login-2026-11.kcbackup
-          keychainctl backup --keychain work -o work.kcbackup --passphrase-file backup.pass
+          keychainctl backup --keychain work -o work.kcbackup \\
+              --passphrase-file backup.pass
         """
     )
 
@@ -50,7 +51,8 @@ struct Restore: ParsableCommand {
         --skip-duplicates.
 
         Examples:
-          keychainctl restore login-2026-11.kcbackup --create --keychain login-restored
+          keychainctl restore login-2026-11.kcbackup --create \\
+              --keychain login-restored
           keychainctl restore work.kcbackup --keychain work --skip-duplicates
         """
     )

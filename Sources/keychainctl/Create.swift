@@ -11,7 +11,8 @@ struct Create: ParsableCommand {
         Examples:
           keychainctl create --label login
           keychainctl create --label ci --so-pin-file so.pin --pin-file user.pin
-          KEYCHAIN_PKCS11_SO_PIN=... KEYCHAIN_PKCS11_PIN=... keychainctl create --label build
+          KEYCHAIN_PKCS11_SO_PIN=... KEYCHAIN_PKCS11_PIN=... \\
+              keychainctl create --label build
         """
     )
 

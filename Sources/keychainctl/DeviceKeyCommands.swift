@@ -22,7 +22,7 @@ struct SealDeviceKey: ParsableCommand {
 
         Examples:
           keychainctl seal-device-key
-          keychainctl info          # Device key: sealed by the TPM (device:/dev/tpmrm0)
+          keychainctl info   # Device key: sealed by the TPM (device:/dev/tpmrm0)
         """
     )
 

@@ -177,7 +177,7 @@ struct Items: ParsableCommand {
 
         Examples:
           keychainctl items
-          keychainctl items --wide                  # full URIs (model, manufacturer, serial)
+          keychainctl items --wide   # full URIs (model, manufacturer, serial)
           keychainctl items --type private-key --json
           keychainctl items 'pkcs11:token=login;type=cert' --public-only
         """

@@ -75,8 +75,10 @@ struct GenerateKey: ParsableCommand {
 
         Examples:
           keychainctl generate-key --type ec --label ssh-laptop
-          keychainctl generate-key --type rsa --bits 4096 --label tls-client --id 01
-          keychainctl generate-key --type ed25519 --label signing --access-control user-presence
+          keychainctl generate-key --type rsa --bits 4096 --label tls-client \\
+              --id 01
+          keychainctl generate-key --type ed25519 --label signing \\
+              --access-control user-presence
           keychainctl generate-key --type ec --tpm --label ssh-this-machine
         """
     )
@@ -327,9 +329,11 @@ struct Export: ParsableCommand {
         or pkcs12 (with the key's certificate when there is one); the passphrase is asked twice.
 
         Examples:
-          keychainctl export 'pkcs11:token=login;object=laptop;type=public' --format ssh >> ~/.ssh/authorized_keys
+          keychainctl export 'pkcs11:token=login;object=laptop;type=public' \\
+              --format ssh >> ~/.ssh/authorized_keys
           keychainctl export --label "Corporate CA" --type certificate -o ca.pem
-          keychainctl export --label tls-client --type private-key --format pkcs12 -o client.p12
+          keychainctl export --label tls-client --type private-key \\
+              --format pkcs12 -o client.p12
         """
     )
 

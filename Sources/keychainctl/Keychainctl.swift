@@ -9,14 +9,15 @@ struct Keychainctl: ParsableCommand {
         commandName: "keychainctl",
         abstract: "Manage Keychain PKCS#11 keychains, passwords, keys and certificates.",
         discussion: """
-        Keychains live in $KEYCHAIN_PKCS11_DIR, or the 'directory' of the file named by
+        Keychains live in $KEYCHAIN_PKCS11_DIR, or the 'directory' of the file named by \
         $KEYCHAIN_PKCS11_CONF, or $XDG_DATA_HOME/keychain-pkcs11 (~/.local/share/keychain-pkcs11).
-        PINs, passwords and passphrases are read from a no-echo prompt, a file ('-' for standard
-        input), or the environment (KEYCHAIN_PKCS11_PIN, KEYCHAIN_PKCS11_SO_PIN); never from the
+
+        PINs, passwords and passphrases are read from a no-echo prompt, a file ('-' for standard \
+        input), or the environment (KEYCHAIN_PKCS11_PIN, KEYCHAIN_PKCS11_SO_PIN); never from the \
         command line.
 
-        Exit codes: 0 ok, 1 failure, 3 PIN wrong, locked or missing, 4 already exists, 5 storage
-        problem, 6 not found, 7 unreadable input file or wrong file passphrase, 8 not permitted
+        Exit codes: 0 ok, 1 failure, 3 PIN wrong, locked or missing, 4 already exists, 5 storage \
+        problem, 6 not found, 7 unreadable input file or wrong file passphrase, 8 not permitted \
         (for example exporting a key that never leaves), 64 usage.
 
         Shell completions: keychainctl --generate-completion-script bash|zsh|fish

@@ -22,9 +22,12 @@ struct Migrate: ParsableCommand {
         behind because the other token refuses to release them, 3 for a wrong PIN of either token.
 
         Examples:
-          keychainctl migrate --from-module /usr/lib/softhsm/libsofthsm2.so --token old-token
-          keychainctl migrate --from-module /usr/lib/softhsm/libsofthsm2.so --token old-token --dry-run
-          keychainctl migrate --from-module /usr/lib/softhsm/libsofthsm2.so --token old-token -k work --from-pin-file old.pin
+          keychainctl migrate --from-module /usr/lib/softhsm/libsofthsm2.so \\
+              --token old-token
+          keychainctl migrate --from-module /usr/lib/softhsm/libsofthsm2.so \\
+              --token old-token --dry-run
+          keychainctl migrate --from-module /usr/lib/softhsm/libsofthsm2.so \\
+              --token old-token -k work --from-pin-file old.pin
         """
     )
 

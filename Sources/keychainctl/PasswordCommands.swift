@@ -186,9 +186,9 @@ enum GenericPasswordClass: PasswordClass {
     static func template(_ extra: NoExtraAttributes) -> Template { [] }
     static func examples(_ verb: String) -> [String] {
         switch verb {
-        case "add": return ["-a alice -s github.com", "-a ci -s registry --password-file token.txt", "-a alice -s vpn -U"]
+        case "add": return ["-a alice -s github.com", "-a ci -s registry \\\n      --password-file token.txt", "-a alice -s vpn -U"]
         case "find": return ["-s github.com", "-a ci -s registry -w"]
-        case "update": return ["-a alice -s github.com --new-password", "-s github.com --new-comment rotated"]
+        case "update": return ["-a alice -s github.com \\\n      --new-password", "-s github.com --new-comment rotated"]
         default: return ["-a alice -s github.com"]
         }
     }
@@ -201,9 +201,9 @@ enum InternetPasswordClass: PasswordClass {
     static func template(_ extra: InternetAttributes) throws -> Template { try extra.template() }
     static func examples(_ verb: String) -> [String] {
         switch verb {
-        case "add": return ["-a alice -s example.com -r htps -P 443", "-a bob -s ftp.example.org -r ftp"]
+        case "add": return ["-a alice -s example.com \\\n      -r htps -P 443", "-a bob -s ftp.example.org -r ftp"]
         case "find": return ["-s example.com -a alice", "-s example.com -a alice -r htps -w"]
-        case "update": return ["-a alice -s example.com --password-file new.txt"]
+        case "update": return ["-a alice -s example.com \\\n      --password-file new.txt"]
         default: return ["-a alice -s example.com -r htps"]
         }
     }

@@ -11,8 +11,8 @@ struct Unlock: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Unlock a keychain for this login session (keychaind keeps it unlocked).",
         discussion: """
-        The user PIN comes from --pin-file, KEYCHAIN_PKCS11_PIN or a prompt, and is checked by
-        keychaind (counted like any login). keychaind is started if it is not running.
+        The user PIN comes from --pin-file, KEYCHAIN_PKCS11_PIN or a prompt, and is checked by \
+        keychaind (counted like any login). keychaind is started if it is not running. \
         --timeout locks the keychain after that long without use (90s, 30m, 8h; default: never).
 
         Examples:
@@ -49,8 +49,8 @@ struct Lock: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Lock a keychain (or all) in this login session.",
         discussion: """
-        Processes that took the keychain from the session keep what they hold until they log out;
-        new logins, new processes and keychainctl ask for the PIN again.
+        Processes that took the keychain from the session keep what they hold until they log \
+        out; new logins, new processes and keychainctl ask for the PIN again.
 
         Examples:
           keychainctl lock
@@ -81,19 +81,23 @@ struct SessionPolicyCommand: ParsableCommand {
         abstract: "Show or set how keychaind treats a keychain: idle timeout, locking on sleep and session lock, locked search.",
         discussion: """
         The idle timeout applies when 'keychainctl unlock' gives none; 'none' turns it off.
-        --lock-on-sleep yes (the default) locks the keychain when the machine sleeps or the login
+
+        --lock-on-sleep yes (the default) locks the keychain when the machine sleeps or the login \
         session is locked (logind's signals on the system bus; without one, nothing follows them).
-        --locked-search yes (the default) lets the Secret Service find this keychain's passwords
-        by their attributes while it is locked, so that an application asking for one is offered
-        an unlock prompt instead of being told it has none. It keeps a lookup index keyed from
-        this device's key: someone with the keychain file and the device key could test guesses
+
+        --locked-search yes (the default) lets the Secret Service find this keychain's passwords \
+        by their attributes while it is locked, so that an application asking for one is offered \
+        an unlock prompt instead of being told it has none. It keeps a lookup index keyed from \
+        this device's key: someone with the keychain file and the device key could test guesses \
         of attribute values (never read a secret, a label or a value); 'no' removes the index.
+
         Setting needs the user PIN (or the keychain unlocked in the session).
 
         Examples:
           keychainctl session-policy
           keychainctl session-policy --idle-timeout 30m --lock-on-sleep yes
-          keychainctl session-policy -k work --idle-timeout none --lock-on-sleep no
+          keychainctl session-policy -k work --idle-timeout none \\
+              --lock-on-sleep no
           keychainctl session-policy -k work --locked-search no
         """
     )
