@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Writes Docs/cli-reference.md from keychainctl's own --help texts, so the reference cannot drift
-# from the tool. Usage: scripts/cli-reference.sh [path/to/keychainctl]
+# from the tool. Usage: scripts/cli-reference.sh [path/to/keychainctl [output]]
+# The output defaults to Docs/cli-reference.md; Tests/interop/test_help_text.sh writes it elsewhere
+# and compares. The texts are wrapped to 80 columns whatever the terminal (COLUMNS=80).
 set -euo pipefail
+out=Docs/cli-reference.md
+if [ -n "${2:-}" ]; then out=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); fi
 cd "$(dirname "$0")/.."
 kc=${1:-$(swift build --show-bin-path)/keychainctl}
-out=Docs/cli-reference.md
+export COLUMNS=80
 {
     echo "# keychainctl command reference"
     echo
