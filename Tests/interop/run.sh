@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every Tests/interop/test_*.sh against a built module and prints "N passed, N failed".
 # Usage: Tests/interop/run.sh MODULE_PATH KEYCHAINCTL_PATH [test-name-filter]
+# The filter runs the tests whose name contains it; =NAME runs the one test NAME (test_nss).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 module=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -11,11 +12,18 @@ failed=0
 failures=()
 for test in "$here"/test_*.sh; do
     name=$(basename "$test" .sh)
-    [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+    case $filter in
+        "") ;;
+        =*) [ "$name" = "${filter#=}" ] || continue ;;
+        *) [[ "$name" == *"$filter"* ]] || continue ;;
+    esac
     scratch=$(mktemp -d /tmp/kc-interop.XXXXXX)
     mkdir -p "$scratch/keychains" "$scratch/work"
     start=$(date +%s%N)
-    if env MODULE="$module" KEYCHAINCTL="$keychainctl" KEYCHAIN_PKCS11_DIR="$scratch/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="$scratch/state/device-key" \
+    # One locale for every test, the CI machine's: the tests compare the English output of
+    # clients (keytool and jarsigner, GNU tools' messages) and sorted lists, which another
+    # locale translates or orders otherwise. LANGUAGE would still translate under C.UTF-8.
+    if env -u LANGUAGE LC_ALL=C.UTF-8 MODULE="$module" KEYCHAINCTL="$keychainctl" KEYCHAIN_PKCS11_DIR="$scratch/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="$scratch/state/device-key" \
         KEYCHAIN_PKCS11_KDF_LOG_N=10 WORK="$scratch/work" HERE="$here" \
         timeout 600 bash "$test" >"$scratch/log" 2>&1; then
         passed=$((passed + 1))

@@ -26,7 +26,7 @@ damaged="junk truncated header-only empty"
 
 # list_data SLOT: the labels of the data objects of SLOT after login, one per line, sorted.
 list_data() {
-    p11 --slot "$1" --login --pin "$pin" -O --type data 2>"$WORK/list.err" | sed -n "s/^ *label: *'\(.*\)'$/\1/p" | sort
+    p11 --slot "$1" --login --pin "$pin" -O --type data 2>"$WORK/list.err" | sed -n "s/^ *label: *'\(.*\)'$/\1/p" | LC_ALL=C sort
 }
 
 expect_eq "$(list_data "$good_slot" | tr '\n' ' ')" "priv-1 pub-1 " "the good keychain's data objects beside damaged files"
