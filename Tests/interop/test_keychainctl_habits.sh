@@ -45,6 +45,15 @@ grep -qxE "Serial +$serial" <<<"$out" || fail "show prints the serial as openssl
 json=$(kc show --label habits-cert --type certificate --json --pin-file user.pin)
 expect_contains "$json" "\"serial\":\"$serial\"" "show --json has the serial"
 expect_contains "$json" "\"notAfter\":\"" "show --json has the validity"
+# The validity as the certificate has it, in UTC whatever the local zone: keychainctl runs 14 hours
+# ahead of UTC (a POSIX TZ, no tzdata needed), which moves the local date most hours of the day.
+# The expected text is made from openssl's dates (C locale, UTC), never from the calendar.
+iso() { LC_ALL=C TZ=UTC date -u -d "$(openssl x509 -in c.pem -noout "-$1" | sed 's/^[a-zA-Z]*=//')" +%Y-%m-%dT%H:%M:%SZ; }
+out=$(TZ=XXX-14 kc show --label habits-cert --type certificate --pin-file user.pin)
+grep -qxE "Not before +$(iso startdate)" <<<"$out" || fail "show prints notBefore as openssl does ($(iso startdate), UTC): $out"
+grep -qxE "Not after +$(iso enddate)" <<<"$out" || fail "show prints notAfter as openssl does ($(iso enddate), UTC): $out"
+json=$(TZ=XXX-14 kc show --label habits-cert --type certificate --json --pin-file user.pin)
+expect_contains "$json" "\"notBefore\":\"$(iso startdate)\",\"notAfter\":\"$(iso enddate)\"" "show --json validity in UTC"
 
 # items: short URIs by default, full ones with --wide; a keychain label with an escape is shown escaped.
 out=$(kc items --pin-file user.pin)
