@@ -3,6 +3,7 @@
 # again: KEYCHAIN_PKCS11_PREBUILT=1), lintian with no errors, installed with apt-get, and then,
 # with only the installed files (a fresh user, PATH=/usr/bin:/bin, nothing of the build tree in
 # the environment):
+#   - /usr/share/doc/keychain-pkcs11/copyright is debian/copyright: machine-readable, Apache-2.0;
 #   - keychainctl module-path names the installed module; a keychain made with keychainctl is read
 #     through p11-kit-proxy.so by pkcs11-tool (no registration step) and its SSH key listed by
 #     ssh-keygen -D;
@@ -97,6 +98,14 @@ for file in "$installed_module" /usr/share/p11-kit/modules/keychain-pkcs11.modul
     grep -qxF "$file" files.list || fail "$file is not listed as the package's"
 done
 expect_contains "$(cat /usr/share/p11-kit/modules/keychain-pkcs11.module)" "module: $installed_module" "the p11-kit module file"
+# The licence: debian/copyright as the package's copyright file, machine-readable (DEP-5) with the
+# project under Apache-2.0, and no other licence file beside it.
+copyright=/usr/share/doc/keychain-pkcs11/copyright
+cmp -s "$copyright" src/debian/copyright || fail "$copyright is not debian/copyright"
+expect_eq "$(head -n 1 "$copyright")" "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" "first line of $copyright"
+expect_eq "$(sed -n '/^Files: \*$/,/^$/p' "$copyright" | grep '^License:')" "License: Apache-2.0" "the licence of Files: * in $copyright"
+expect_contains "$(cat "$copyright")" "/usr/share/common-licenses/Apache-2.0" "$copyright"
+[ -e /usr/share/doc/keychain-pkcs11/LICENSE ] && fail "a LICENSE file beside $copyright (Debian wants the copyright file only)"
 expect_eq "$(systemctl --global is-enabled keychaind.socket 2>&1)" "enabled" "keychaind.socket enabled for user sessions"
 [ -L /etc/systemd/user/sockets.target.wants/keychaind.socket ] || fail "no /etc/systemd/user/sockets.target.wants/keychaind.socket"
 expect_contains "$(man -w keychaind 2>&1)" "/usr/share/man/man1/keychaind.1.gz" "man keychaind"

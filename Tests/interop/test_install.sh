@@ -1,8 +1,10 @@
 # make install / make uninstall into a throwaway prefix, with the release build (the one that is
-# shipped): every file in its place with its mode; the installed module self-contained (no Swift
-# libraries needed, no RUNPATH into the toolchain) and exporting only C_* symbols; the installed
-# keychainctl finding the installed module; pkcs11-tool and p11-kit loading it; the p11-kit module
-# file pointing at it; the shell completions; and uninstall leaving no file behind.
+# shipped): every file in its place with its mode; the licence and the copyright file with the
+# docs, the copyright file naming exactly the statically linked parts of each binary; the
+# installed module self-contained (no Swift libraries needed, no RUNPATH into the toolchain) and
+# exporting only C_* symbols; the installed keychainctl finding the installed module; pkcs11-tool
+# and p11-kit loading it; the p11-kit module file pointing at it; the shell completions; and
+# uninstall leaving no file behind.
 . "$HERE/lib.sh"
 
 case "$MODULE" in
@@ -30,6 +32,8 @@ for entry in \
     "$prefix/include/keychain-pkcs11.h 644" \
     "$prefix/share/p11-kit/modules/keychain-pkcs11.module 644" \
     "$docs/README.md 644" \
+    "$docs/LICENSE 644" \
+    "$docs/copyright 644" \
     "$prefix/share/bash-completion/completions/keychainctl 644" \
     "$prefix/share/zsh/site-functions/_keychainctl 644" \
     "$prefix/share/fish/vendor_completions.d/keychainctl.fish 644" \
@@ -46,6 +50,9 @@ for doc in "$root"/Docs/*.md; do
     cmp -s "$doc" "$installed" || fail "documentation not installed (or different): $installed"
     expect_eq "$(stat -c %a "$installed")" 644 "mode of $installed"
 done
+cmp -s "$root/LICENSE" "$docs/LICENSE" || fail "the installed LICENSE differs from the source's"
+cmp -s "$root/debian/copyright" "$docs/copyright" || fail "the installed copyright file differs from debian/copyright"
+expect_contains "$(head -n 4 "$docs/LICENSE")" "Apache License" "the installed LICENSE"
 cmp -s "$MODULE" "$so" || fail "the installed module is not the release module under test"
 cmp -s "$root/Include/keychain-pkcs11.h" "$prefix/include/keychain-pkcs11.h" || fail "installed header differs"
 expect_contains "$(cat "$prefix/lib/systemd/user/keychaind.service")" "ExecStart=$prefix/bin/keychaind --foreground" "the unit runs the installed keychaind"
@@ -62,6 +69,42 @@ for binary in "$so" "$ctl" "$prefix/bin/keychaind"; do
     expect_eq "$missing" "" "libraries ldd cannot find for $binary"
 done
 echo "ok: module and keychainctl need no Swift library and have no RUNPATH"
+
+# The copyright file names what each binary contains besides this project's code (the Swift
+# runtime and packages are linked statically): a part found in a binary and not in its row of the
+# copyright file's table is a licence left out; a part in the row and not in the binary is stale.
+# Each part is found by a string it leaves in the stripped binary (a Swift module's name, ICU's
+# data, libdispatch's messages); parts that must never be there (swift-crypto) are checked too.
+parts='^Swift$@the Swift runtime
+^Logging$@swift-log
+^ArgumentParser$@swift-argument-parser
+^_StringProcessing$@_StringProcessing
+^_RegexParser$@_RegexParser
+^Synchronization$@Synchronization
+^BUG in libdispatch: @libdispatch
+^Foundation$@swift-corelibs-foundation
+^FoundationEssentials$@swift-foundation
+^_FoundationCollections$@swift-collections
+^icudt[0-9]+l@swift-foundation-icu
+^(Crypto|_CryptoExtras|CCryptoBoringSSL)$@swift-crypto'
+pam="$prefix/lib/$(gcc -print-multiarch)/security/pam_keychain.so"
+for binary in "$so" "$ctl" "$prefix/bin/keychaind" "$pam"; do
+    name=$(basename "$binary")
+    # The binary's row: from "  NAME  " to the next row or the end of the table, as one line.
+    row=$(awk -v name="$name" '
+        $0 ~ "^  " name "  " { on = 1; sub("^  " name " +", ""); printf "%s", $0; next }
+        on && /^   +[^ ]/ { sub(/^ +/, " "); printf "%s", $0; next }
+        on { exit }' "$docs/copyright")
+    [ -n "$row" ] || fail "no row for $name in the copyright file's table"
+    strings -a "$binary" >"$WORK/strings" || fail "strings $binary"
+    while IFS='@' read -r marker part; do
+        grep -qE "$marker" "$WORK/strings" && found=1 || found=0
+        grep -qE "(^|[ (;,])$part([ ,;)]|$)" <<<"$row" && listed=1 || listed=0
+        [ "$found" = 1 ] && [ "$listed" = 0 ] && fail "$name contains $part, which the copyright file does not list for it (row: $row)"
+        [ "$found" = 0 ] && [ "$listed" = 1 ] && fail "the copyright file lists $part for $name, which does not contain it (row: $row)"
+    done <<<"$parts"
+done
+echo "ok: the copyright file lists exactly the statically linked parts of the module, keychainctl, keychaind and pam_keychain.so"
 
 # Hardening: every shipped ELF file is linked with full RELRO (relocations read-only and bound
 # at load), as Debian's hardening flags ask.
