@@ -39,6 +39,8 @@ packages=(
     libyaml-0-2
     # man reads the generated manual pages in test_install.sh
     man-db
+    # a faked clock (libfaketime) for the calendar-sensitive interop tests (Tests/interop/faketime.sh)
+    faketime
     # the user guide's recipes (Tests/interop/recipes): curl with a TLS client key, git signing
     curl git
     # the Secret Service's clients and the provider it replaces (test_secret_service.sh): secret-tool,

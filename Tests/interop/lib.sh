@@ -12,6 +12,12 @@ fail() {
     exit 1
 }
 
+# Under a faked clock (Tests/interop/faketime.sh sets KEYCHAIN_TEST_FAKE_DATE), a test that does
+# not see the faked date fails instead of passing on the real one.
+if [ -n "${KEYCHAIN_TEST_FAKE_DATE:-}" ] && [ "$(date -u +%F)" != "$KEYCHAIN_TEST_FAKE_DATE" ]; then
+    fail "the clock is not faked: date -u says $(date -u +%F), expected $KEYCHAIN_TEST_FAKE_DATE (FAKETIME=${FAKETIME:-} LD_PRELOAD=${LD_PRELOAD:-})"
+fi
+
 # expect_eq ACTUAL EXPECTED MESSAGE
 expect_eq() {
     [ "$1" = "$2" ] || fail "$3: expected [$2], got [$1]"
