@@ -56,6 +56,20 @@ if scripts/build-release.sh >/tmp/keychain-pkcs11-release.log 2>&1; then
     Tests/interop/run.sh "$release/libkeychain-pkcs11.so" "$release/keychainctl" | tee /tmp/keychain-pkcs11-interop-release.log
     line=$(tail -n 1 /tmp/keychain-pkcs11-interop-release.log)
     count "$(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$line")" "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")"
+    # The calendar-sensitive tests (dates printed by clients and by keychainctl, certificates whose
+    # validity crosses a month or a year) again under a faked clock: on the 1st of a month and late
+    # on 31 December. Each run counts a preflight (the tools see the faked date) and each test.
+    echo "== calendar-sensitive interop tests under faketime against the release module"
+    for when in "2027-03-01 00:30:00" "2026-12-31 23:30:00"; do
+        Tests/interop/faketime.sh "$when" "$release/libkeychain-pkcs11.so" "$release/keychainctl" test_p11tool_certs \
+            test_keychainctl_habits test_nss test_openssl_provider test_java_sunpkcs11 | tee /tmp/keychain-pkcs11-faketime.log
+        line=$(grep -E '^faketime .*: [0-9]+ passed, [0-9]+ failed' /tmp/keychain-pkcs11-faketime.log | tail -n 1)
+        if [ -n "$line" ]; then
+            count "$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")" "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")"
+        else
+            count 0 1
+        fi
+    done
     # The documentation's command blocks (README.md, Docs/user-guide.md, Docs/remote-use.md), once,
     # as a new user runs them: fresh account and home, stand-in ssh and TLS servers on 127.0.0.1.
     echo "== documentation recipes against the release module"
