@@ -18,7 +18,7 @@ final class QueryKeyAndContextTests: XCTestCase {
         removeTemporaryKeychain(root)
     }
 
-    /// A self-signed certificate made by the openssl command, valid from yesterday for `days`.
+    /// A self-signed certificate made by the openssl command, valid from now (to the second) for `days`.
     private func certificate(subject: String, days: Int, email: String? = nil) throws -> Data {
         let base = root + "/cert-\(UUID().uuidString)"
         let process = Process()
