@@ -1,8 +1,8 @@
 # The Debian package as a user gets it (issue 35): built with dpkg-buildpackage from a clean
 # clone of the committed tree (packaging the release build under test instead of building it
-# again: KEYCHAIN_PKCS11_PREBUILT=1), lintian with no errors, installed with apt-get, and then,
-# with only the installed files (a fresh user, PATH=/usr/bin:/bin, nothing of the build tree in
-# the environment):
+# again: KEYCHAIN_PKCS11_PREBUILT=1), lintian with no errors or warnings, installed with apt-get,
+# and then, with only the installed files (a fresh user, PATH=/usr/bin:/bin, nothing of the build
+# tree in the environment):
 #   - /usr/share/doc/keychain-pkcs11/copyright is debian/copyright: machine-readable, Apache-2.0;
 #   - keychainctl module-path names the installed module; a keychain made with keychainctl is read
 #     through p11-kit-proxy.so by pkcs11-tool (no registration step) and its SSH key listed by
@@ -80,11 +80,12 @@ for library in libc6 libssl3 libsqlite3-0 libgcrypt20 libsystemd0 libpam0g; do
 done
 expect_not_contains "$depends" "swift" "Depends: no Swift runtime"
 
-# ---- lintian: no errors; the warnings left are listed -----------------------------------------
-lintian --fail-on error "$WORK"/keychain-pkcs11_*_amd64.changes >lintian.log 2>&1 || fail "lintian reports errors: $(grep '^E:' lintian.log)"
+# ---- lintian: no errors and no warnings ------------------------------------------------------
+lintian --fail-on error,warning "$WORK"/keychain-pkcs11_*_amd64.changes >lintian.log 2>&1 ||
+    fail "lintian reports errors or warnings: $(grep -E '^(E|W):' lintian.log)"
 expect_eq "$(grep -c '^E:' lintian.log)" "0" "lintian errors"
+expect_eq "$(grep -c '^W:' lintian.log)" "0" "lintian warnings"
 echo "figure: lintian: $(grep -c '^E:' lintian.log) errors, $(grep -c '^W:' lintian.log) warnings"
-grep '^W:' lintian.log | sed 's/^/figure:   /'
 
 # ---- Install ---------------------------------------------------------------------------------
 apt-get install -y -q "$deb" >install.log 2>&1 || fail "apt-get install: $(tail -n 20 install.log)"
