@@ -15,6 +15,7 @@
 #include <openssl/err.h>
 #include <openssl/pkcs12.h>
 #include <openssl/provider.h>
+#include <openssl/kdf.h>
 
 /* HMAC-SHA-256 (RFC 2104) from inner and outer states computed once per key. OpenSSL 3.0
  * deprecates the SHA256_* functions for EVP, whose MAC context copy, parameter handling and
@@ -31,7 +32,10 @@ static inline int kc_hmac_sha256_prepare(void *states, const unsigned char *key,
     SHA256_CTX *inner = (SHA256_CTX *)states, *outer = inner + 1;
     int ok = 1;
     if (key_length > sizeof block) {
-        ok = SHA256(key, key_length, block) != NULL;
+        /* Not SHA256(): since OpenSSL 3.0 it is EVP_Q_digest in the host's default context. */
+        SHA256_CTX hash;
+        ok = SHA256_Init(&hash) && SHA256_Update(&hash, key, key_length) && SHA256_Final(block, &hash);
+        OPENSSL_cleanse(&hash, sizeof hash);
     } else if (key_length > 0) {
         memcpy(block, key, key_length);
     }
@@ -56,3 +60,24 @@ static inline int kc_hmac_sha256(const void *states, const unsigned char *data, 
     return ok;
 }
 #pragma GCC diagnostic pop
+
+/* PBKDF2 (RFC 8018 §5.2) with HMAC-`digest` through `kdf` (EVP_KDF "PBKDF2" fetched from the
+ * module's library context), with the parameters PKCS5_PBKDF2_HMAC passes — which itself fetches
+ * from the host's default context. 1 on success. */
+static inline int kc_pbkdf2_hmac(EVP_KDF *kdf, const char *password, size_t password_length, const unsigned char *salt,
+                                 size_t salt_length, int iterations, const char *digest, unsigned char *out, size_t length) {
+    static const char empty[1] = {0};
+    int pkcs5 = 1;  /* PKCS5_PBKDF2_HMAC's mode: no SP 800-132 lower bounds */
+    OSSL_PARAM params[6];
+    params[0] = OSSL_PARAM_construct_int(OSSL_KDF_PARAM_PKCS5, &pkcs5);
+    params[1] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_PASSWORD, (void *)(password ? password : empty), password ? password_length : 0);
+    params[2] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, (void *)salt, salt_length);
+    params[3] = OSSL_PARAM_construct_int(OSSL_KDF_PARAM_ITER, &iterations);
+    params[4] = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)digest, 0);
+    params[5] = OSSL_PARAM_construct_end();
+    EVP_KDF_CTX *context = EVP_KDF_CTX_new(kdf);
+    if (context == NULL) return 0;
+    int ok = EVP_KDF_derive(context, out, length, params) == 1;
+    EVP_KDF_CTX_free(context);
+    return ok;
+}

@@ -1,8 +1,9 @@
 internal import COpenSSL
 import Glibc
 
-/// OpenSSL's legacy provider (RC2, single DES): loaded the first time something needs it, never
-/// before, beside the default provider, which stays available.
+/// OpenSSL's legacy provider (RC2, single DES): loaded into our library context (`OpenSSLContext`)
+/// the first time something needs it, never before, beside the default provider, which stays
+/// available. The host's default context is left as the host set it up.
 public enum LegacyProvider {
     /// Whether the provider's module is installed, without loading it (for offering single DES).
     public static let isInstalled: Bool = {
@@ -13,18 +14,12 @@ public enum LegacyProvider {
     /// Loads the provider once; false if it cannot be loaded.
     public static func load() -> Bool { loaded }
 
+    /// Never unloaded, like the context that holds it: nothing of ours runs at process exit.
     private static let loaded: Bool = {
-        guard let provider = OSSL_PROVIDER_try_load(nil, "legacy", 1) else {
+        guard let context = try? OpenSSLContext.get(), OSSL_PROVIDER_try_load(context, "legacy", 1) != nil else {
             OpenSSLErrorQueue.discardOwn()
             return false
         }
-        handle = provider
-        // Unloaded before OpenSSL's own exit handler (registered earlier, so run later) frees the
-        // library context: else the provider's child context is left behind (LeakSanitizer).
-        atexit {
-            if let provider = LegacyProvider.handle { _ = OSSL_PROVIDER_unload(provider) }
-        }
         return true
     }()
-    nonisolated(unsafe) private static var handle: OpaquePointer?
 }

@@ -74,7 +74,7 @@ public final class TPMConnection: @unchecked Sendable {
         guard rc == 0, let context else { throw TPMError(returned: rc, from: "opening TCTI \"\(tcti)\"") }
         tctiContext = context
         var esysContext: OpaquePointer?
-        rc = Esys_Initialize(&esysContext, context, nil)
+        rc = HostOpenSSL.withModuleContextAsDefault { Esys_Initialize(&esysContext, context, nil) }
         guard rc == 0, let esysContext else {
             // deinit finalises the TCTI context.
             throw TPMError(returned: rc, from: "Esys_Initialize")
@@ -103,10 +103,13 @@ public final class TPMConnection: @unchecked Sendable {
 
     /// Runs one command: `start` sends it (Esys_…_Async), `finish` collects the answer
     /// (Esys_…_Finish), asked again while tpm2-tss says TRY_AGAIN, until `timeout` milliseconds
-    /// have passed. Call with `lock` held.
+    /// have passed. Call with `lock` held. tpm2-tss's own OpenSSL work for the command (session
+    /// HMACs, parameter encryption, salts) runs in the module's library context, not the host's.
     func execute(_ name: String, timeout: Int32,
                  start: (OpaquePointer) -> TSS2_RC, finish: (OpaquePointer) -> TSS2_RC) throws(TPMError) {
-        try Self.withoutSIGPIPE { () throws(TPMError) in try executeUnguarded(name, timeout: timeout, start: start, finish: finish) }
+        try HostOpenSSL.withModuleContextAsDefault { () throws(TPMError) in
+            try Self.withoutSIGPIPE { () throws(TPMError) in try executeUnguarded(name, timeout: timeout, start: start, finish: finish) }
+        }
     }
 
     /// Runs `body` with SIGPIPE blocked on this thread: a socket TCTI (`swtpm:`, `mssim:`)

@@ -1,5 +1,6 @@
 import CPKCS11
 import KeychainCore
+import KeychainCrypto
 
 /// PKCS#11 §5.4 general-purpose functions.
 enum General {
@@ -29,6 +30,8 @@ enum General {
             }
             guard !arguments.reservedGiven else { throw CKError(CK_RV(CKR_ARGUMENTS_BAD), "pReserved must be NULL") }
         }
+        // Before any lock of ours is taken (HostOpenSSL says why).
+        HostOpenSSL.loadConfiguration()
         try Module.shared.initialize(configuration: .current())
     }
 

@@ -140,7 +140,7 @@ public enum KeyGeneration {
         defer { wipe(&value) }
         repeat {
             wipe(&value)
-            do { value = try Random.bytes(Int(length)) } catch { throw KeychainError(.storageFailure, "random generator failed") }
+            do { value = try Random.secretBytes(Int(length)) } catch { throw KeychainError(.storageFailure, "random generator failed") }
             if keyType.blockCipher?.keyLength != nil { DESParity.makeOdd(&value) }
         } while (keyType.blockCipher?.keyLength != nil && DESParity.isUnfit(value))
             || (keyType == .aesXTS && value[..<(value.count / 2)].elementsEqual(value[(value.count / 2)...]))

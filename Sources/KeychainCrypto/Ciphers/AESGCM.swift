@@ -12,11 +12,12 @@ public enum AESGCM {
     public static func seal(_ plaintext: UnsafeRawBufferPointer, key: SecureBytes, associatedData: [UInt8]) throws -> [UInt8] {
         guard key.count == keySize else { throw CryptoError(.invalidInput, "AES-256-GCM key size") }
         guard plaintext.count <= Int(Int32.max) - overhead else { throw CryptoError(.invalidInput, "plaintext too large") }
+        let cipher = try aes256GCM()
         let nonce = try Random.bytes(nonceSize)
         var box = [UInt8](repeating: 0, count: overhead + plaintext.count)
         try withContext { ctx in
             try key.withUnsafeBytes { k in
-                guard EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nil, k.baseAddress?.assumingMemoryBound(to: UInt8.self), nonce) == 1 else {
+                guard EVP_EncryptInit_ex(ctx, cipher, nil, k.baseAddress?.assumingMemoryBound(to: UInt8.self), nonce) == 1 else {
                     throw CryptoError.library("EVP_EncryptInit_ex")
                 }
             }
@@ -58,12 +59,13 @@ public enum AESGCM {
         guard key.count == keySize else { throw CryptoError(.invalidInput, "AES-256-GCM key size") }
         guard box.count >= overhead, box.count <= Int(Int32.max) else { throw CryptoError(.authenticationFailed, "sealed box too short") }
         let bodyCount = box.count - overhead
+        let cipher = try aes256GCM()
         let plaintext = SecureBytes(count: bodyCount)
         try withContext { ctx in
             try box.withUnsafeBufferPointer { input in
                 guard let base = input.baseAddress else { throw CryptoError(.invalidInput, "empty box") }
                 try key.withUnsafeBytes { k in
-                    guard EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), nil, k.baseAddress?.assumingMemoryBound(to: UInt8.self), base) == 1 else {
+                    guard EVP_DecryptInit_ex(ctx, cipher, nil, k.baseAddress?.assumingMemoryBound(to: UInt8.self), base) == 1 else {
                         throw CryptoError.library("EVP_DecryptInit_ex")
                     }
                 }
@@ -99,6 +101,15 @@ public enum AESGCM {
             }
         }
         return plaintext
+    }
+
+    /// AES-256-GCM fetched from our library context once (`EVP_aes_256_gcm()` is fetched again,
+    /// from the host's default context, by every context it initialises).
+    nonisolated(unsafe) private static let fetched = Fetched.cipher("AES-256-GCM")
+
+    private static func aes256GCM() throws -> OpaquePointer {
+        guard let fetched else { throw CryptoError.library("EVP_CIPHER_fetch(AES-256-GCM)") }
+        return fetched
     }
 
     private static func withContext<R>(_ body: (OpaquePointer) throws -> R) throws -> R {

@@ -36,17 +36,9 @@ public enum KeyWrap {
 
     private static func run(_ mode: Mode, key: SecureBytes, input: UnsafeRawBufferPointer, encrypting: Bool, iv: [UInt8]?) throws -> [UInt8] {
         if let iv, iv.count != ivLength(mode) { throw CryptoError(.invalidInput, "the key wrap IV must have \(ivLength(mode)) bytes") }
-        let cipher: OpaquePointer?
-        switch (mode, key.count) {
-        case (.kw, 16): cipher = EVP_aes_128_wrap()
-        case (.kw, 24): cipher = EVP_aes_192_wrap()
-        case (.kw, 32): cipher = EVP_aes_256_wrap()
-        case (.kwp, 16): cipher = EVP_aes_128_wrap_pad()
-        case (.kwp, 24): cipher = EVP_aes_192_wrap_pad()
-        case (.kwp, 32): cipher = EVP_aes_256_wrap_pad()
-        default: cipher = nil
-        }
-        guard let cipher else { throw CryptoError(.invalidInput, "AES key length \(key.count)") }
+        guard [16, 24, 32].contains(key.count) else { throw CryptoError(.invalidInput, "AES key length \(key.count)") }
+        let name = "AES-\(key.count * 8)-WRAP" + (mode == .kwp ? "-PAD" : "")
+        guard let cipher = Fetched.cipher(name) else { throw CryptoError.library("EVP_CIPHER_fetch(\(name))") }
         guard let ctx = EVP_CIPHER_CTX_new() else { throw CryptoError.library("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(ctx) }
         EVP_CIPHER_CTX_set_flags(ctx, Int32(EVP_CIPHER_CTX_FLAG_WRAP_ALLOW))
@@ -99,6 +91,7 @@ public enum X963KDF {
 extension AsymmetricKey {
     /// The private key as DER PKCS#8 PrivateKeyInfo (what C_WrapKey wraps).
     public func pkcs8() throws -> SecureBytes {
+        // The encoder comes from the key's own provider, in our library context.
         guard isPrivate, let info = EVP_PKEY2PKCS8(pkey) else { throw CryptoError.library("EVP_PKEY2PKCS8") }
         defer { PKCS8_PRIV_KEY_INFO_free(info) }
         var out: UnsafeMutablePointer<UInt8>?
@@ -111,6 +104,7 @@ extension AsymmetricKey {
     /// A private key from DER PKCS#8 (what C_UnwrapKey unwraps).
     public static func privateKey(pkcs8 der: SecureBytes) throws -> AsymmetricKey {
         OpenSSLSecureHeap.prepare()
+        let context = try OpenSSLContext.get()
         let parsed = der.withUnsafeBytes { buffer -> OpaquePointer? in
             guard let base = buffer.baseAddress else { return nil }
             var cursor: UnsafePointer<UInt8>? = base.assumingMemoryBound(to: UInt8.self)
@@ -121,7 +115,7 @@ extension AsymmetricKey {
             throw CryptoError(.invalidInput, "not a PKCS#8 private key")
         }
         defer { PKCS8_PRIV_KEY_INFO_free(info) }
-        guard let pkey = EVP_PKCS82PKEY(info) else {
+        guard let pkey = EVP_PKCS82PKEY_ex(info, context, nil) else {
             OpenSSLErrorQueue.discardOwn()
             throw CryptoError(.invalidInput, "unsupported PKCS#8 key")
         }
@@ -134,7 +128,7 @@ extension AsymmetricKey {
 
     /// ECDH / X25519 / X448 shared secret Z with `peer`'s public key.
     public func sharedSecret(with peer: AsymmetricKey, cofactor: Bool = false) throws -> SecureBytes {
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(try OpenSSLContext.get(), pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
         defer { EVP_PKEY_CTX_free(ctx) }
         // Cofactor ECDH (SP 800-56A): only EC keys have the mode; X25519/X448 clamp instead.
         let modeSet: Bool

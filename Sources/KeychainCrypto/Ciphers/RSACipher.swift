@@ -34,7 +34,7 @@ public enum RSACipher {
         if case .raw = padding, encrypting, input.count < (key.bits + 7) / 8 {
             input = [UInt8](repeating: 0, count: (key.bits + 7) / 8 - input.count) + input
         }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, key.pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(try OpenSSLContext.get(), key.pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard (encrypting ? EVP_PKEY_encrypt_init(ctx) : EVP_PKEY_decrypt_init(ctx)) == 1 else { throw CryptoError.library("RSA init") }
         switch padding {
@@ -43,9 +43,10 @@ public enum RSACipher {
         case .raw:
             guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_NO_PADDING) == 1 else { throw CryptoError.library("RSA padding") }
         case .oaep(let digest, let mgf1, let label):
+            let md = try digest.md, mgf1MD = try mgf1.md
             guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_OAEP_PADDING) == 1,
-                  EVP_PKEY_CTX_set_rsa_oaep_md(ctx, digest.md) == 1,
-                  EVP_PKEY_CTX_set_rsa_mgf1_md(ctx, mgf1.md) == 1 else { throw CryptoError.library("OAEP parameters") }
+                  EVP_PKEY_CTX_set_rsa_oaep_md(ctx, md) == 1,
+                  EVP_PKEY_CTX_set_rsa_mgf1_md(ctx, mgf1MD) == 1 else { throw CryptoError.library("OAEP parameters") }
             if !label.isEmpty {
                 // OpenSSL takes ownership of the label buffer.
                 guard let copy = CRYPTO_malloc(label.count, #fileID, #line) else { throw CryptoError.library("CRYPTO_malloc") }

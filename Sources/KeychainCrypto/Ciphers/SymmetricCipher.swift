@@ -607,9 +607,10 @@ public final class SymmetricCipher {
         }
     }
 
-    /// Every AES and triple-DES cipher fetched once for the process: a legacy `EVP_aes_*()`
-    /// handle makes each new context fetch its implementation again (about 3,000 instructions per
-    /// C_EncryptInit). Single DES is fetched when first used (after its provider loads).
+    /// Every AES and triple-DES cipher fetched from our library context once for the process: a
+    /// legacy `EVP_aes_*()` handle makes each new context fetch its implementation again (about
+    /// 3,000 instructions per C_EncryptInit), from the host's default context. Single DES is
+    /// fetched when first used (after the legacy provider loads into our context).
     nonisolated(unsafe) private static let fetched: [String: OpaquePointer] = {
         var table: [String: OpaquePointer] = [:]
         var names: [String] = []
@@ -619,16 +620,13 @@ public final class SymmetricCipher {
         names += ["AES-128-XTS", "AES-256-XTS", "ChaCha20", "ChaCha20-Poly1305"]
         names += ["DES-EDE-ECB", "DES-EDE-CBC", "DES-EDE3-ECB", "DES-EDE3-CBC"]
         for name in names {
-            if let cipher = EVP_CIPHER_fetch(nil, name, nil) { table[name] = cipher }
+            if let cipher = Fetched.cipher(name) { table[name] = cipher }
         }
         return table
     }()
 
     static func cipher(named name: String) -> OpaquePointer? {
-        if let cipher = fetched[name] { return cipher }
-        let cipher = EVP_get_cipherbyname(name)
-        if cipher == nil { OpenSSLErrorQueue.discardOwn() }
-        return cipher
+        fetched[name] ?? Fetched.cipher(name)
     }
 
     /// A secret key's CKA_CHECK_VALUE source: one zero block encrypted in ECB mode.

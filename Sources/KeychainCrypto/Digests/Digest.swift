@@ -8,20 +8,20 @@ public enum Digest {
         /// Legacy (collisions are practical): offered only under the compatible key policy.
         case md5
 
-        var md: OpaquePointer? {
-            switch self {
-            case .md5: return EVP_md5()
-            case .sha1: return EVP_sha1()
-            case .sha224: return EVP_sha224()
-            case .sha256: return EVP_sha256()
-            case .sha384: return EVP_sha384()
-            case .sha512: return EVP_sha512()
-            case .sha3_224: return EVP_sha3_224()
-            case .sha3_256: return EVP_sha3_256()
-            case .sha3_384: return EVP_sha3_384()
-            case .sha3_512: return EVP_sha3_512()
+        /// The EVP_MD fetched from our library context (never the host's default one).
+        var md: OpaquePointer {
+            get throws {
+                guard let index = Self.order.firstIndex(of: self), let md = Self.fetched[index] ?? Fetched.digest(name) else {
+                    throw CryptoError.library("no \(name) digest")
+                }
+                return md
             }
         }
+
+        /// Every digest fetched once, at the first use of any: a legacy `EVP_sha256()` handle
+        /// fetched its implementation again, from the host's default context, at each use.
+        nonisolated(unsafe) private static let fetched: [OpaquePointer?] = order.map { Fetched.digest($0.name) }
+        private static let order = allCases
 
         public var outputSize: Int {
             switch self {
@@ -54,7 +54,7 @@ public enum Digest {
     public static func hash(_ algorithm: Algorithm, _ data: UnsafeRawBufferPointer) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
-        guard EVP_Digest(data.baseAddress ?? UnsafeRawPointer(bitPattern: 1), data.count, &out, &length, algorithm.md, nil) == 1 else {
+        guard EVP_Digest(data.baseAddress ?? UnsafeRawPointer(bitPattern: 1), data.count, &out, &length, try algorithm.md, nil) == 1 else {
             throw CryptoError.library("EVP_Digest")
         }
         return Array(out.prefix(Int(length)))
@@ -80,15 +80,17 @@ public enum Digest {
             guard ok else { throw CryptoError.library("HMAC-SHA-256") }
             return out
         }
+        // EVP_Q_mac in our library context (HMAC() would fetch from the host's default one).
         var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
+        var length = 0
+        let context = try OpenSSLContext.get()
         let keyPointer = key.baseAddress ?? UnsafeRawPointer(bitPattern: 1)
         let dataPointer = (data.baseAddress ?? UnsafeRawPointer(bitPattern: 1))?.assumingMemoryBound(to: UInt8.self)
-        guard HMAC(algorithm.md, keyPointer, Int32(key.count), dataPointer, data.count, &out, &length) != nil else {
-            throw CryptoError.library("HMAC")
+        guard EVP_Q_mac(context, "HMAC", nil, algorithm.name, nil, keyPointer, key.count, dataPointer, data.count, &out, out.count, &length) != nil else {
+            throw CryptoError.library("EVP_Q_mac(HMAC)")
         }
         defer { wipe(&out) }
-        return Array(out.prefix(Int(length)))
+        return Array(out.prefix(length))
     }
 
     public static func hmac(_ algorithm: Algorithm, key: SecureBytes, data: [UInt8]) throws -> [UInt8] {
@@ -121,8 +123,7 @@ public final class KeyedMAC: @unchecked Sendable {
             length = 32
             return
         }
-        guard let mac = EVP_MAC_fetch(nil, "HMAC", nil) else { throw CryptoError.library("EVP_MAC_fetch") }
-        defer { EVP_MAC_free(mac) }
+        guard let mac = Fetched.mac("HMAC") else { throw CryptoError.library("EVP_MAC_fetch(HMAC)") }
         guard let context = EVP_MAC_CTX_new(mac) else { throw CryptoError.library("EVP_MAC_CTX_new") }
         let ok = algorithm.name.withCString { name -> Bool in
             "digest".withCString { parameterName in

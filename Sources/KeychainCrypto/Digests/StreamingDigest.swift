@@ -9,7 +9,7 @@ public final class StreamingDigest {
         guard let ctx = EVP_MD_CTX_new() else { throw CryptoError.library("EVP_MD_CTX_new") }
         self.ctx = ctx
         self.algorithm = algorithm
-        guard EVP_DigestInit_ex(ctx, algorithm.md, nil) == 1 else { throw CryptoError.library("EVP_DigestInit_ex") }
+        guard EVP_DigestInit_ex(ctx, try algorithm.md, nil) == 1 else { throw CryptoError.library("EVP_DigestInit_ex") }
     }
 
     deinit { EVP_MD_CTX_free(ctx) }

@@ -53,8 +53,8 @@ public final class StreamingMAC {
         case .cbcMAC:
             throw CryptoError(.invalidInput, "CBC-MAC has no EVP_MAC")
         }
-        guard let mac = EVP_MAC_fetch(nil, macName, nil) else { throw CryptoError.library("EVP_MAC_fetch") }
-        defer { EVP_MAC_free(mac) }
+        // From our library context; the MAC fetches its digest or cipher from the same one.
+        guard let mac = Fetched.mac(macName) else { throw CryptoError.library("EVP_MAC_fetch(\(macName))") }
         guard let ctx = EVP_MAC_CTX_new(mac) else { throw CryptoError.library("EVP_MAC_CTX_new") }
         self.ctx = ctx
         let name = strdup(parameterName), value = strdup(parameterValue)

@@ -61,10 +61,13 @@ enum BcryptPBKDF {
 /// One EVP_MD_CTX for SHA-512, reused for every hash of a derivation.
 private final class SHA512Context {
     private let context: OpaquePointer
+    private let sha512: OpaquePointer
 
     init() throws(CryptoError) {
+        guard let sha512 = Fetched.digest("SHA2-512") else { throw CryptoError.library("EVP_MD_fetch(SHA2-512)") }
         guard let context = EVP_MD_CTX_new() else { throw CryptoError.library("EVP_MD_CTX_new") }
         self.context = context
+        self.sha512 = sha512
     }
 
     deinit { EVP_MD_CTX_free(context) }
@@ -72,7 +75,7 @@ private final class SHA512Context {
     /// SHA-512 of the concatenated parts, into the 64 bytes of `digest`.
     func hash(_ parts: UnsafeRawBufferPointer..., into digest: UnsafeMutableRawBufferPointer) throws(CryptoError) {
         guard digest.count == 64, let out = digest.baseAddress?.assumingMemoryBound(to: UInt8.self),
-              EVP_DigestInit_ex(context, EVP_sha512(), nil) == 1 else { throw CryptoError.library("SHA-512") }
+              EVP_DigestInit_ex(context, sha512, nil) == 1 else { throw CryptoError.library("SHA-512") }
         for part in parts where !part.isEmpty {
             guard EVP_DigestUpdate(context, part.baseAddress, part.count) == 1 else { throw CryptoError.library("SHA-512") }
         }

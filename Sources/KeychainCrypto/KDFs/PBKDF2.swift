@@ -1,6 +1,7 @@
 internal import COpenSSL
 
-/// PBKDF2 (RFC 8018 §5.2) with an HMAC PRF, through OpenSSL's PKCS5_PBKDF2_HMAC.
+/// PBKDF2 (RFC 8018 §5.2) with an HMAC PRF, through OpenSSL's EVP_KDF "PBKDF2" in our library
+/// context (PKCS5_PBKDF2_HMAC fetches from the host's default one).
 public enum PBKDF2 {
     /// More than this is a denial of service through one call.
     public static let maximumIterations = 10_000_000
@@ -15,14 +16,14 @@ public enum PBKDF2 {
         guard length > 0, length <= 1 << 16, password.count <= Int(Int32.max), salt.count <= Int(Int32.max) else {
             throw CryptoError(.invalidInput, "PBKDF2 length")
         }
-        guard let md = digest.md else { throw CryptoError.library("no \(digest) digest") }
+        guard let kdf = Fetched.kdf("PBKDF2") else { throw CryptoError.library("EVP_KDF_fetch(PBKDF2)") }
         let output = SecureBytes(count: length)
         let passwordStart = password.baseAddress?.assumingMemoryBound(to: CChar.self)
         let ok = output.withUnsafeMutableBytes { out in
-            PKCS5_PBKDF2_HMAC(passwordStart, Int32(password.count), salt, Int32(salt.count), Int32(iterations), md, Int32(length),
-                              out.baseAddress?.assumingMemoryBound(to: UInt8.self))
+            kc_pbkdf2_hmac(kdf, passwordStart, password.count, salt, salt.count, Int32(iterations), digest.name,
+                           out.baseAddress?.assumingMemoryBound(to: UInt8.self), out.count)
         }
-        guard ok == 1 else { throw CryptoError.library("PKCS5_PBKDF2_HMAC") }
+        guard ok == 1 else { throw CryptoError.library("PBKDF2") }
         return output
     }
 }

@@ -36,19 +36,20 @@ public enum KeyDerivation {
     /// Derives `length` bytes from a PIN with scrypt; the PIN never leaves its buffer.
     public static func scrypt(password: UnsafeRawBufferPointer, salt: [UInt8], parameters: ScryptParameters, length: Int = 32) throws -> SecureBytes {
         guard parameters.isWithinLimits else { throw CryptoError(.invalidInput, "scrypt parameters out of bounds") }
+        let context = try OpenSSLContext.get()
         let key = SecureBytes(count: length)
         let emptyPassword: [CChar] = [0]
         let ok = key.withUnsafeMutableBytes { out in
             salt.withUnsafeBytes { s in emptyPassword.withUnsafeBufferPointer { empty in
-                EVP_PBE_scrypt(
+                EVP_PBE_scrypt_ex(
                     password.baseAddress?.assumingMemoryBound(to: CChar.self) ?? empty.baseAddress, password.count,
                     s.baseAddress?.assumingMemoryBound(to: UInt8.self), s.count,
                     UInt64(1) << UInt64(parameters.logN), UInt64(parameters.blockSize), UInt64(parameters.parallelism),
                     parameters.requiredMemory,
-                    out.baseAddress?.assumingMemoryBound(to: UInt8.self), out.count)
+                    out.baseAddress?.assumingMemoryBound(to: UInt8.self), out.count, context, nil)
             } }
         }
-        guard ok == 1 else { throw CryptoError.library("EVP_PBE_scrypt") }
+        guard ok == 1 else { throw CryptoError.library("EVP_PBE_scrypt_ex") }
         return key
     }
 

@@ -27,11 +27,11 @@ public struct Certificate: Sendable {
     /// Parses `der`, which must be exactly one certificate.
     public init(der: [UInt8]) throws {
         guard !der.isEmpty, der.count <= 1 << 20 else { throw CryptoError(.invalidInput, "certificate size") }
-        var cursor: UnsafePointer<UInt8>?
+        // Made in our library context (DERParser.certificate), like everything the module parses.
         let parsed = der.withUnsafeBufferPointer { buffer -> (OpaquePointer?, Int) in
             guard let base = buffer.baseAddress else { return (nil, 0) }
-            cursor = base
-            let certificate = d2i_X509(nil, &cursor, buffer.count)
+            var cursor: UnsafePointer<UInt8>? = base
+            let certificate = DERParser.certificate(&cursor, buffer.count)
             return (certificate, cursor.map { $0 - base } ?? 0)
         }
         guard let x509 = parsed.0 else {

@@ -38,6 +38,25 @@ public enum DER {
         guard bytes.count - offset == length else { return nil }
         return Array(bytes[offset...])
     }
+
+    /// The first DER element of `bytes` (a one-byte tag, a definite length of at most four
+    /// bytes): its tag, its content and what follows it; nil if it runs past the end.
+    static func element(_ bytes: ArraySlice<UInt8>) -> (tag: UInt8, content: ArraySlice<UInt8>, rest: ArraySlice<UInt8>)? {
+        var index = bytes.startIndex
+        guard bytes.count >= 2 else { return nil }
+        let tag = bytes[index]
+        index += 1
+        var length = Int(bytes[index])
+        index += 1
+        if length & 0x80 != 0 {
+            let count = length & 0x7F
+            guard (1...4).contains(count), bytes.endIndex - index >= count else { return nil }
+            length = bytes[index..<(index + count)].reduce(0) { $0 << 8 | Int($1) }
+            index += count
+        }
+        guard bytes.endIndex - index >= length else { return nil }
+        return (tag, bytes[index..<(index + length)], bytes[(index + length)...])
+    }
 }
 
 extension AsymmetricKey {

@@ -31,16 +31,18 @@ enum EncryptedPKCS8 {
         }
         guard written == length else { throw CryptoError.library("i2d_PKCS8_PRIV_KEY_INFO") }
 
-        // A random 16-byte salt and IV are chosen by OpenSSL.
-        guard let algorithm = PKCS5_pbe2_set_iv(EVP_aes_256_cbc(), iterations, nil, 16, nil, NID_hmacWithSHA256) else {
-            throw CryptoError.library("PKCS5_pbe2_set_iv")
+        // A random 16-byte salt and IV are chosen by OpenSSL (from our context's generator).
+        let context = try OpenSSLContext.get()
+        guard let cipher = Fetched.cipher("AES-256-CBC") else { throw CryptoError.library("EVP_CIPHER_fetch(AES-256-CBC)") }
+        guard let algorithm = PKCS5_pbe2_set_iv_ex(cipher, iterations, nil, 16, nil, NID_hmacWithSHA256, context) else {
+            throw CryptoError.library("PKCS5_pbe2_set_iv_ex")
         }
         defer { X509_ALGOR_free(algorithm) }
         guard let ctx = EVP_CIPHER_CTX_new() else { throw CryptoError.library("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(ctx) }
-        let ready = EVP_PBE_CipherInit(algorithm.pointee.algorithm, passphrase.baseAddress?.assumingMemoryBound(to: CChar.self),
-                                       Int32(passphrase.count), algorithm.pointee.parameter, ctx, 1)
-        guard ready == 1 else { throw CryptoError.library("EVP_PBE_CipherInit") }
+        let ready = EVP_PBE_CipherInit_ex(algorithm.pointee.algorithm, passphrase.baseAddress?.assumingMemoryBound(to: CChar.self),
+                                          Int32(passphrase.count), algorithm.pointee.parameter, ctx, 1, context, nil)
+        guard ready == 1 else { throw CryptoError.library("EVP_PBE_CipherInit_ex") }
         guard let ciphertext = plaintext.withUnsafeBytes({ CipherRun.run(ctx, $0) }) else { throw CryptoError.library("AES-256-CBC") }
 
         var out: UnsafeMutablePointer<UInt8>?
@@ -63,11 +65,14 @@ enum EncryptedPKCS8 {
         X509_SIG_get0(info, &algorithm, &encrypted)
         guard let algorithm, let encrypted, let object = algorithm.pointee.algorithm else { throw .malformed("EncryptedPrivateKeyInfo") }
         try checkWorkFactor(algorithm)
+        try prepareAlgorithms(algorithm)
+        guard let context = try? OpenSSLContext.get() else { throw .unsupported("OpenSSL's library context could not be made") }
         let (pass, passLength) = try passphrase.obtain()
         guard let ctx = EVP_CIPHER_CTX_new() else { throw .malformed("OpenSSL could not allocate a cipher context") }
         defer { EVP_CIPHER_CTX_free(ctx) }
         let ready = pass.withUnsafeBytes {
-            EVP_PBE_CipherInit(object, $0.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(passLength), algorithm.pointee.parameter, ctx, 0)
+            EVP_PBE_CipherInit_ex(object, $0.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(passLength), algorithm.pointee.parameter, ctx, 0,
+                                  context, nil)
         }
         guard ready == 1 else { throw .unsupported("PKCS#8 encryption \(DERParser.objectName(object)) or its parameters") }
         let input = UnsafeRawBufferPointer(start: ASN1_STRING_get0_data(encrypted), count: Int(max(0, ASN1_STRING_length(encrypted))))
@@ -121,6 +126,39 @@ enum EncryptedPKCS8 {
         default:
             throw .unsupported("PBES2 key derivation \(DERParser.objectName(function.pointee.algorithm))")
         }
+    }
+
+    /// Makes sure the cipher and digest a password-based encryption names are in our library
+    /// context, loading the legacy provider into it for RC2, RC4 and single DES. OpenSSL's PBE
+    /// functions look them up there first, but fall back to legacy handles whose use fetches from
+    /// the host's default context: such a scheme is refused here instead.
+    static func prepareAlgorithms(_ algorithm: UnsafePointer<X509_ALGOR>) throws(KeyFile.Failure) {
+        var cipher: Int32 = NID_undef, digest: Int32 = NID_undef
+        let scheme = OBJ_obj2nid(algorithm.pointee.algorithm)
+        if scheme == NID_pbes2 {
+            guard let parameters = sequence(algorithm.pointee.parameter),
+                  let pbes2 = DERParser.whole(parameters, { d2i_PBE2PARAM(nil, $0, $1) }, free: PBE2PARAM_free) else {
+                throw .malformed("PBES2 parameters")
+            }
+            defer { PBE2PARAM_free(pbes2) }
+            cipher = pbes2.pointee.encryption.map { OBJ_obj2nid($0.pointee.algorithm) } ?? NID_undef
+            guard cipher != NID_undef else { throw .unsupported("PBES2 encryption \(DERParser.objectName(pbes2.pointee.encryption?.pointee.algorithm))") }
+        } else {
+            guard EVP_PBE_find(EVP_PBE_TYPE_OUTER, scheme, &cipher, &digest, nil) == 1 else {
+                throw .unsupported("password-based encryption \(DERParser.objectName(algorithm.pointee.algorithm))")
+            }
+        }
+        try need(cipher) { Fetched.cipher($0) }
+        try need(digest) { Fetched.digest($0) }
+    }
+
+    /// The algorithm `nid` from our context, after loading the legacy provider if it is not in the default one.
+    private static func need(_ nid: Int32, _ fetch: (String) -> OpaquePointer?) throws(KeyFile.Failure) {
+        guard nid != NID_undef else { return }
+        guard let shortName = OBJ_nid2sn(nid) else { throw .unsupported("password-based encryption with algorithm \(nid)") }
+        let name = String(cString: shortName)
+        if fetch(name) != nil { return }
+        guard LegacyProvider.load(), fetch(name) != nil else { throw .unsupported("password-based encryption with \(name)") }
     }
 
     /// The DER content of an ASN1_TYPE holding a SEQUENCE (as algorithm parameters are kept).

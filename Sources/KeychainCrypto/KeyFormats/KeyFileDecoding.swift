@@ -20,9 +20,10 @@ extension KeyFile {
             case "PUBLIC KEY", "RSA PUBLIC KEY":
                 guard !publicKeyFound else { throw .unsupported("the file holds more than one public key") }
                 publicKeyFound = true
-                let pkey = block.label == "PUBLIC KEY"
-                    ? DERParser.whole(block.body) { d2i_PUBKEY(nil, $0, $1) }
-                    : DERParser.whole(block.body) { d2i_PublicKey(EVP_PKEY_RSA, nil, $0, $1) }
+                // PKCS#1 RSAPublicKey through the SubjectPublicKeyInfo around it: d2i_PublicKey
+                // has no form that takes a library context.
+                let spki = block.label == "PUBLIC KEY" ? block.body : AsymmetricKey.subjectPublicKeyInfo(rsaPublicKey: block.body)
+                let pkey = spki.flatMap { DERParser.whole($0, DERParser.publicKey) }
                 guard let pkey else { throw .malformed("PEM block \(block.label) is not a public key") }
                 contents.publicKey = try DERParser.key(pkey, isPrivate: false)
             case "DSA PRIVATE KEY":
@@ -80,7 +81,7 @@ extension KeyFile {
     static func decodeDER(_ der: [UInt8], _ passphrase: PassphraseSource) throws(Failure) -> KeyFileContents {
         guard der.first == 0x30 else { throw .malformed("neither PEM, DER nor an OpenSSH key") }
         OpenSSLSecureHeap.prepare()
-        if let bundle = DERParser.whole(der, { d2i_PKCS12(nil, $0, $1) }, free: PKCS12_free) {
+        if let bundle = DERParser.whole(der, DERParser.pkcs12, free: PKCS12_free) {
             return try PKCS12Bundle(handle: bundle).contents(passphrase)
         }
         if DERParser.isCertificate(der) { return KeyFileContents(format: .certificateDER, certificates: [der]) }
@@ -94,7 +95,7 @@ extension KeyFile {
         if let key = try der.withFailingBytes({ bytes throws(Failure) in try DERParser.traditional(bytes, type: EVP_PKEY_EC) }) {
             return KeyFileContents(format: .sec1, privateKey: key)
         }
-        if let pkey = DERParser.whole(der, { d2i_PUBKEY(nil, $0, $1) }) {
+        if let pkey = DERParser.whole(der, DERParser.publicKey) {
             return KeyFileContents(format: .publicKeyDER, publicKey: try DERParser.key(pkey, isPrivate: false))
         }
         throw .malformed("not a certificate, key or PKCS#12 file")
@@ -126,8 +127,39 @@ enum DERParser {
         whole(bytes, d2i, free: EVP_PKEY_free)
     }
 
+    // The decoders below make their objects in our library context (OpenSSLContext): whatever
+    // the object fetches later (a certificate's SHA-1 fingerprint, a key's encoder, the PBE
+    // algorithms of a PKCS#12 bundle) comes from there, not from the host's default context.
+
+    /// d2i_X509 into an X509 made by X509_new_ex in our context.
+    static func certificate(_ cursor: UnsafeMutablePointer<UnsafePointer<UInt8>?>, _ length: Int) -> OpaquePointer? {
+        guard let context = try? OpenSSLContext.get() else { return nil }
+        var x509 = X509_new_ex(context, nil)
+        guard x509 != nil else { return nil }
+        if let parsed = d2i_X509(&x509, cursor, length) { return parsed }
+        if let x509 { X509_free(x509) }  // d2i frees it on failure and clears the pointer
+        return nil
+    }
+
+    /// d2i_PKCS12 into a PKCS12 made by PKCS12_init_ex in our context (OpenSSL 3.0's
+    /// PKCS12_verify_mac takes no context: it uses the bundle's).
+    static func pkcs12(_ cursor: UnsafeMutablePointer<UnsafePointer<UInt8>?>, _ length: Int) -> OpaquePointer? {
+        guard let context = try? OpenSSLContext.get() else { return nil }
+        var bundle = PKCS12_init_ex(NID_pkcs7_data, context, nil)
+        guard bundle != nil else { return nil }
+        if let parsed = d2i_PKCS12(&bundle, cursor, length) { return parsed }
+        if let bundle { PKCS12_free(bundle) }
+        return nil
+    }
+
+    /// d2i_PUBKEY_ex in our context.
+    static func publicKey(_ cursor: UnsafeMutablePointer<UnsafePointer<UInt8>?>, _ length: Int) -> OpaquePointer? {
+        guard let context = try? OpenSSLContext.get() else { return nil }
+        return d2i_PUBKEY_ex(nil, cursor, length, context, nil)
+    }
+
     static func isCertificate(_ der: [UInt8]) -> Bool {
-        guard let certificate = whole(der, { d2i_X509(nil, $0, $1) }, free: X509_free) else { return false }
+        guard let certificate = whole(der, certificate, free: X509_free) else { return false }
         X509_free(certificate)
         return true
     }
@@ -148,7 +180,8 @@ enum DERParser {
         // PKCS8_PRIV_KEY_INFO_free cleanses the key octets.
         guard let info = whole(der, { d2i_PKCS8_PRIV_KEY_INFO(nil, $0, $1) }, free: PKCS8_PRIV_KEY_INFO_free) else { return nil }
         defer { PKCS8_PRIV_KEY_INFO_free(info) }
-        guard let pkey = EVP_PKCS82PKEY(info) else {
+        guard let context = try? OpenSSLContext.get() else { throw .unsupported("OpenSSL's library context could not be made") }
+        guard let pkey = EVP_PKCS82PKEY_ex(info, context, nil) else {
             var algorithm: OpaquePointer?
             _ = PKCS8_pkey_get0(&algorithm, nil, nil, nil, info)
             throw .unsupported("PKCS#8 keys of algorithm \(objectName(algorithm))")
@@ -159,7 +192,8 @@ enum DERParser {
     /// A PKCS#1 RSAPrivateKey (type EVP_PKEY_RSA) or SEC1 ECPrivateKey (EVP_PKEY_EC), or nil.
     static func traditional(_ der: UnsafeRawBufferPointer, type: Int32) throws(KeyFile.Failure) -> AsymmetricKey? {
         OpenSSLSecureHeap.prepare()
-        guard let pkey = whole(der, { d2i_PrivateKey(type, nil, $0, $1) }, free: EVP_PKEY_free) else { return nil }
+        guard let context = try? OpenSSLContext.get() else { throw .unsupported("OpenSSL's library context could not be made") }
+        guard let pkey = whole(der, { d2i_PrivateKey_ex(type, nil, $0, $1, context, nil) }, free: EVP_PKEY_free) else { return nil }
         return try key(pkey, isPrivate: true)
     }
 
@@ -218,8 +252,8 @@ enum LegacyPEMEncryption {
         guard let dekInfo, let comma = dekInfo.firstIndex(of: ",") else { throw .malformed("encrypted PEM key without DEK-Info") }
         let name = String(dekInfo[..<comma])
         guard let iv = hexBytes(dekInfo[dekInfo.index(after: comma)...]) else { throw .malformed("bad IV in DEK-Info") }
-        guard let cipher = EVP_CIPHER_fetch(nil, name, nil) else { throw .unsupported("PEM encryption \(name)") }
-        defer { EVP_CIPHER_free(cipher) }
+        guard let cipher = Fetched.cipher(name) else { throw .unsupported("PEM encryption \(name)") }
+        guard let md5 = Fetched.digest("MD5") else { throw .unsupported("PEM encryption \(name) (no MD5 for its key)") }
         let keyLength = Int(EVP_CIPHER_get_key_length(cipher))
         guard iv.count >= 8, iv.count == Int(EVP_CIPHER_get_iv_length(cipher)), EVP_CIPHER_get_block_size(cipher) > 1,
               keyLength > 0, keyLength <= Int(EVP_MAX_KEY_LENGTH) else { throw .unsupported("PEM encryption \(name)") }
@@ -227,7 +261,7 @@ enum LegacyPEMEncryption {
         let key = SecureBytes(count: keyLength)
         let derived = key.withUnsafeMutableBytes { keyBytes in
             pass.withUnsafeBytes { passBytes in
-                EVP_BytesToKey(cipher, EVP_md5(), iv, passBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(passLength), 1,
+                EVP_BytesToKey(cipher, md5, iv, passBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(passLength), 1,
                                keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), nil)
             }
         }

@@ -128,7 +128,7 @@ enum OpenSSHKey {
 
     /// d mod (prime − 1), the CRT exponent OpenSSH does not store.
     private static func crtExponent(_ d: [UInt8], prime: [UInt8]) throws(KeyFile.Failure) -> [UInt8] {
-        guard let ctx = BN_CTX_secure_new() else { throw .malformed("OpenSSL could not allocate") }
+        guard let context = try? OpenSSLContext.get(), let ctx = BN_CTX_secure_new_ex(context) else { throw .malformed("OpenSSL could not allocate") }
         defer { BN_CTX_free(ctx) }
         let exponent = BN_secure_new(), modulus = BN_secure_new(), remainder = BN_secure_new()
         defer { [exponent, modulus, remainder].forEach { BN_clear_free($0) } }
@@ -302,8 +302,7 @@ extension OpenSSHKey {
             guard section.count >= cipher.blockSize, section.count % cipher.blockSize == 0 else {
                 throw .malformed("OpenSSH encrypted section not a whole number of \(cipher.name) blocks")
             }
-            guard let evp = EVP_CIPHER_fetch(nil, cipher.openSSLName, nil) else { throw .unsupported("\(cipher.name): not in this OpenSSL") }
-            defer { EVP_CIPHER_free(evp) }
+            guard let evp = Fetched.cipher(cipher.openSSLName) else { throw .unsupported("\(cipher.name): not in this OpenSSL") }
             guard Int(EVP_CIPHER_get_key_length(evp)) == cipher.keyLength, Int(EVP_CIPHER_get_iv_length(evp)) == cipher.ivLength else {
                 throw .unsupported("\(cipher.name): OpenSSL's \(cipher.openSSLName) differs")
             }

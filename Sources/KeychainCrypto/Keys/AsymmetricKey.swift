@@ -89,8 +89,10 @@ public enum Curve: String, CaseIterable, Sendable {
                 return nil
             }
             defer { EC_GROUP_free(group) }
+            // d2i_ECPKParameters has no _ex form: its group has no library context, but building
+            // and comparing curve parameters fetches no algorithm and draws no random number.
             // Compares the explicit parameters with every built-in curve's.
-            let nid = EC_GROUP_check_named_curve(group, 0, nil)
+            let nid = (try? OpenSSLContext.withBigNumberContext { EC_GROUP_check_named_curve(group, 0, $0) }) ?? 0
             guard nid > 0, let name = OBJ_nid2sn(nid) else {
                 OpenSSLErrorQueue.discardOwn()
                 return nil
@@ -168,7 +170,7 @@ public final class AsymmetricKey: @unchecked Sendable {
         let isPrivate = parts.privateExponent != nil
         guard !parts.modulus.isEmpty, !parts.publicExponent.isEmpty else { throw CryptoError(.invalidInput, "RSA modulus and exponent are required") }
         if !isPrivate {
-            return try decodePublic(EVP_PKEY_RSA, kind: .rsa, der: derSequence(derInteger(parts.modulus) + derInteger(parts.publicExponent)))
+            return try decodeRSAPublic(der: derSequence(derInteger(parts.modulus) + derInteger(parts.publicExponent)))
         }
         if let d = parts.privateExponent, let p = parts.prime1, let q = parts.prime2, let dp = parts.exponent1, let dq = parts.exponent2,
            let qinv = parts.coefficient {
@@ -231,17 +233,12 @@ public final class AsymmetricKey: @unchecked Sendable {
     /// An Ed25519/Ed448/X25519/X448 key from its raw private or public bytes.
     public static func raw(_ kind: AsymmetricKind, privateKey: [UInt8]?, publicKey: [UInt8]?) throws -> AsymmetricKey {
         guard let length = kind.rawKeyLength else { throw CryptoError(.invalidInput, "not a raw-key algorithm") }
-        let type: Int32
-        switch kind {
-        case .ed25519: type = EVP_PKEY_ED25519
-        case .ed448: type = EVP_PKEY_ED448
-        case .x25519: type = EVP_PKEY_X25519
-        default: type = EVP_PKEY_X448
-        }
         if let privateKey {
             OpenSSLSecureHeap.prepare()
             guard privateKey.count == length else { throw CryptoError(.invalidInput, "\(kind.openSSLName) private key must have \(length) bytes") }
-            guard let pkey = EVP_PKEY_new_raw_private_key(type, nil, privateKey, privateKey.count) else { throw CryptoError.library("EVP_PKEY_new_raw_private_key") }
+            guard let pkey = EVP_PKEY_new_raw_private_key_ex(try OpenSSLContext.get(), kind.openSSLName, nil, privateKey, privateKey.count) else {
+                throw CryptoError.library("EVP_PKEY_new_raw_private_key_ex")
+            }
             let key = AsymmetricKey(pkey: pkey, kind: kind, isPrivate: true)
             if let publicKey, publicKey != (try key.rawPublicKey()) {
                 throw CryptoError(.invalidInput, "the public key does not belong to the private key")
@@ -249,16 +246,18 @@ public final class AsymmetricKey: @unchecked Sendable {
             return key
         }
         guard let publicKey, publicKey.count == length else { throw CryptoError(.invalidInput, "\(kind.openSSLName) public key must have \(length) bytes") }
-        guard let pkey = EVP_PKEY_new_raw_public_key(type, nil, publicKey, publicKey.count) else { throw CryptoError.library("EVP_PKEY_new_raw_public_key") }
+        guard let pkey = EVP_PKEY_new_raw_public_key_ex(try OpenSSLContext.get(), kind.openSSLName, nil, publicKey, publicKey.count) else {
+            throw CryptoError.library("EVP_PKEY_new_raw_public_key_ex")
+        }
         return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: false)
     }
 
     /// A key from DER SubjectPublicKeyInfo.
     public static func publicKey(subjectPublicKeyInfo der: [UInt8]) throws -> AsymmetricKey {
-        var pointer: UnsafePointer<UInt8>? = der.withUnsafeBufferPointer { $0.baseAddress }
+        let context = try OpenSSLContext.get()
         let parsed = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
-            pointer = buffer.baseAddress
-            return d2i_PUBKEY(nil, &pointer, buffer.count)
+            var pointer: UnsafePointer<UInt8>? = buffer.baseAddress
+            return d2i_PUBKEY_ex(nil, &pointer, buffer.count, context, nil)
         }
         guard let pkey = parsed else { throw CryptoError(.invalidInput, "not a SubjectPublicKeyInfo") }
         guard let kind = kindOf(pkey) else {
@@ -271,7 +270,7 @@ public final class AsymmetricKey: @unchecked Sendable {
     /// Generates a key pair. RSA takes `bits` and the public exponent (default 65537).
     public static func generate(_ kind: AsymmetricKind, bits: Int = 0, publicExponent: [UInt8]? = nil) throws -> AsymmetricKey {
         OpenSSLSecureHeap.prepare()
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
+        guard let ctx = EVP_PKEY_CTX_new_from_name(try OpenSSLContext.get(), kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_keygen_init(ctx) == 1 else { throw CryptoError.library("EVP_PKEY_keygen_init") }
         switch kind {
@@ -398,10 +397,11 @@ public final class AsymmetricKey: @unchecked Sendable {
     /// A private key from its type-specific DER (PKCS#1 RSAPrivateKey, SEC1 ECPrivateKey).
     private static func decodePrivate(_ type: Int32, kind: AsymmetricKind, der: [UInt8]) throws -> AsymmetricKey {
         OpenSSLSecureHeap.prepare()
+        let context = try OpenSSLContext.get()
         let parsed = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
             guard let base = buffer.baseAddress else { return nil }
             var cursor: UnsafePointer<UInt8>? = base
-            return d2i_PrivateKey(type, nil, &cursor, buffer.count)
+            return d2i_PrivateKey_ex(type, nil, &cursor, buffer.count, context, nil)
         }
         guard let pkey = parsed else {
             OpenSSLErrorQueue.discardOwn()
@@ -410,25 +410,29 @@ public final class AsymmetricKey: @unchecked Sendable {
         return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: true)
     }
 
-    /// A public key from PKCS#1 RSAPublicKey DER.
-    private static func decodePublic(_ type: Int32, kind: AsymmetricKind, der: [UInt8]) throws -> AsymmetricKey {
-        let parsed = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
-            guard let base = buffer.baseAddress else { return nil }
-            var cursor: UnsafePointer<UInt8>? = base
-            return d2i_PublicKey(type, nil, &cursor, buffer.count)
-        }
-        guard let pkey = parsed else {
+    /// A public key from PKCS#1 RSAPublicKey DER, decoded as the SubjectPublicKeyInfo that wraps
+    /// it (d2i_PublicKey has no form that takes a library context).
+    private static func decodeRSAPublic(der: [UInt8]) throws -> AsymmetricKey {
+        guard let spki = subjectPublicKeyInfo(rsaPublicKey: der), let key = try? publicKey(subjectPublicKeyInfo: spki), key.kind == .rsa else {
             OpenSSLErrorQueue.discardOwn()
-            throw CryptoError(.invalidInput, "\(kind.openSSLName) public key rejected")
+            throw CryptoError(.invalidInput, "RSA public key rejected")
         }
-        return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: false)
+        return key
+    }
+
+    /// The DER SubjectPublicKeyInfo (rsaEncryption, NULL parameters) around a PKCS#1
+    /// RSAPublicKey, which must be one DER SEQUENCE spanning all of `der`; nil otherwise.
+    static func subjectPublicKeyInfo(rsaPublicKey der: [UInt8]) -> [UInt8]? {
+        guard DER.content(of: der, tag: 0x30) != nil else { return nil }
+        let rsaEncryption: [UInt8] = [0x06, 0x09, 0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01, 0x05, 0x00]
+        return derSequence(derSequence(rsaEncryption) + [0x03] + DER.lengthBytes(der.count + 1) + [0x00] + der)
     }
 
     /// A key from Apple's external representations (SecKeyCreateWithData): PKCS#1 DER for RSA,
     /// X9.63 04‖X‖Y for EC public keys and 04‖X‖Y‖K for EC private keys.
     public static func fromExternalRepresentation(_ data: [UInt8], rsa: Bool, isPrivate: Bool) throws -> AsymmetricKey {
         if rsa {
-            return isPrivate ? try decodePrivate(EVP_PKEY_RSA, kind: .rsa, der: data) : try decodePublic(EVP_PKEY_RSA, kind: .rsa, der: data)
+            return isPrivate ? try decodePrivate(EVP_PKEY_RSA, kind: .rsa, der: data) : try decodeRSAPublic(der: data)
         }
         for curve in Curve.allCases {
             let pointLength = 1 + 2 * curve.coordinateLength
@@ -469,7 +473,7 @@ public final class AsymmetricKey: @unchecked Sendable {
     /// Checks that the parts of a key agree (for private keys: the pairwise check). Where a host's
     /// ENGINE leaves OpenSSL unable to run the check (result -2) the decoders' own checks stand.
     public func validate() throws {
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(try OpenSSLContext.get(), pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
         defer { EVP_PKEY_CTX_free(ctx) }
         let ok = isPrivate ? EVP_PKEY_pairwise_check(ctx) : EVP_PKEY_public_check(ctx)
         if ok == -2 {
@@ -483,18 +487,23 @@ public final class AsymmetricKey: @unchecked Sendable {
     }
 
     private static func derivePoint(curve: Curve, scalar: [UInt8]) throws -> [UInt8] {
-        guard let group = EC_GROUP_new_by_curve_name(OBJ_sn2nid(curve.rawValue)) else { throw CryptoError.library("EC group") }
+        guard let group = EC_GROUP_new_by_curve_name_ex(try OpenSSLContext.get(), nil, OBJ_sn2nid(curve.rawValue)) else {
+            throw CryptoError.library("EC group")
+        }
         defer { EC_GROUP_free(group) }
         guard let k = BN_bin2bn(scalar, Int32(scalar.count), nil) else { throw CryptoError.library("BN_bin2bn") }
         defer { BN_clear_free(k) }
         guard let point = EC_POINT_new(group) else { throw CryptoError.library("EC_POINT_new") }
         defer { EC_POINT_free(point) }
-        guard EC_POINT_mul(group, point, k, nil, nil, nil) == 1 else { throw CryptoError(.invalidInput, "EC private scalar") }
-        var out = [UInt8](repeating: 0, count: 1 + 2 * curve.coordinateLength)
-        guard EC_POINT_point2oct(group, point, POINT_CONVERSION_UNCOMPRESSED, &out, out.count, nil) == out.count else {
-            throw CryptoError.library("EC_POINT_point2oct")
+        // The blinding of the scalar multiplication draws from the BN_CTX's library context.
+        return try OpenSSLContext.withBigNumberContext { bn in
+            guard EC_POINT_mul(group, point, k, nil, nil, bn) == 1 else { throw CryptoError(.invalidInput, "EC private scalar") }
+            var out = [UInt8](repeating: 0, count: 1 + 2 * curve.coordinateLength)
+            guard EC_POINT_point2oct(group, point, POINT_CONVERSION_UNCOMPRESSED, &out, out.count, bn) == out.count else {
+                throw CryptoError.library("EC_POINT_point2oct")
+            }
+            return out
         }
-        return out
     }
 
     static func kindOf(_ pkey: OpaquePointer) -> AsymmetricKind? {
@@ -518,7 +527,7 @@ public final class AsymmetricKey: @unchecked Sendable {
 
     static func fromData(kind: AsymmetricKind, params: UnsafeMutablePointer<OSSL_PARAM>, isPrivate: Bool) throws -> AsymmetricKey {
         if isPrivate { OpenSSLSecureHeap.prepare() }
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
+        guard let ctx = EVP_PKEY_CTX_new_from_name(try OpenSSLContext.get(), kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
         defer { EVP_PKEY_CTX_free(ctx) }
         var pkey: OpaquePointer?
         guard EVP_PKEY_fromdata_init(ctx) == 1,

@@ -95,7 +95,7 @@ extension AsymmetricKey {
         guard [160, 224, 256].contains(qbitsWanted), qbitsWanted < primeBits else { throw CryptoError(.invalidInput, "a \(qbitsWanted)-bit subprime") }
         let fips186_4: Set<[Int]> = [[1024, 160], [2048, 224], [2048, 256], [3072, 256]]
         // OpenSSL makes FIPS 186 groups for DH under its X9.42 name (DHX).
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, kind == .dh ? "DHX" : kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
+        guard let ctx = EVP_PKEY_CTX_new_from_name(try OpenSSLContext.get(), kind == .dh ? "DHX" : kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_paramgen_init(ctx) == 1 else { throw CryptoError.library("EVP_PKEY_paramgen_init") }
         // OSSL_PARAM keeps its keys, strings and values by pointer: all of them live until
@@ -132,7 +132,7 @@ extension AsymmetricKey {
             if kind == .dsa, let q = domain.subprime { try builder.push(FFCParameter.q, unsigned: q) }
             try builder.push(FFCParameter.g, unsigned: domain.base)
         } build: { params in
-            guard let ctx = EVP_PKEY_CTX_new_from_name(nil, kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
+            guard let ctx = EVP_PKEY_CTX_new_from_name(try OpenSSLContext.get(), kind.openSSLName, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_name") }
             defer { EVP_PKEY_CTX_free(ctx) }
             var pkey: OpaquePointer?
             guard EVP_PKEY_fromdata_init(ctx) == 1, EVP_PKEY_fromdata(ctx, &pkey, Selection.domainParameters, params) == 1, let pkey else {
@@ -141,7 +141,7 @@ extension AsymmetricKey {
             }
             return AsymmetricKey(pkey: pkey, kind: kind, isPrivate: false)
         }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, template.pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(try OpenSSLContext.get(), template.pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
         defer { EVP_PKEY_CTX_free(ctx) }
         var pkey: OpaquePointer?
         guard EVP_PKEY_keygen_init(ctx) == 1, EVP_PKEY_generate(ctx, &pkey) == 1, let pkey else {
@@ -156,7 +156,7 @@ extension AsymmetricKey {
         guard kind == .dh, isPrivate else { throw CryptoError(.invalidInput, "not a DH private key") }
         let peer = try Self.finiteField(.dh, FiniteFieldComponents(prime: try bigNumber(FFCParameter.p), subprime: try? bigNumber(FFCParameter.q),
                                                                    base: try bigNumber(FFCParameter.g), publicValue: peerPublicValue))
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(try OpenSSLContext.get(), pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_derive_init(ctx) == 1, EVP_PKEY_CTX_set_dh_pad(ctx, 1) == 1 else { throw CryptoError.library("EVP_PKEY_derive_init") }
         guard EVP_PKEY_derive_set_peer(ctx, peer.pkey) == 1 else {
@@ -173,7 +173,7 @@ extension AsymmetricKey {
 
     /// base^exponent mod modulus, in constant time for the secret exponent.
     private static func modularPower(base: [UInt8], exponent: [UInt8], modulus: [UInt8]) throws -> [UInt8] {
-        guard let context = BN_CTX_new() else { throw CryptoError.library("BN_CTX_new") }
+        guard let context = BN_CTX_new_ex(try OpenSSLContext.get()) else { throw CryptoError.library("BN_CTX_new_ex") }
         defer { BN_CTX_free(context) }
         guard let g = BN_bin2bn(base, Int32(base.count), nil) else { throw CryptoError.library("BN_bin2bn") }
         defer { BN_free(g) }

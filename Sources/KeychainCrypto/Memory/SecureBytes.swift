@@ -30,10 +30,10 @@ public final class SecureBytes: @unchecked Sendable {
         UnsafeMutableRawBufferPointer(rebasing: storage[0..<count]).copyBytes(from: bytes)
     }
 
-    /// Fresh random bytes from OpenSSL's CSPRNG.
+    /// Fresh random bytes from OpenSSL's CSPRNG (its private DRBG: these are keys).
     public static func random(count: Int) throws -> SecureBytes {
         let bytes = SecureBytes(count: count)
-        try bytes.withUnsafeMutableBytes { try Random.fill($0) }
+        try bytes.withUnsafeMutableBytes { try Random.fillSecret($0) }
         return bytes
     }
 

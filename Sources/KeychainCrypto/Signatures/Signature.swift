@@ -46,8 +46,10 @@ public final class SignatureOperation {
             }
             if !copied {
                 var pctx: OpaquePointer?
-                let ok = signing ? EVP_DigestSignInit(ctx, &pctx, digest.md, nil, key.pkey) : EVP_DigestVerifyInit(ctx, &pctx, digest.md, nil, key.pkey)
-                guard ok == 1, let pctx else { throw CryptoError.library("EVP_Digest\(signing ? "Sign" : "Verify")Init") }
+                let context = try OpenSSLContext.get()
+                let ok = signing ? EVP_DigestSignInit_ex(ctx, &pctx, digest.name, context, nil, key.pkey, nil)
+                    : EVP_DigestVerifyInit_ex(ctx, &pctx, digest.name, context, nil, key.pkey, nil)
+                guard ok == 1, let pctx else { throw CryptoError.library("EVP_Digest\(signing ? "Sign" : "Verify")Init_ex") }
                 try configure(pctx)
                 key.contexts.store(copyOf: ctx, for: ContextKey(scheme: scheme, signing: signing))
             }
@@ -193,11 +195,13 @@ public final class SignatureOperation {
         if let idle = key.contexts.takeIdleDigestContext(for: slot) {
             ctx = idle
         } else {
+            let context = try OpenSSLContext.get()
             guard let fresh = EVP_MD_CTX_new() else { throw CryptoError.library("EVP_MD_CTX_new") }
-            let ok = signing ? EVP_DigestSignInit(fresh, nil, nil, nil, key.pkey) : EVP_DigestVerifyInit(fresh, nil, nil, nil, key.pkey)
+            let ok = signing ? EVP_DigestSignInit_ex(fresh, nil, nil, context, nil, key.pkey, nil)
+                : EVP_DigestVerifyInit_ex(fresh, nil, nil, context, nil, key.pkey, nil)
             guard ok == 1 else {
                 EVP_MD_CTX_free(fresh)
-                throw CryptoError.library(signing ? "EVP_DigestSignInit" : "EVP_DigestVerifyInit")
+                throw CryptoError.library(signing ? "EVP_DigestSignInit_ex" : "EVP_DigestVerifyInit_ex")
             }
             ctx = fresh
         }
@@ -226,7 +230,9 @@ public final class SignatureOperation {
         if let idle = key.contexts.takeIdleKeyContext(for: slot) {
             ctx = idle
         } else {
-            guard let fresh = EVP_PKEY_CTX_new_from_pkey(nil, key.pkey, nil) else { throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey") }
+            guard let fresh = EVP_PKEY_CTX_new_from_pkey(try OpenSSLContext.get(), key.pkey, nil) else {
+                throw CryptoError.library("EVP_PKEY_CTX_new_from_pkey")
+            }
             do {
                 guard (signing ? EVP_PKEY_sign_init(fresh) : EVP_PKEY_verify_init(fresh)) == 1 else {
                     throw CryptoError.library("EVP_PKEY_\(signing ? "sign" : "verify")_init")
@@ -256,13 +262,15 @@ public final class SignatureOperation {
         case .rsaRaw:
             guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_NO_PADDING) == 1 else { throw CryptoError.library("RSA padding") }
         case .rsaPKCS1Prehashed(let digest):
-            guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1, EVP_PKEY_CTX_set_signature_md(ctx, digest.md) == 1 else {
+            let md = try digest.md
+            guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1, EVP_PKEY_CTX_set_signature_md(ctx, md) == 1 else {
                 throw CryptoError.library("RSA padding")
             }
         case .rsaPSS(let digest, let mgf1, let saltLength, let hashesData):
+            let md = try digest.md, mgf1MD = try mgf1.md
             guard EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PSS_PADDING) == 1,
-                  hashesData || EVP_PKEY_CTX_set_signature_md(ctx, digest.md) == 1,
-                  EVP_PKEY_CTX_set_rsa_mgf1_md(ctx, mgf1.md) == 1,
+                  hashesData || EVP_PKEY_CTX_set_signature_md(ctx, md) == 1,
+                  EVP_PKEY_CTX_set_rsa_mgf1_md(ctx, mgf1MD) == 1,
                   EVP_PKEY_CTX_set_rsa_pss_saltlen(ctx, Int32(saltLength)) == 1 else {
                 OpenSSLErrorQueue.discardOwn()
                 throw CryptoError(.invalidInput, "PSS parameters rejected")

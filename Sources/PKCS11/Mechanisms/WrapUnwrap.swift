@@ -115,7 +115,7 @@ extension ModuleState {
             case .rsaAES(let rsa, let padding, let aesKeyLength):
                 // PKCS#11 §2.1.21: RSA-OAEP(K) ‖ AES-KWP(K, key material), K fresh and forgotten.
                 var fresh: [UInt8]
-                do { fresh = try Random.bytes(aesKeyLength) } catch { throw CKError(CK_RV(CKR_DEVICE_ERROR), "random generator failed") }
+                do { fresh = try Random.secretBytes(aesKeyLength) } catch { throw CKError(CK_RV(CKR_DEVICE_ERROR), "random generator failed") }
                 let oneTime = SecureBytes(fresh)
                 wipe(&fresh)
                 var oneTimeBytes = oneTime.bytes
