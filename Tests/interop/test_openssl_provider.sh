@@ -16,6 +16,7 @@
 # crashes enumerating a token that holds one; the provider handles every key on such a token.
 . "$HERE/lib.sh"
 . "$HERE/servers.sh"
+. "$HERE/provider.sh"
 
 PIN=123456
 TOKEN=osslprov
@@ -24,11 +25,6 @@ slot=$(slot_of "$TOKEN")
 [ -n "$slot" ] || fail "no slot for keychain $TOKEN"
 user() { p11 --slot "$slot" --login --pin "$PIN" "$@"; }
 cd "$WORK" || fail "cd $WORK"
-
-# The provider is installed by scripts/install-deps.sh: its absence is a failure, not a skip.
-modulesdir=$(openssl version -m | sed -n 's/^MODULESDIR: "\(.*\)"$/\1/p')
-[ -f "$modulesdir/pkcs11.so" ] ||
-    fail "no pkcs11 provider in [$modulesdir] (Debian package pkcs11-provider; scripts/install-deps.sh installs it)"
 
 user --keypairgen --key-type rsa:2048 --id f1 --label prov-rsa >/dev/null 2>&1 || fail "generate RSA key"
 user --keypairgen --key-type EC:prime256v1 --id f2 --label prov-p256 >/dev/null 2>&1 || fail "generate P-256 key"
@@ -46,28 +42,6 @@ for k in f1:rsa f2:p256 f3:ed25519; do
 done
 
 printf '%s\n' "$PIN" >pin.txt || fail "write pin.txt"
-# provider_cnf PIN-LINE: the OpenSSL config that loads the default and the pkcs11 providers.
-provider_cnf() {
-    cat <<EOF
-openssl_conf = openssl_init
-
-[openssl_init]
-providers = provider_sect
-
-[provider_sect]
-default = default_sect
-pkcs11 = pkcs11_sect
-
-[default_sect]
-activate = 1
-
-[pkcs11_sect]
-module = $modulesdir/pkcs11.so
-pkcs11-module-path = $MODULE
-$1
-activate = 1
-EOF
-}
 provider_cnf "pkcs11-module-token-pin = file:$WORK/pin.txt" >provider.cnf || fail "write provider.cnf"
 provider_cnf "" >nopin.cnf || fail "write nopin.cnf"
 prov() { OPENSSL_CONF="$WORK/provider.cnf" timeout 30 openssl "$@"; }
