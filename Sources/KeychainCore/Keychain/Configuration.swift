@@ -48,6 +48,10 @@ public struct Configuration: Sendable {
     /// Whether a new device key is sealed by the TPM (`device_key_tpm = auto|yes|no`,
     /// KEYCHAIN_PKCS11_DEVICE_KEY_TPM); `auto` by default. See `DeviceKeyTPM`.
     public var deviceKeyTPM: DeviceKeyTPM = .auto
+    /// The user whose keychain folders and files a process running as root also accepts
+    /// (`service_user`, KEYCHAIN_PKCS11_SERVICE_USER): a server's workers run as that user and
+    /// open the keychain after the root master did. See `KeychainDirectory.checkSafe`.
+    public var serviceUser: String?
 
     public init(directory: String, kdf: ScryptParameters = .interactive, defaultKeychain: String? = nil) {
         self.directory = directory
@@ -98,6 +102,7 @@ public struct Configuration: Sendable {
             configuration.opensslSecureHeap = OpenSSLSecureHeap.parseSize(text) ?? OpenSSLSecureHeap.defaultSize
         }
         configuration.tcti = environment("KEYCHAIN_PKCS11_TCTI") ?? file["tcti"]
+        configuration.serviceUser = environment("KEYCHAIN_PKCS11_SERVICE_USER") ?? file["service_user"]
         if let text = environment("KEYCHAIN_PKCS11_DEVICE_KEY_TPM") ?? file["device_key_tpm"] {
             // An unknown word must not weaken anything: seal whenever a TPM answers.
             configuration.deviceKeyTPM = DeviceKeyTPM(rawValue: text.lowercased()) ?? .auto

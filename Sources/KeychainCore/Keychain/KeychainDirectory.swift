@@ -35,9 +35,10 @@ public struct KeychainDirectory: Sendable {
     public static func checkSafe(_ path: String, what: String) throws(KeychainError) {
         guard let status = try? System.stat(path) else { return }
         let owner = status.st_uid
-        guard owner == geteuid() || owner == 0 else {
+        guard owner == geteuid() || owner == 0 || (geteuid() == 0 && owner == serviceUser) else {
             let name = getpwuid(owner).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid \(owner)"
-            throw KeychainError(.unsafePermissions, "refusing the \(what) \(path): it belongs to another user (\(name)); keychains must be your own")
+            throw KeychainError(.unsafePermissions, "refusing the \(what) \(path): it belongs to another user (\(name)); keychains must be your own"
+                                + (geteuid() == 0 ? " (a root service whose workers run as \(name) names it with KEYCHAIN_PKCS11_SERVICE_USER)" : ""))
         }
         let mode = status.st_mode & 0o777
         guard mode & 0o022 == 0 else {
@@ -45,6 +46,21 @@ public struct KeychainDirectory: Sendable {
                                 "refusing the \(what) \(path): other users can write to it (mode \(String(mode, radix: 8))); run chmod go-w '\(path)'")
         }
     }
+
+    /// The one other owner a process running as root accepts (`service_user`,
+    /// KEYCHAIN_PKCS11_SERVICE_USER): a server's master process starts as root and loads the key,
+    /// then its workers, running as this user, open the same keychain again after fork — so the
+    /// keychain belongs to that user, and root, which could read it anyway, opens it too. Nil when
+    /// unset or unknown. Read once per process.
+    static let serviceUser: uid_t? = {
+        guard let name = Configuration.current().serviceUser, !name.isEmpty else { return nil }
+        if let uid = UInt32(name) { return uid }
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        return entry.pw_uid
+    }()
 
     /// `checkSafe` for a keychain file and the folder it is in.
     static func checkSafe(keychainFile path: String) throws(KeychainError) {
