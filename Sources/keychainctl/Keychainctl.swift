@@ -32,6 +32,7 @@ struct Keychainctl: ParsableCommand {
             GenerateKey.self, Import.self, Export.self,
             Items.self, Show.self, Delete.self,
             Backup.self, Restore.self, Migrate.self, SecretServiceCommand.self, ImportSecretService.self,
+            TLSConfig.self, CheckPIN.self,
             P11Kit.self, ModulePath.self, PAMHelper.self,
         ]
     )
