@@ -56,6 +56,9 @@ packages=(
     # the Debian package (debian/, Tests/interop/test_debian_package.sh): debhelper and
     # dpkg-buildpackage build it, lintian checks it
     debhelper dpkg-dev lintian
+    # a real TLS server with its key in a keychain (test_nginx.sh, scripts/tls-bench.sh): Debian's
+    # nginx through pkcs11-provider; systemd-creds seals the PIN the server starts with
+    nginx systemd
 )
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
