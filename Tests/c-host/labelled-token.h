@@ -1,5 +1,5 @@
 /*
- * labelled-token.h — shared by the attack test programs: load a module, initialise it and open a
+ * labelled-token.h — shared by the attack test programs and tpm-quiet.c: load a module, initialise it and open a
  * read/write session on the token with a given label. Exits with status 1 on any failure.
  */
 #ifndef LABELLED_TOKEN_H

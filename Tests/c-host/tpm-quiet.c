@@ -3,20 +3,14 @@
  * standard output, so that a test can require the module to leave standard error untouched
  * whatever the TPM does (absent, unreachable, answering errors).
  *
- * Usage: tpm-quiet MODULE PIN generate LABEL   C_GenerateKeyPair of an EC P-256 key with CKA_KC_TPM
- *        tpm-quiet MODULE PIN sign LABEL       C_SignInit + C_Sign (CKM_ECDSA, 32 bytes) with that key
- * Uses the first initialised token. Prints "<what>: 0x<rv>"; exit 0 when the calls were made.
+ * Usage: tpm-quiet MODULE TOKEN PIN generate LABEL   C_GenerateKeyPair of an EC P-256 key with CKA_KC_TPM
+ *        tpm-quiet MODULE TOKEN PIN sign LABEL       C_SignInit + C_Sign (CKM_ECDSA, 32 bytes) with that key
+ * on the token labelled TOKEN. Prints "<what>: 0x<rv>"; exit 0 when the calls were made (a failure
+ * before them, loading or opening the token, is said on stderr by labelled-token.h, exit 1).
  *
  * Build: gcc -Wall -Wextra -Werror -O1 -I Include tpm-quiet.c -o tpm-quiet -ldl
  */
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "keychain-pkcs11.h"
-
-static CK_FUNCTION_LIST_PTR p11;
+#include "labelled-token.h"
 
 static void report(const char *what, CK_RV rv)
 {
@@ -34,39 +28,12 @@ static void require(CK_RV rv, const char *what)
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        printf("usage: tpm-quiet MODULE PIN generate|sign LABEL\n");
+    if (argc != 6) {
+        printf("usage: tpm-quiet MODULE TOKEN PIN generate|sign LABEL\n");
         return 64;
     }
-    const char *pin = argv[2], *command = argv[3], *label = argv[4];
-    void *handle = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (handle == NULL) {
-        printf("dlopen: %s\n", dlerror());
-        return 1;
-    }
-    CK_C_GetFunctionList get = (CK_C_GetFunctionList)dlsym(handle, "C_GetFunctionList");
-    if (get == NULL)
-        return 1;
-    require(get(&p11), "C_GetFunctionList");
-    require(p11->C_Initialize(NULL), "C_Initialize");
-    CK_SLOT_ID slots[16];
-    CK_ULONG count = 16;
-    require(p11->C_GetSlotList(CK_TRUE, slots, &count), "C_GetSlotList");
-    CK_SLOT_ID slot = 0;
-    int chosen = 0;
-    for (CK_ULONG i = 0; i < count && !chosen; i++) {
-        CK_TOKEN_INFO info;
-        if (p11->C_GetTokenInfo(slots[i], &info) == CKR_OK && (info.flags & CKF_TOKEN_INITIALIZED)) {
-            slot = slots[i];
-            chosen = 1;
-        }
-    }
-    if (!chosen) {
-        printf("no token\n");
-        return 1;
-    }
-    CK_SESSION_HANDLE session;
-    require(p11->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &session), "C_OpenSession");
+    const char *pin = argv[3], *command = argv[4], *label = argv[5];
+    CK_SESSION_HANDLE session = open_labelled_session(argv[1], argv[2]);
     require(p11->C_Login(session, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin)), "C_Login");
 
     CK_BBOOL yes = CK_TRUE;

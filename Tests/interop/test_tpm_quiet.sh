@@ -21,7 +21,7 @@ trap 'stop_swtpms' EXIT
 unset TSS2_LOG TSS2_LOGFILE KEYCHAIN_PKCS11_LOG
 
 gcc -Wall -Wextra -Werror -O1 -I"$HERE/../../Include" "$HERE/../c-host/tpm-quiet.c" -o tpm-quiet -ldl || fail "compile tpm-quiet.c"
-host() { ./tpm-quiet "$MODULE" "$PIN" "$@"; }
+host() { ./tpm-quiet "$MODULE" login "$PIN" "$@"; }
 
 start_swtpm "$WORK/tpm-a"
 tpm_a=$tcti
