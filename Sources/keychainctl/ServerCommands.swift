@@ -107,8 +107,9 @@ struct TLSConfig: ParsableCommand {
         let keychainLabel = open.label
         let pinFile = pinPath ?? "/run/credentials/\(service)/keychain-pin"
         let credentialFile = credential ?? "/etc/credstore.encrypted/keychain-pkcs11-\(fileSafe(keychainLabel)).pin"
-        let keyFile = folder + "/" + fileSafe(label) + ".key.pem"
-        let certificateFile = folder + "/" + fileSafe(label) + ".crt.pem"
+        let name = fileSafe(label)
+        let keyFile = folder + "/" + name + ".key.pem"
+        let certificateFile = folder + "/" + name + ".crt.pem"
         let opensslFile = folder + "/openssl.cnf"
         let keychainctlPath = (ModulePath.executableFolder() ?? "/usr/bin") + "/keychainctl"
 
@@ -119,19 +120,19 @@ struct TLSConfig: ParsableCommand {
         try writeOutput(Array(Self.opensslConfiguration(module: modulePath, pinFile: pinFile).utf8), to: opensslFile, secret: false)
         try writeOutput(Array(Self.nginxDirectives(keychainFolder: configuration.directory, user: user, certificate: certificateFile, key: keyFile).utf8),
                         to: folder + "/nginx.conf", secret: false)
-        try writeOutput(Array(Self.systemdDropIn(openssl: opensslFile, credential: credentialFile, keychainctl: keychainctlPath,
+        try writeOutput(Array(Self.systemdDropIn(unit: service, openssl: opensslFile, credential: credentialFile, keychainctl: keychainctlPath,
                                                  keychain: keychainLabel, keychainFolder: configuration.directory,
                                                  user: user).utf8),
                         to: unitFolder + "/keychain-pkcs11.conf", secret: false)
 
         print("Key '\(label)' of keychain '\(keychainLabel)': \(uri)")
         print("Wrote into \(folder):")
-        print("  \(fileSafe(label)).key.pem   the key's URI for ssl_certificate_key (no key material)")
+        print("  \(name).key.pem   the key's URI for ssl_certificate_key (no key material)")
         if certificates.isEmpty {
             print("  (no certificate: the keychain has none with this key's ID; import it with 'keychainctl import -k \(keychainLabel) cert.pem',")
-            print("   or make a request: OPENSSL_CONF=\(opensslFile) openssl req -new -key \(keyFile) -subj /CN=… -out \(fileSafe(label)).csr)")
+            print("   or make a request: OPENSSL_CONF=\(opensslFile) openssl req -new -key \(keyFile) -subj /CN=… -out \(name).csr)")
         } else {
-            print("  \(fileSafe(label)).crt.pem   the certificate\(certificates.count > 1 ? "s" : "") with the key's ID, for ssl_certificate")
+            print("  \(name).crt.pem   the certificate\(certificates.count > 1 ? "s" : "") with the key's ID, for ssl_certificate")
         }
         print("  openssl.cnf            OpenSSL with the pkcs11 provider over \(modulePath); the PIN from \(pinFile)")
         print("  nginx.conf             include it at the top of /etc/nginx/nginx.conf (main context) and in your server block as its comments say")
@@ -191,9 +192,9 @@ struct TLSConfig: ParsableCommand {
         """
     }
 
-    static func systemdDropIn(openssl: String, credential: String, keychainctl: String, keychain: String, keychainFolder: String, user: String) -> String {
+    static func systemdDropIn(unit: String, openssl: String, credential: String, keychainctl: String, keychain: String, keychainFolder: String, user: String) -> String {
         """
-        # Written by keychainctl tls-config: /etc/systemd/system/nginx.service.d/keychain-pkcs11.conf
+        # Written by keychainctl tls-config: /etc/systemd/system/\(unit).d/keychain-pkcs11.conf
         [Service]
         Environment=OPENSSL_CONF=\(openssl)
         Environment=KEYCHAIN_PKCS11_DIR=\(keychainFolder)
@@ -210,9 +211,9 @@ struct TLSConfig: ParsableCommand {
     }
 
     private func makeFolder(_ path: String) throws {
-        if mkdir(path, 0o755) != 0, errno != EEXIST {
-            throw fail("cannot make \(path): \(String(cString: strerror(errno))).", status: ExitStatus.failure)
-        }
+        do { try System.mkdir(path, mode: 0o755) } catch where error.code != EEXIST {
+            throw fail("cannot make \(path): \(error.reason).", status: ExitStatus.failure)
+        } catch {}
     }
 
     private func currentDirectory() -> String {
