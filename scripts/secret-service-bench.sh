@@ -113,7 +113,8 @@ echo "== ratio (keychaind / gnome-keyring time per call; below 1.00: keychaind i
 while IFS= read -r row; do
     name=${row% ms/call *}
     theirs=$(grep -F "$name ms/call " "$w/gnome-keyring.rows" | awk '{print $NF}')
-    [ -n "$theirs" ] && awk -v n="$name" -v a="${row##* }" -v b="$theirs" 'BEGIN { if (b > 0) printf "%-34s %.2f\n", n, a / b }'
+    # A short run can leave a daemon under one clock tick of CPU (0.000): no ratio, but the row stays.
+    [ -n "$theirs" ] && awk -v n="$name" -v a="${row##* }" -v b="$theirs" 'BEGIN { if (b > 0) printf "%-34s %.2f\n", n, a / b; else printf "%-34s n/a\n", n }'
 done < <(grep " ms/call " "$w/keychaind.rows")
 # Every row of both runs, or the run failed (a subshell's status does not reach this shell).
 [ "$(grep -c " ms/call " "$w/keychaind.rows")" = 5 ] && [ "$(grep -c " ms/call " "$w/gnome-keyring.rows")" = 5 ] || status=1

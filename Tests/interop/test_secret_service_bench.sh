@@ -37,7 +37,9 @@ printf 'own-secret' | own_bus secret-tool store --label='own item' owner first |
 
 expect_status 0 "secret-service-bench.sh" env TMPDIR="$WORK/tmp" SS_BENCH_CALLS=5 SS_BENCH_LOOKUPS=3 SS_BENCH_CLIENT_CALLS=2 SECRETSTORAGE_VENV="$venv" \
     "$root/scripts/secret-service-bench.sh" "$bin"
-expect_eq "$(sed -E 's/[0-9]+(\.[0-9]+)?$/N/; s/ +N$/ N/' last.out)" "== keychaind
+# (A daemon's CPU time is counted in clock ticks: with these few calls gnome-keyring's can be 0, and
+# that ratio row then says n/a.)
+expect_eq "$(sed -E 's/[0-9]+(\.[0-9]+)?$/N/; s/^(daemon CPU, whole run) +n\/a$/\1 N/; s/ +N$/ N/' last.out)" "== keychaind
 get_secret ms/call N
 search_items ms/call N
 secret-tool lookup ms/call N
