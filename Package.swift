@@ -37,7 +37,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         // CryptoKit's API on Linux: re-exported as the `CryptoKit` module (Docs/keychain-api.md).
-        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // C headers: p11-kit's pkcs11.h (2.40) plus our 3.0 additions and vendor constants.
