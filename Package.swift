@@ -54,7 +54,8 @@ let package = Package(
 
         .target(
             name: "KeychainCrypto",
-            dependencies: ["COpenSSL", "CGcrypt"],
+            // swift-crypto: ML-DSA and ML-KEM (BoringSSL's FIPS 203/204 code, through its public API).
+            dependencies: ["COpenSSL", "CGcrypt", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: providerSwiftSettings
         ),
         // The TPM as a key store beside KeychainCrypto: connection, primary key, keys, sealing.

@@ -64,6 +64,19 @@ public enum Digest {
         try data.withUnsafeBytes { try hash(algorithm, $0) }
     }
 
+    /// SHAKE256(data) with `outputLength` bytes of output (FIPS 202).
+    public static func shake256(_ data: [UInt8], outputLength: Int) throws -> [UInt8] {
+        guard let md = Fetched.digest("SHAKE256"), let context = EVP_MD_CTX_new() else { throw CryptoError.library("no SHAKE256 digest") }
+        defer { EVP_MD_CTX_free(context) }
+        var out = [UInt8](repeating: 0, count: outputLength)
+        let ok = data.withUnsafeBytes { bytes in
+            EVP_DigestInit_ex(context, md, nil) == 1 && EVP_DigestUpdate(context, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), bytes.count) == 1
+                && EVP_DigestFinalXOF(context, &out, outputLength) == 1
+        }
+        guard ok else { throw CryptoError.library("SHAKE256") }
+        return out
+    }
+
     /// HMAC(key, data) with the given hash.
     public static func hmac(_ algorithm: Algorithm, key: UnsafeRawBufferPointer, data: UnsafeRawBufferPointer) throws -> [UInt8] {
         if algorithm == .sha256 {
