@@ -390,6 +390,55 @@ typedef struct KC_GCM_PARAMS_WITHOUT_IV_BITS {
     CK_ULONG ulTagBits;
 } KC_GCM_PARAMS_WITHOUT_IV_BITS;
 
+/* ---- PKCS#11 3.2 additions: ML-DSA, ML-KEM, key encapsulation -------------- */
+/* Values from the PKCS#11 3.2 specification (OASIS, pkcs11t.h of 3.2). */
+
+#ifndef CKK_ML_DSA
+#define CKK_ML_KEM                        (0x49UL)
+#define CKK_ML_DSA                        (0x4AUL)
+
+#define CKA_PARAMETER_SET                 (0x61DUL) /* CK_ULONG: CKP_ML_DSA_* or CKP_ML_KEM_* */
+#define CKA_ENCAPSULATE_TEMPLATE          (0x62AUL)
+#define CKA_DECAPSULATE_TEMPLATE          (0x62BUL)
+#define CKA_ENCAPSULATE                   (0x633UL) /* CK_BBOOL */
+#define CKA_DECAPSULATE                   (0x634UL) /* CK_BBOOL */
+#define CKA_SEED                          (0x637UL) /* bytes: ML-DSA ξ (32), ML-KEM d‖z (64) */
+
+#define CKM_ML_KEM_KEY_PAIR_GEN           (0x0FUL)
+#define CKM_ML_KEM                        (0x17UL)
+#define CKM_ML_DSA_KEY_PAIR_GEN           (0x1CUL)
+#define CKM_ML_DSA                        (0x1DUL)
+#define CKM_HASH_ML_DSA                   (0x1FUL)
+
+#define CKF_ENCAPSULATE                   (0x10000000UL)
+#define CKF_DECAPSULATE                   (0x20000000UL)
+
+#define CKR_PARAMETER_SET_NOT_SUPPORTED   (0x209UL)
+
+typedef CK_ULONG CK_ML_DSA_PARAMETER_SET_TYPE;
+#define CKP_ML_DSA_44                     (0x1UL)
+#define CKP_ML_DSA_65                     (0x2UL)
+#define CKP_ML_DSA_87                     (0x3UL)
+
+typedef CK_ULONG CK_ML_KEM_PARAMETER_SET_TYPE;
+#define CKP_ML_KEM_512                    (0x1UL)
+#define CKP_ML_KEM_768                    (0x2UL)
+#define CKP_ML_KEM_1024                   (0x3UL)
+
+/* CKM_ML_DSA's optional parameter: hedged or deterministic signing, and a context. */
+typedef CK_ULONG CK_HEDGE_TYPE;
+#define CKH_HEDGE_PREFERRED               (0x0UL)
+#define CKH_HEDGE_REQUIRED                (0x1UL)
+#define CKH_DETERMINISTIC_REQUIRED        (0x2UL)
+
+typedef struct CK_SIGN_ADDITIONAL_CONTEXT {
+    CK_HEDGE_TYPE hedgeVariant;
+    CK_BYTE_PTR pContext;
+    CK_ULONG ulContextLen;
+} CK_SIGN_ADDITIONAL_CONTEXT;
+typedef CK_SIGN_ADDITIONAL_CONTEXT *CK_SIGN_ADDITIONAL_CONTEXT_PTR;
+#endif
+
 /* ---- Vendor constants ------------------------------------------------------ */
 
 /* Base of the module's vendor attributes and object classes ("KC"). */
