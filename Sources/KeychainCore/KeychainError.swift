@@ -28,6 +28,8 @@ public struct KeychainError: Error, Equatable, CustomStringConvertible {
         case keySizeRange
         case keyUnextractable
         case keyNotWrappable
+        /// An ML-DSA or ML-KEM parameter set the library does not offer (ML-DSA-44, ML-KEM-512).
+        case parameterSetNotSupported
         case wrappedKeyInvalid
         /// A keychain item with the same primary key exists (errSecDuplicateItem).
         case duplicateItem

@@ -55,6 +55,7 @@ public struct CKError: Error, Equatable, CustomStringConvertible {
         case .keySizeRange: rv = CKR_KEY_SIZE_RANGE
         case .keyUnextractable: rv = CKR_KEY_UNEXTRACTABLE
         case .keyNotWrappable: rv = CKR_KEY_NOT_WRAPPABLE
+        case .parameterSetNotSupported: rv = CKR_PARAMETER_SET_NOT_SUPPORTED
         case .wrappedKeyInvalid: rv = CKR_WRAPPED_KEY_INVALID
         case .duplicateItem: rv = CKR_TEMPLATE_INCONSISTENT
         case .deviceKeyUnavailable: rv = CKR_DEVICE_ERROR

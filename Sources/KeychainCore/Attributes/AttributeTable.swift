@@ -181,6 +181,12 @@ public enum AttributeTable {
         add(.primeBits, .ulong, [.computed])
         add(.subprimeBits, .ulong, [.computed])
         add(.valueBits, .ulong, [.computed])
+        // ML-DSA and ML-KEM (3.2 §6.67, §6.68): the set is given when the key is imported or
+        // (public template) generated; the seed is the private key.
+        add(.parameterSet, .ulong, [])
+        add(.seed, .bytes, [.sensitive])
+        add(.encapsulate, .bool, [.settable, .copySettable], default: no)
+        add(.decapsulate, .bool, [.settable, .copySettable], default: no)
         return table
     }()
 
@@ -244,7 +250,7 @@ public enum AttributeTable {
         // CKA_KC_TPM says where the key lives: fixed when it is made (C_SetAttributeValue of it is
         // CKR_ATTRIBUTE_READ_ONLY, even with its own value).
         Schema(attributes: Set(storage + base + material + keyItemAttributes), required: Set(required), fixed: Set(material + [.itemClass, .tpm]),
-               defaults: base == publicKey ? publicByDefault : [:])
+               defaults: base.starts(with: publicKey) ? publicByDefault : [:])
     }
 
     private static let certificateAttributes: [AttributeType] = [.certificateType, .trusted, .certificateCategory, .checkValue, .startDate, .endDate,
@@ -295,6 +301,10 @@ public enum AttributeTable {
                                                    defaults: publicByDefault),
         SchemaKey(.domainParameters, .dh): Schema(attributes: Set(storage + [.keyType, .local, .prime, .base, .primeBits]),
                                                   required: [.prime, .base], fixed: [.prime, .base, .keyType], defaults: publicByDefault),
+        SchemaKey(.publicKey, .mlDSA): keySchema(publicKey, material: [.parameterSet, .value], required: [.parameterSet, .value]),
+        SchemaKey(.privateKey, .mlDSA): keySchema(privateKey, material: [.parameterSet, .seed], required: [.parameterSet, .seed]),
+        SchemaKey(.publicKey, .mlKEM): keySchema(publicKey + [.encapsulate], material: [.parameterSet, .value], required: [.parameterSet, .value]),
+        SchemaKey(.privateKey, .mlKEM): keySchema(privateKey + [.decapsulate], material: [.parameterSet, .seed], required: [.parameterSet, .seed]),
         SchemaKey(.secretKey, .des): keySchema(secretKey, material: [.value], required: [.value]),
         SchemaKey(.secretKey, .des2): keySchema(secretKey, material: [.value], required: [.value]),
         SchemaKey(.secretKey, .des3): keySchema(secretKey, material: [.value], required: [.value]),

@@ -125,6 +125,14 @@ public struct AttributeType: RawRepresentable, Hashable, Comparable, Sendable, C
     public static let valueBits = AttributeType(0x160)
     /// CKA_PUBLIC_KEY_INFO
     public static let publicKeyInfo = AttributeType(0x129)
+    /// CKA_PARAMETER_SET (3.2): CK_ULONG, the ML-DSA or ML-KEM parameter set (CKP_*).
+    public static let parameterSet = AttributeType(0x61D)
+    /// CKA_ENCAPSULATE (3.2): CK_BBOOL, on ML-KEM public keys.
+    public static let encapsulate = AttributeType(0x633)
+    /// CKA_DECAPSULATE (3.2): CK_BBOOL, on ML-KEM private keys.
+    public static let decapsulate = AttributeType(0x634)
+    /// CKA_SEED (3.2): the seed an ML-DSA (ξ, 32 bytes) or ML-KEM (d ‖ z, 64 bytes) private key is made from.
+    public static let seed = AttributeType(0x637)
     /// CKA_VALUE_LEN
     public static let valueLength = AttributeType(0x161)
     /// CKA_EXTRACTABLE
@@ -326,9 +334,25 @@ public struct KeyType: RawRepresentable, Hashable, Sendable {
     public static let aesXTS = KeyType(rawValue: 0x35)
     /// CKK_HKDF (3.0): key material for CKM_HKDF_DERIVE and CKM_HKDF_DATA.
     public static let hkdf = KeyType(rawValue: 0x42)
+    /// CKK_ML_KEM (3.2): FIPS 203 key encapsulation.
+    public static let mlKEM = KeyType(rawValue: 0x49)
+    /// CKK_ML_DSA (3.2): FIPS 204 signatures.
+    public static let mlDSA = KeyType(rawValue: 0x4A)
 }
 
 extension KeyType {
+    /// ML-DSA and ML-KEM keys: lattice keys (`LatticeKey`), not OpenSSL's.
+    public var isLattice: Bool { self == .mlDSA || self == .mlKEM }
+
+    /// The parameter set a CKA_PARAMETER_SET value names for keys of this type (nil: none).
+    public func latticeParameterSet(_ value: UInt) -> LatticeParameterSet? {
+        switch self {
+        case .mlDSA: return LatticeParameterSet.mlDSA(pkcs11Value: value)
+        case .mlKEM: return LatticeParameterSet.mlKEM(pkcs11Value: value)
+        default: return nil
+        }
+    }
+
     /// The asymmetric kind of DSA and DH keys and domain parameters (nil for other types).
     public var finiteFieldKind: AsymmetricKind? {
         switch self {

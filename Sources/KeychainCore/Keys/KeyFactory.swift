@@ -69,6 +69,11 @@ public enum KeyFactory {
             try completeSecret(&object, given: given)
             return
         }
+        if let keyType = object.keyType, keyType.isLattice {
+            let key = try latticeKey(of: object)
+            try fillLatticeComputed(&object, key: key, given: given)
+            return
+        }
         if object.keyType == .rsa {
             try policy.check(.rsa, bits: DER.bitLength(ofUnsigned: object[.modulus] ?? []), generating: false,
                              publicOnly: object.objectClass == .publicKey)
@@ -135,6 +140,57 @@ public enum KeyFactory {
         }
     }
 
+    /// The parameter set a lattice key object's CKA_PARAMETER_SET names: an unknown value is
+    /// CKR_ATTRIBUTE_VALUE_INVALID, a set the library lacks CKR_PARAMETER_SET_NOT_SUPPORTED.
+    public static func latticeParameterSet(_ value: [UInt8]?, keyType: KeyType) throws(KeychainError) -> LatticeParameterSet {
+        guard let value else { throw KeychainError(.templateIncomplete, "CKA_PARAMETER_SET is required") }
+        guard let number = AttributeValue.decodeULong(value), let set = keyType.latticeParameterSet(number) else {
+            throw KeychainError(.attributeValueInvalid, "CKA_PARAMETER_SET names no \(keyType == .mlDSA ? "ML-DSA" : "ML-KEM") parameter set")
+        }
+        guard set.isOffered else {
+            throw KeychainError(.parameterSetNotSupported, "\(set.name) is not offered: the library (swift-crypto) has no \(set.name)")
+        }
+        return set
+    }
+
+    /// The ML-DSA or ML-KEM key of a key object: a private key from its CKA_SEED, a public key
+    /// from its CKA_VALUE.
+    public static func latticeKey(of object: ObjectAttributes) throws(KeychainError) -> LatticeKey {
+        guard let keyType = object.keyType, keyType.isLattice else { throw KeychainError(.attributeValueInvalid, "not an ML-DSA or ML-KEM key") }
+        let set = try latticeParameterSet(object[.parameterSet], keyType: keyType)
+        if object.objectClass == .privateKey, object[.seed] == nil {
+            throw KeychainError(.templateIncomplete, "an \(set.name) private key is imported by its CKA_SEED")
+        }
+        do throws(CryptoError) {
+            if object.objectClass == .privateKey, let seed = object[.seed] {
+                return try LatticeKey.privateKey(set, seed: SecureBytes(seed))
+            }
+            return try LatticeKey.publicKey(set, encoded: object[.value] ?? [])
+        } catch {
+            throw KeychainError(error.code == .library ? .storageFailure : .attributeValueInvalid, error.reason)
+        }
+    }
+
+    /// A lattice key object's computed attributes: usage defaults, CKA_PUBLIC_KEY_INFO, a default
+    /// CKA_ID (SHA-1 of the encoded public key, as for other keys) and the policy history flags.
+    static func fillLatticeComputed(_ object: inout ObjectAttributes, key: LatticeKey, given: Set<AttributeType>, generated: Bool = false) throws(KeychainError) {
+        for (usage, enabled) in KeyPolicy.roleDefaults(defaultUsages(object.keyType, objectClass: object.objectClass), object: object, given: given) {
+            object[usage] = AttributeValue.bool(enabled)
+        }
+        let info = key.subjectPublicKeyInfo()
+        if given.contains(.publicKeyInfo), object[.publicKeyInfo] != info {
+            throw KeychainError(.attributeValueInvalid, "CKA_PUBLIC_KEY_INFO does not match the key")
+        }
+        object[.publicKeyInfo] = info
+        if object[.id] == nil {
+            do { object[.id] = try Digest.hash(.sha1, key.publicKey) } catch { throw KeychainError(.storageFailure, "SHA-1: \(error)") }
+        }
+        if object.objectClass == .privateKey {
+            object[.alwaysSensitive] = AttributeValue.bool(generated && object.bool(.sensitive))
+            object[.neverExtractable] = AttributeValue.bool(generated && !object.bool(.extractable))
+        }
+    }
+
     /// The usages each key type can have; usage flags a template leaves out default to these.
     static func defaultUsages(_ keyType: KeyType?, objectClass: ObjectClass?) -> [AttributeType: Bool] {
         let isPublic = objectClass == .publicKey
@@ -160,6 +216,12 @@ public enum KeyFactory {
         case .ecMontgomery?, .dh?:
             return isPublic ? [.encrypt: false, .verify: false, .wrap: false, .verifyRecover: false, .derive: false]
                             : [.decrypt: false, .sign: false, .unwrap: false, .signRecover: false, .derive: true]
+        case .mlDSA?:
+            return isPublic ? [.encrypt: false, .verify: true, .wrap: false, .verifyRecover: false, .derive: false]
+                            : [.decrypt: false, .sign: true, .unwrap: false, .signRecover: false, .derive: false]
+        case .mlKEM?:
+            return isPublic ? [.encrypt: false, .verify: false, .wrap: false, .verifyRecover: false, .derive: false, .encapsulate: true]
+                            : [.decrypt: false, .sign: false, .unwrap: false, .signRecover: false, .derive: false, .decapsulate: true]
         case .dsa?:
             return isPublic ? [.encrypt: false, .verify: true, .wrap: false, .verifyRecover: false, .derive: false]
                             : [.decrypt: false, .sign: true, .unwrap: false, .signRecover: false, .derive: false]

@@ -67,6 +67,56 @@ public enum KeyGeneration {
         }
     }
 
+    /// The parameter set an ML-DSA or ML-KEM key pair generation asks for: CKA_PARAMETER_SET in
+    /// the public template (or the private one; both must then agree). CKA_KC_TPM cannot be
+    /// asked for: a TPM 2.0 has no lattice keys.
+    public static func latticeRequest(keyType: KeyType, publicTemplate: Template, privateTemplate: Template) throws(KeychainError) -> LatticeParameterSet {
+        for (template, objectClass) in [(publicTemplate, ObjectClass.publicKey), (privateTemplate, .privateKey)] {
+            if let value = template.first(where: { $0.type == .objectClass })?.value, AttributeValue.decodeULong(value) != objectClass.rawValue {
+                throw KeychainError(.templateInconsistent, "CKA_CLASS does not fit a key pair")
+            }
+            if let value = template.first(where: { $0.type == .keyType })?.value, AttributeValue.decodeULong(value) != keyType.rawValue {
+                throw KeychainError(.templateInconsistent, "CKA_KEY_TYPE does not fit the mechanism")
+            }
+            if let given = template.first(where: { $0.type == .value || $0.type == .seed }) {
+                throw KeychainError(.templateInconsistent, "attribute \(given.type) is made by the token")
+            }
+        }
+        if let tpm = privateTemplate.first(where: { $0.type == .tpm })?.value, tpm != AttributeValue.bool(false) {
+            throw KeychainError(.attributeValueInvalid, "a TPM 2.0 cannot hold ML-DSA or ML-KEM keys (CKA_KC_TPM)")
+        }
+        let inPublic = publicTemplate.first { $0.type == .parameterSet }?.value
+        let inPrivate = privateTemplate.first { $0.type == .parameterSet }?.value
+        if let inPublic, let inPrivate, inPublic != inPrivate {
+            throw KeychainError(.templateInconsistent, "the two templates name different parameter sets")
+        }
+        return try KeyFactory.latticeParameterSet(inPublic ?? inPrivate, keyType: keyType)
+    }
+
+    /// The two objects of a generated ML-DSA or ML-KEM pair.
+    public static func latticeObjects(for key: LatticeKey, keyType: KeyType, mechanism: UInt, publicTemplate: Template, privateTemplate: Template,
+                                      uniqueIDs: (public: [UInt8], private: [UInt8]), bySecurityOfficer: Bool) throws(KeychainError) -> (publicKey: ObjectAttributes, privateKey: ObjectAttributes) {
+        guard var seed = key.seedBytes()?.bytes else { throw KeychainError(.storageFailure, "a generated key has no seed") }
+        defer { wipe(&seed) }
+        let set = AttributeValue.ulong(key.parameterSet.pkcs11Value)
+        func build(_ template: Template, objectClass: ObjectClass, material: Template, uniqueID: [UInt8]) throws(KeychainError) -> ObjectAttributes {
+            var full = template.filter { $0.type != .objectClass && $0.type != .keyType && $0.type != .parameterSet }
+            full += [(.objectClass, AttributeValue.ulong(objectClass.rawValue)), (.keyType, AttributeValue.ulong(keyType.rawValue)), (.parameterSet, set)]
+            full += material
+            full += [(.local, AttributeValue.bool(true)), (.keyGenMechanism, AttributeValue.ulong(mechanism))]
+            var object = try ObjectTemplate.assemble(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer, generated: [.local, .keyGenMechanism])
+            try KeyFactory.fillLatticeComputed(&object, key: key, given: Set(template.map(\.type)), generated: true)
+            return object
+        }
+        var publicKey = try build(publicTemplate, objectClass: .publicKey, material: [(.value, key.publicKey)], uniqueID: uniqueIDs.public)
+        var privateKey = try build(privateTemplate, objectClass: .privateKey, material: [(.seed, seed)], uniqueID: uniqueIDs.private)
+        let givenPublicID = publicTemplate.contains { $0.type == .id }
+        let givenPrivateID = privateTemplate.contains { $0.type == .id }
+        if givenPublicID, !givenPrivateID { privateKey[.id] = publicKey[.id] }
+        if givenPrivateID, !givenPublicID { publicKey[.id] = privateKey[.id] }
+        return (publicKey, privateKey)
+    }
+
     /// C_GenerateKey with CKM_DSA_PARAMETER_GEN or CKM_DH_PKCS_PARAMETER_GEN: a domain-parameters
     /// object with a new group of CKA_PRIME_BITS bits.
     public static func domainParameters(keyType: KeyType, mechanism: UInt, template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool,

@@ -63,6 +63,49 @@ public enum KeyTransport {
         return object
     }
 
+    /// The secret key C_EncapsulateKey or C_DecapsulateKey makes from a KEM's shared secret
+    /// (PKCS#11 3.2 §5.18.9–10): a secret key (CKA_CLASS may only say so), of CKA_KEY_TYPE
+    /// (default CKK_GENERIC_SECRET), holding the first CKA_VALUE_LEN bytes of the secret
+    /// (default: the type's length, else all of it; AES 16, 24 or 32). As the text asks:
+    /// CKA_EXTRACTABLE defaults to CK_TRUE, CKA_ALWAYS_SENSITIVE and CKA_NEVER_EXTRACTABLE are
+    /// CK_FALSE, CKA_LOCAL is CK_FALSE.
+    public static func encapsulatedObject(_ secret: SecureBytes, template: Template, uniqueID: [UInt8], bySecurityOfficer: Bool,
+                                          policy: KeyPolicy) throws(KeychainError) -> ObjectAttributes {
+        if let value = template.first(where: { $0.type == .objectClass })?.value, AttributeValue.decodeULong(value) != ObjectClass.secretKey.rawValue {
+            throw KeychainError(.templateInconsistent, "an encapsulated key is a secret key")
+        }
+        if template.contains(where: { $0.type == .value }) { throw KeychainError(.templateInconsistent, "CKA_VALUE comes from the KEM") }
+        var keyType = KeyType.genericSecret
+        if let value = template.first(where: { $0.type == .keyType })?.value {
+            guard let raw = AttributeValue.decodeULong(value) else { throw KeychainError(.attributeValueInvalid, "CKA_KEY_TYPE") }
+            keyType = KeyType(rawValue: raw)
+        }
+        guard AttributeTable.isSupported(.secretKey, keyType: keyType) else {
+            throw KeychainError(.templateInconsistent, "no secret key of type 0x\(String(keyType.rawValue, radix: 16))")
+        }
+        var length = keyType.blockCipher?.keyLength ?? keyType.secretLengths?.first ?? secret.count
+        let fixed = keyType.blockCipher?.keyLength != nil
+        if let value = template.first(where: { $0.type == .valueLength })?.value {
+            guard let raw = AttributeValue.decodeULong(value) else { throw KeychainError(.attributeValueInvalid, "CKA_VALUE_LEN") }
+            if fixed, raw != UInt(length) { throw KeychainError(.templateInconsistent, "a key of this type has \(length) bytes") }
+            length = Int(clamping: raw)
+        }
+        guard length >= 1, length <= secret.count else {
+            throw KeychainError(.templateInconsistent, "the KEM's shared secret has \(secret.count) bytes: CKA_VALUE_LEN \(length) is more")
+        }
+        if keyType == .aes, ![16, 24, 32].contains(length) { throw KeychainError(.attributeValueInvalid, "an AES key has 16, 24 or 32 bytes") }
+        var value = secret.withUnsafeBytes { Array($0.prefix(length)) }
+        defer { wipe(&value) }
+        var full = template.filter { $0.type != .objectClass && $0.type != .keyType && $0.type != .valueLength }
+        full += [(.objectClass, AttributeValue.ulong(ObjectClass.secretKey.rawValue)), (.keyType, AttributeValue.ulong(keyType.rawValue)), (.value, value)]
+        if !template.contains(where: { $0.type == .extractable }) { full.append((.extractable, AttributeValue.bool(true))) }
+        var object = try ObjectTemplate.create(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer, policy: policy)
+        object[.alwaysSensitive] = AttributeValue.bool(false)
+        object[.neverExtractable] = AttributeValue.bool(false)
+        object[.local] = AttributeValue.bool(false)
+        return object
+    }
+
     /// The secret key C_DeriveKey makes from `secret` (already through the KDF), taking
     /// CKA_VALUE_LEN bytes of it; its history flags follow the base key's.
     public static func derivedObject(_ secret: SecureBytes, template: Template, base: ObjectAttributes, uniqueID: [UInt8],

@@ -57,6 +57,11 @@ struct CallerMechanism: Sendable {
             let params = try read(CK_ECDH1_DERIVE_PARAMS.self, raw)
             return .ecdh(kdf: params.kdf, sharedData: try bytes(params.pSharedData, params.ulSharedDataLen, what: "ECDH shared data"),
                          publicData: try bytes(params.pPublicData, params.ulPublicDataLen, what: "ECDH public data"))
+        case UInt(CKM_ML_DSA):
+            // CK_SIGN_ADDITIONAL_CONTEXT, or nothing (hedged, empty context).
+            guard raw.count > 0 else { return .none }
+            let params = try read(CK_SIGN_ADDITIONAL_CONTEXT.self, raw)
+            return .signContext(hedge: params.hedgeVariant, context: try bytes(params.pContext, params.ulContextLen, what: "ML-DSA context"))
         case UInt(CKM_EDDSA):
             guard raw.count > 0 else { return .none }
             let params = try read(CK_EDDSA_PARAMS.self, raw)
@@ -282,6 +287,8 @@ enum MechanismParameter: Sendable {
     case ecdh(kdf: CK_ULONG, sharedData: [UInt8], publicData: [UInt8])
     /// CK_EDDSA_PARAMS.
     case eddsa(prehash: Bool, context: [UInt8])
+    /// CK_SIGN_ADDITIONAL_CONTEXT (3.2): CKH_* hedging and a context of up to 255 bytes.
+    case signContext(hedge: CK_ULONG, context: [UInt8])
     /// CK_HKDF_PARAMS.
     case hkdf(extract: Bool, expand: Bool, prf: CK_MECHANISM_TYPE, saltType: CK_ULONG, salt: [UInt8], saltKey: CK_OBJECT_HANDLE, info: [UInt8])
     /// CK_PKCS5_PBKD2_PARAMS2 (or the 2.40 form).

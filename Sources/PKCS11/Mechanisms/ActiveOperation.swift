@@ -20,10 +20,13 @@ struct ReadyKey {
     /// A private key made in the TPM (CKA_KC_TPM), loaded there: it holds the process's TPM
     /// connection, which closes when the last such key is dropped (logout, C_Finalize).
     let enclave: EnclaveKey?
+    /// An ML-DSA or ML-KEM key (swift-crypto's, made from the seed once).
+    var lattice: LatticeKey? = nil
 
     static func asymmetric(_ key: AsymmetricKey) -> ReadyKey { ReadyKey(asymmetric: key, secret: nil, enclave: nil) }
     static func secret(_ bytes: SecureBytes) -> ReadyKey { ReadyKey(asymmetric: nil, secret: bytes, enclave: nil) }
     static func enclave(_ key: EnclaveKey) -> ReadyKey { ReadyKey(asymmetric: nil, secret: nil, enclave: key) }
+    static func lattice(_ key: LatticeKey) -> ReadyKey { ReadyKey(asymmetric: nil, secret: nil, enclave: nil, lattice: key) }
 
     /// The key's public form, for sizes and peer checks: the key itself, or a TPM key's public half.
     var publicForm: AsymmetricKey? { asymmetric ?? enclave?.publicKey }
@@ -49,6 +52,8 @@ final class ActiveOperation {
         case mac(StreamingMAC)
         /// A signature made in the TPM with a CKA_KC_TPM key (the input hashed here first).
         case tpmSignature(TPMSigner)
+        /// ML-DSA (the message collected, signed or verified whole at the end).
+        case lattice(LatticeSigner)
         case symmetric(SymmetricCipher)
         /// RSA encryption or decryption: the input is collected and processed at the end.
         case rsa(AsymmetricKey, RSACipher.Padding, encrypting: Bool)
@@ -82,6 +87,9 @@ final class ActiveOperation {
     var keepable: (mechanism: CK_MECHANISM_TYPE, tagBits: CK_ULONG, version: KeychainVersion?)?
     /// The operation is a kept cipher's (`KeptCipher.operation`), reused for each message.
     var isKept = false
+    /// A verification begun by C_VerifySignatureInit (PKCS#11 3.2): the signature it was given
+    /// (VerifySignature.swift). Nil for one begun by C_VerifyInit.
+    var expectedSignature: [UInt8]?
 
     init(engine: Engine, outputLength: Int) {
         self.engine = engine
@@ -112,6 +120,7 @@ final class ActiveOperation {
             case .signature(let signature): try signature.update(data)
             case .mac(let mac): try mac.update(data)
             case .tpmSignature(let signer): try signer.update(data)
+            case .lattice(let signer): try signer.update(data)
             case .symmetric, .rsa, .awaitingCredential: throw CKError(CK_RV(CKR_GENERAL_ERROR), "not an absorbing operation")
             }
         } catch let error as CKError {
@@ -129,6 +138,7 @@ final class ActiveOperation {
             case .signature(let signer): return try signer.sign()
             case .mac(let mac): return try mac.finish()
             case .tpmSignature(let signer): return try signer.sign()
+            case .lattice(let signer): return try signer.sign()
             case .symmetric, .rsa, .awaitingCredential: throw CKError(CK_RV(CKR_GENERAL_ERROR), "not a signing operation")
             }
         } catch let error as CKError {

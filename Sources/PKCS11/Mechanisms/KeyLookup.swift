@@ -98,6 +98,21 @@ extension ModuleState {
         return ready
     }
 
+    /// An ML-DSA or ML-KEM key ready for an operation.
+    func latticeKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, objectClass: ObjectClass, usage: AttributeType,
+                    mechanism: Mechanism) throws(CKError) -> LatticeKey {
+        if let ready = try cachedReadyKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism),
+           let key = ready.key.lattice {
+            return key
+        }
+        var attributes = try checkedKey(handle, session: session, token: token, objectClass: objectClass, usage: usage, mechanism: mechanism)
+        defer { attributes.wipeValuesIfSecret() }
+        guard let key = try readyKey(handle, policy: attributes, session: session, token: token).lattice else {
+            throw CKError(CK_RV(CKR_KEY_TYPE_INCONSISTENT), "not an ML-DSA or ML-KEM key")
+        }
+        return key
+    }
+
     func secretKey(_ handle: CK_OBJECT_HANDLE, session: Session, token: Token, usage: AttributeType, mechanism: Mechanism) throws(CKError) -> SecureBytes {
         try cachedSecretKey(handle, session: session, token: token, usage: usage, mechanism: mechanism).value
     }
@@ -187,6 +202,9 @@ extension Token {
     func parse(_ attributes: ObjectAttributes) throws(CKError) -> ReadyKey {
         if attributes.objectClass == .secretKey { return .secret(SecureBytes(attributes[.value] ?? [])) }
         if attributes.bool(.tpm) { return .enclave(try loadEnclaveKey(attributes)) }
+        if attributes.keyType?.isLattice == true {
+            return .lattice(try translating { () throws(KeychainError) in try KeyFactory.latticeKey(of: attributes) })
+        }
         return .asymmetric(try translating { () throws(KeychainError) in try KeyFactory.key(of: attributes) })
     }
 

@@ -12,12 +12,16 @@ extension ModuleState {
                 throw CKError(CK_RV(CKR_MECHANISM_INVALID), "mechanism 0x\(String(mechanism.type, radix: 16)) does not generate key pairs")
             }
             try mechanism.parameter.requireEmpty()
+            let bySO = token.login == .securityOfficer
+            var (publicObject, privateObject): (ObjectAttributes, ObjectAttributes)
+            let publicID = try Self.newUniqueID(), privateID = try Self.newUniqueID()
+            if keyType.isLattice {
+                (publicObject, privateObject) = try latticeKeyPair(keyType, mechanism: mechanism, publicTemplate: publicTemplate, privateTemplate: privateTemplate,
+                                                                   token: token, uniqueIDs: (publicID.text, privateID.text))
+            } else {
             let request = try translating { () throws(KeychainError) in
                 try KeyGeneration.request(keyType: keyType, publicTemplate: publicTemplate, privateTemplate: privateTemplate, policy: configuration.keyPolicy)
             }
-            let publicID = try Self.newUniqueID(), privateID = try Self.newUniqueID()
-            let bySO = token.login == .securityOfficer
-            var (publicObject, privateObject): (ObjectAttributes, ObjectAttributes)
             if try translating({ () throws(KeychainError) in try KeyGeneration.asksForTPM(privateTemplate) }) {
                 // Made in the TPM (CKA_KC_TPM): its authorisation comes from the unlocked keychain.
                 guard let master = token.userMaster else {
@@ -34,6 +38,7 @@ extension ModuleState {
                     try KeyGeneration.objects(for: key, request: request, mechanism: UInt(mechanism.type), publicTemplate: publicTemplate,
                                               privateTemplate: privateTemplate, uniqueIDs: (publicID.text, privateID.text), bySecurityOfficer: bySO)
                 }
+            }
             }
             defer { privateObject.wipeValues() }
             // Check both before storing either, so a refusal leaves nothing behind.

@@ -15,6 +15,9 @@ struct KeyUse: Sendable {
     /// The key's secret is sealed under its application password (never in the key cache).
     let hasSealedSecrets: Bool
     let alwaysAuthenticate: Bool
+    /// CKA_ENCAPSULATE and CKA_DECAPSULATE (3.2), outside the range of the other usages.
+    private let encapsulate: Bool
+    private let decapsulate: Bool
 
     private static let firstUsage = AttributeType.encrypt.rawValue
     private static let lastUsage = AttributeType.derive.rawValue
@@ -36,10 +39,14 @@ struct KeyUse: Sendable {
         }
         hasSealedSecrets = attributes.hasSealedSecrets
         alwaysAuthenticate = attributes.bool(.alwaysAuthenticate)
+        encapsulate = attributes.bool(.encapsulate)
+        decapsulate = attributes.bool(.decapsulate)
     }
 
     /// Whether usage attribute `usage` (CKA_SIGN, CKA_ENCRYPT…) is CK_TRUE.
     func allows(_ usage: AttributeType) -> Bool {
+        if usage == .encapsulate { return encapsulate }
+        if usage == .decapsulate { return decapsulate }
         guard usage.rawValue >= Self.firstUsage, usage.rawValue <= Self.lastUsage else { return false }
         return usages & (1 << UInt16(usage.rawValue - Self.firstUsage)) != 0
     }

@@ -63,6 +63,10 @@ struct Mechanism: Sendable {
     var derivation: Derivation?
     /// CKM_PKCS5_PBKD2: C_GenerateKey derives the key from a password in the parameter.
     var derivesFromPassword = false
+    /// CKM_ML_DSA: signs and verifies with an ML-DSA key (`LatticeSigner`).
+    var signsWithLattice = false
+    /// CKM_ML_KEM: C_EncapsulateKey and C_DecapsulateKey with an ML-KEM key.
+    var encapsulates = false
     /// The block cipher of symmetric cipher, MAC and encrypt-data mechanisms.
     var blockCipher: SymmetricCipher.Algorithm = .aes
 

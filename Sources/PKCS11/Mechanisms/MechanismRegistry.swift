@@ -272,6 +272,7 @@ enum Mechanisms {
             $0.keyTypes = [.aes]
             $0.derivation = .encryptData(.cbc)
         }
+        addLattice(&table)
         return table
     }
 
@@ -489,7 +490,7 @@ extension ModuleState {
     }
 }
 
-private extension Dictionary where Key == CK_MECHANISM_TYPE, Value == Mechanism {
+extension Dictionary where Key == CK_MECHANISM_TYPE, Value == Mechanism {
     /// Registers a mechanism with its key sizes and flags; `configure` says what it does.
     mutating func add(_ type: UInt, _ min: Int, _ max: Int, _ flags: UInt, _ configure: (inout Mechanism) -> Void = { _ in }) {
         var mechanism = Mechanism(type: CK_MECHANISM_TYPE(type), minimumKeySize: CK_ULONG(min), maximumKeySize: CK_ULONG(max), flags: CK_FLAGS(flags))

@@ -74,6 +74,9 @@ extension ModuleState {
                 throw CKError(CK_RV(CKR_KEY_SIZE_RANGE), "\(error)")
             }
         }
+        if entry.signsWithLattice {
+            return try latticeSignatureOperation(mechanism, entry: entry, key: handle, signing: signing, session: session, token: token)
+        }
         guard let makeScheme = entry.signature else { throw CKError(CK_RV(CKR_MECHANISM_INVALID), "not a signature mechanism") }
         let ready = try asymmetricOrTPMKey(handle, session: session, token: token, objectClass: signing ? .privateKey : .publicKey,
                                            usage: signing ? .sign : .verify, mechanism: entry)
@@ -174,6 +177,8 @@ extension ModuleState {
                 } catch {
                     throw CKError(CK_RV(CKR_DEVICE_ERROR), "\(error)")
                 }
+            case .lattice(let verifier):
+                valid = try verifier.verify(Array(signature))
             case .mac:
                 valid = ConstantTime.equals(try operation.result(), Array(signature))
             default:
