@@ -149,3 +149,20 @@ import PKCS11
 @_cdecl("C_UnwrapKey") public func C_UnwrapKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ u: CK_OBJECT_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ t: AttributePointer, _ c: CK_ULONG, _ k: HandlePointer) -> CK_RV { PKCS11.C_UnwrapKey(s, m, u, d, dl, t, c, k) }
 
 @_cdecl("C_DeriveKey") public func C_DeriveKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ b: CK_OBJECT_HANDLE, _ t: AttributePointer, _ c: CK_ULONG, _ k: HandlePointer) -> CK_RV { PKCS11.C_DeriveKey(s, m, b, t, c, k) }
+
+// PKCS#11 3.2 (the 3.2 function list's own functions; its asynchronous and authenticated-wrap
+// entries are not offered and not exported by name).
+
+@_cdecl("C_EncapsulateKey") public func C_EncapsulateKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE, _ t: AttributePointer, _ c: CK_ULONG, _ o: BytePointer, _ ol: ULongPointer, _ h: HandlePointer) -> CK_RV { PKCS11.C_EncapsulateKey(s, m, k, t, c, o, ol, h) }
+
+@_cdecl("C_DecapsulateKey") public func C_DecapsulateKey(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE, _ t: AttributePointer, _ c: CK_ULONG, _ d: BytePointer, _ dl: CK_ULONG, _ h: HandlePointer) -> CK_RV { PKCS11.C_DecapsulateKey(s, m, k, t, c, d, dl, h) }
+
+@_cdecl("C_VerifySignatureInit") public func C_VerifySignatureInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_OBJECT_HANDLE, _ g: BytePointer, _ gl: CK_ULONG) -> CK_RV { PKCS11.C_VerifySignatureInit(s, m, k, g, gl) }
+
+@_cdecl("C_VerifySignature") public func C_VerifySignature(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV { PKCS11.C_VerifySignature(s, d, dl) }
+
+@_cdecl("C_VerifySignatureUpdate") public func C_VerifySignatureUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV { PKCS11.C_VerifySignatureUpdate(s, d, dl) }
+
+@_cdecl("C_VerifySignatureFinal") public func C_VerifySignatureFinal(_ s: CK_SESSION_HANDLE) -> CK_RV { PKCS11.C_VerifySignatureFinal(s) }
+
+@_cdecl("C_GetSessionValidationFlags") public func C_GetSessionValidationFlags(_ s: CK_SESSION_HANDLE, _ type: CK_SESSION_VALIDATION_FLAGS_TYPE, _ flags: UnsafeMutablePointer<CK_FLAGS>?) -> CK_RV { PKCS11.C_GetSessionValidationFlags(s, type, flags) }

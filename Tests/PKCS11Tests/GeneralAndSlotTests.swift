@@ -41,27 +41,74 @@ final class GeneralTests: ModuleTestCase {
         XCTAssertRV(FunctionLists.version30.pointee.C_GetInfo(&info), CKR_OK)
         XCTAssertEqual(info.cryptokiVersion.major, 3)
         XCTAssertEqual(info.cryptokiVersion.minor, 0)
+        XCTAssertRV(FunctionLists.version32.pointee.C_GetInfo(&info), CKR_OK)
+        XCTAssertEqual(info.cryptokiVersion.major, 3)
+        XCTAssertEqual(info.cryptokiVersion.minor, 2)
+        XCTAssertRV(FunctionLists.version32.pointee.C_GetInfo(nil), CKR_ARGUMENTS_BAD)
+        XCTAssertRV(p11.C_GetInfo(&info), CKR_OK)
+        XCTAssertEqual([info.cryptokiVersion.major, info.cryptokiVersion.minor], [2, 40], "the 2.40 list keeps its version")
     }
 
-    func test_interfaces_offer_3_0_by_default_and_2_40_on_request() {
+    func test_interfaces_offer_3_0_by_default_and_3_2_and_2_40_on_request() {
         var count: CK_ULONG = 0
         XCTAssertRV(PKCS11.C_GetInterfaceList(nil, &count), CKR_OK)
-        XCTAssertEqual(count, 2)
+        XCTAssertEqual(count, 3)
+        XCTAssertRV(PKCS11.C_GetInterfaceList(nil, nil), CKR_ARGUMENTS_BAD)
         var one = [CK_INTERFACE](repeating: CK_INTERFACE(), count: 1)
         count = 1
         XCTAssertRV(PKCS11.C_GetInterfaceList(&one, &count), CKR_BUFFER_TOO_SMALL)
-        XCTAssertEqual(count, 2)
+        XCTAssertEqual(count, 3)
+        var all = [CK_INTERFACE](repeating: CK_INTERFACE(), count: 4)
+        count = 4
+        XCTAssertRV(PKCS11.C_GetInterfaceList(&all, &count), CKR_OK)
+        XCTAssertEqual(count, 3)
+        XCTAssertEqual(all.prefix(3).map(\.pFunctionList), [UnsafeMutableRawPointer(FunctionLists.version30), UnsafeMutableRawPointer(FunctionLists.version32),
+                                                            UnsafeMutableRawPointer(FunctionLists.version240)])
+        XCTAssertEqual(all.prefix(3).map { String(cString: UnsafeRawPointer($0.pInterfaceName!).assumingMemoryBound(to: CChar.self)) }, ["PKCS 11", "PKCS 11", "PKCS 11"])
+        XCTAssertEqual(all.prefix(3).map(\.flags), [0, 0, 0])
+        let versions = all.prefix(3).map { $0.pFunctionList!.assumingMemoryBound(to: CK_VERSION.self).pointee }
+        XCTAssertEqual(versions.map { [$0.major, $0.minor] }, [[3, 0], [3, 2], [2, 40]], "each list reports the version of its layout")
+
         var interface: UnsafeMutablePointer<CK_INTERFACE>?
         XCTAssertRV(PKCS11.C_GetInterface(nil, nil, &interface, 0), CKR_OK)
-        XCTAssertEqual(interface?.pointee.pFunctionList, UnsafeMutableRawPointer(FunctionLists.version30))
-        var version = CK_VERSION(major: 2, minor: 40)
+        XCTAssertEqual(interface?.pointee.pFunctionList, UnsafeMutableRawPointer(FunctionLists.version30), "no version: 3.0, the default")
         var name = Array("PKCS 11".utf8) + [0]
-        XCTAssertRV(PKCS11.C_GetInterface(&name, &version, &interface, 0), CKR_OK)
-        XCTAssertEqual(interface?.pointee.pFunctionList, UnsafeMutableRawPointer(FunctionLists.version240))
+        for (major, minor, list) in [(2, 40, UnsafeMutableRawPointer(FunctionLists.version240)), (3, 0, UnsafeMutableRawPointer(FunctionLists.version30)),
+                                     (3, 2, UnsafeMutableRawPointer(FunctionLists.version32))] {
+            var version = CK_VERSION(major: CK_BYTE(major), minor: CK_BYTE(minor))
+            interface = nil
+            XCTAssertRV(PKCS11.C_GetInterface(&name, &version, &interface, 0), CKR_OK, "\(major).\(minor)")
+            XCTAssertEqual(interface?.pointee.pFunctionList, list, "\(major).\(minor)")
+        }
+        var version32 = CK_VERSION(major: 3, minor: 2)
+        XCTAssertRV(PKCS11.C_GetInterface(nil, &version32, &interface, 0), CKR_OK, "a NULL name with a version")
+        XCTAssertEqual(interface?.pointee.pFunctionList, UnsafeMutableRawPointer(FunctionLists.version32))
+        var version31 = CK_VERSION(major: 3, minor: 1)
+        XCTAssertRV(PKCS11.C_GetInterface(&name, &version31, &interface, 0), CKR_ARGUMENTS_BAD, "no 3.1 list")
         var other = Array("Vendor".utf8) + [0]
         XCTAssertRV(PKCS11.C_GetInterface(&other, nil, &interface, 0), CKR_ARGUMENTS_BAD)
         XCTAssertRV(PKCS11.C_GetInterface(nil, nil, &interface, CK_FLAGS(CKF_INTERFACE_FORK_SAFE)), CKR_ARGUMENTS_BAD)
         XCTAssertRV(PKCS11.C_GetInterface(nil, nil, nil, 0), CKR_ARGUMENTS_BAD)
+    }
+
+    /// Hosts call through the lists without NULL checks: every entry of every list is set, and the
+    /// 3.2 list begins with the 3.0 list's entries (only C_GetInfo differs, reporting 3.2).
+    func test_every_function_list_entry_is_set_and_3_2_extends_3_0() {
+        func entries<T>(_ list: UnsafeMutablePointer<T>) -> [UInt] {
+            UnsafeRawPointer(list).withMemoryRebound(to: UInt.self, capacity: MemoryLayout<T>.size / 8) { words in
+                (1..<MemoryLayout<T>.size / 8).map { words[$0] }
+            }
+        }
+        let list240 = entries(FunctionLists.version240), list30 = entries(FunctionLists.version30), list32 = entries(FunctionLists.version32)
+        XCTAssertEqual([list240.count, list30.count, list32.count], [68, 92, 104])
+        XCTAssertFalse(list240.contains(0))
+        XCTAssertFalse(list30.contains(0))
+        XCTAssertFalse(list32.contains(0))
+        let getInfo = 2
+        for index in 0..<92 where index != getInfo { XCTAssertEqual(list32[index], list30[index], "3.0 entry \(index)") }
+        XCTAssertNotEqual(list32[getInfo], list30[getInfo])
+        XCTAssertEqual(Array(list30.prefix(68).enumerated().filter { $0.offset != getInfo }.map(\.element)),
+                       Array(list240.enumerated().filter { $0.offset != getInfo }.map(\.element)))
     }
 
     func test_struct_layouts_match_the_c_abi() {
@@ -72,6 +119,10 @@ final class GeneralTests: ModuleTestCase {
         XCTAssertEqual(MemoryLayout<CK_SESSION_INFO>.size, 32)
         XCTAssertEqual(MemoryLayout<CK_FUNCTION_LIST>.size, 8 + 68 * 8)
         XCTAssertEqual(MemoryLayout<CK_FUNCTION_LIST_3_0>.size, 8 + 92 * 8)
+        XCTAssertEqual(MemoryLayout<CK_FUNCTION_LIST_3_2>.size, 8 + 104 * 8)
+        XCTAssertEqual(MemoryLayout.offset(of: \CK_FUNCTION_LIST_3_2.C_EncapsulateKey), 8 + 92 * 8, "the 3.2 entries follow the 3.0 ones")
+        XCTAssertEqual(MemoryLayout.offset(of: \CK_FUNCTION_LIST_3_2.C_UnwrapKeyAuthenticated), 8 + 103 * 8)
+        XCTAssertEqual(MemoryLayout<CK_ASYNC_DATA>.size, 40)
         XCTAssertEqual(MemoryLayout<CK_INTERFACE>.size, 24)
     }
 }

@@ -7,6 +7,7 @@
  *   cycles N     N x (dlopen, C_GetFunctionList, C_Initialize, C_GetSlotList, C_Finalize, dlclose)
  *   fork         fork() with an open session, and fork() while a thread is inside the module
  *   interfaces   C_GetInterfaceList / C_GetInterface / C_GetFunctionList / C_GetInfo versions
+ *                (the 3.0 list by default, 3.2 and 2.40 on request)
  *   initargs     CK_C_INITIALIZE_ARGS handling, double initialise, C_Finalize arguments
  *   threads      8 threads x 200 session-object round trips
  *   errqueue     OpenSSL's per-thread error queue, shared with the host, is left as the host had
@@ -608,22 +609,22 @@ static int cmd_interfaces(void)
     expect_rv(gil(NULL, &n), CKR_OK, "C_GetInterfaceList(NULL, &n)");
     {
         char what[100];
-        snprintf(what, sizeof what, "interface count == 2 (got %lu)", (unsigned long)n);
-        check(n == 2, what);
+        snprintf(what, sizeof what, "interface count == 3 (got %lu)", (unsigned long)n);
+        check(n == 3, what);
     }
     {
         CK_INTERFACE one[1];
         CK_ULONG small = 1;
         expect_rv(gil(one, &small), CKR_BUFFER_TOO_SMALL, "C_GetInterfaceList with room for 1");
-        check(small == 2, "C_GetInterfaceList with room for 1 reports 2 needed");
+        check(small == 3, "C_GetInterfaceList with room for 1 reports 3 needed");
     }
     expect_rv(gil(NULL, NULL), CKR_ARGUMENTS_BAD, "C_GetInterfaceList(NULL, NULL)");
     CK_INTERFACE ifs[4];
     memset(ifs, 0, sizeof ifs);
     n = 4;
-    if (!expect_rv(gil(ifs, &n), CKR_OK, "C_GetInterfaceList(list, &n)") || n != 2)
+    if (!expect_rv(gil(ifs, &n), CKR_OK, "C_GetInterfaceList(list, &n)") || n != 3)
         return 1;
-    void *list30 = NULL, *list240 = NULL;
+    void *list30 = NULL, *list32 = NULL, *list240 = NULL;
     for (CK_ULONG i = 0; i < n; i++) {
         char what[200];
         const char *name = ifs[i].pInterfaceName ? (const char *)ifs[i].pInterfaceName : "(null)";
@@ -638,10 +639,14 @@ static int cmd_interfaces(void)
                (unsigned long)ifs[i].flags);
         if (v.major == 3 && v.minor == 0)
             list30 = ifs[i].pFunctionList;
+        else if (v.major == 3 && v.minor == 2)
+            list32 = ifs[i].pFunctionList;
         else if (v.major == 2 && v.minor == 40)
             list240 = ifs[i].pFunctionList;
     }
     check(list30 != NULL, "one interface's function list reports version 3.0");
+    check(list32 != NULL, "one interface's function list reports version 3.2");
+    check(ifs[0].pFunctionList == list30, "the 3.0 interface is listed first");
     check(list240 != NULL, "one interface's function list reports version 2.40");
 
     CK_INTERFACE_PTR ip = NULL;
@@ -662,6 +667,16 @@ static int cmd_interfaces(void)
     ip = NULL;
     if (expect_rv(gi((CK_UTF8CHAR_PTR) "PKCS 11", &want30, &ip, 0), CKR_OK, "C_GetInterface(\"PKCS 11\", 3.0)") && ip)
         check(ip->pFunctionList == list30, "C_GetInterface(\"PKCS 11\", 3.0) returns the 3.0 list");
+    CK_VERSION want32 = {3, 2};
+    ip = NULL;
+    if (expect_rv(gi((CK_UTF8CHAR_PTR) "PKCS 11", &want32, &ip, 0), CKR_OK, "C_GetInterface(\"PKCS 11\", 3.2)") && ip) {
+        CK_VERSION v = *(CK_VERSION *)ip->pFunctionList;
+        check(v.major == 3 && v.minor == 2 && ip->pFunctionList == list32,
+              "C_GetInterface(\"PKCS 11\", 3.2) returns the 3.2 list");
+    }
+    CK_VERSION want31 = {3, 1};
+    ip = NULL;
+    expect_rv(gi((CK_UTF8CHAR_PTR) "PKCS 11", &want31, &ip, 0), CKR_ARGUMENTS_BAD, "C_GetInterface(\"PKCS 11\", 3.1)");
     ip = NULL;
     expect_rv(gi((CK_UTF8CHAR_PTR) "Bogus 11", NULL, &ip, 0), CKR_ARGUMENTS_BAD, "C_GetInterface(\"Bogus 11\")");
     expect_rv(gi(NULL, NULL, NULL, 0), CKR_ARGUMENTS_BAD, "C_GetInterface(NULL, NULL, NULL)");
@@ -697,10 +712,36 @@ static int cmd_interfaces(void)
         if (!full)
             printf("info: first NULL entry of the 3.0 list at index %zu\n", null_at);
     }
+    /* The 3.2 list: the 92 of 3.0 + 12, all non-NULL; the 3.2 functions are also exported by name
+     * (the asynchronous and authenticated-wrap ones, not offered, are not). */
+    if (list32) {
+        size_t first = offsetof(CK_FUNCTION_LIST_3_2, C_Initialize);
+        size_t entries = (sizeof(CK_FUNCTION_LIST_3_2) - first) / sizeof(void *);
+        size_t null_at = 0;
+        char what[200];
+        snprintf(what, sizeof what, "CK_FUNCTION_LIST_3_2 has 104 entries (header: %zu)", entries);
+        check(entries == 104, what);
+        int full = all_non_null(list32, first, entries, &null_at);
+        snprintf(what, sizeof what, "all %zu function pointers of the 3.2 list are non-NULL", entries);
+        check(full, what);
+        if (!full)
+            printf("info: first NULL entry of the 3.2 list at index %zu\n", null_at);
+        CK_FUNCTION_LIST_3_2_PTR f32 = (CK_FUNCTION_LIST_3_2_PTR)list32;
+        check(sym_of(h, "C_VerifySignatureInit") != NULL && sym_of(h, "C_EncapsulateKey") != NULL &&
+                  sym_of(h, "C_GetSessionValidationFlags") != NULL,
+              "the 3.2 functions are exported by name");
+        check(sym_of(h, "C_AsyncComplete") == NULL, "C_AsyncComplete (not offered) is not exported");
+        CK_FLAGS vflags = 0;
+        expect_rv(f32->C_GetSessionValidationFlags(1, CKS_LAST_VALIDATION_OK, &vflags), CKR_CRYPTOKI_NOT_INITIALIZED,
+                  "3.2 list: C_GetSessionValidationFlags before C_Initialize");
+        expect_rv(f32->C_AsyncGetID(1, (CK_UTF8CHAR_PTR) "C_Sign", &vflags), CKR_CRYPTOKI_NOT_INITIALIZED,
+                  "3.2 list: C_AsyncGetID before C_Initialize");
+    }
 
     /* C_GetInfo through each list. */
-    if (list30 && list240) {
+    if (list30 && list32 && list240) {
         CK_FUNCTION_LIST_3_0_PTR f30 = (CK_FUNCTION_LIST_3_0_PTR)list30;
+        CK_FUNCTION_LIST_3_2_PTR f32 = (CK_FUNCTION_LIST_3_2_PTR)list32;
         CK_FUNCTION_LIST_PTR f240 = (CK_FUNCTION_LIST_PTR)list240;
         CK_INFO info;
         expect_rv(f30->C_GetInfo(&info), CKR_CRYPTOKI_NOT_INITIALIZED, "C_GetInfo before C_Initialize");
@@ -713,6 +754,17 @@ static int cmd_interfaces(void)
                 check(info.cryptokiVersion.major == 3 && info.cryptokiVersion.minor == 0, what);
                 check(no_nul(info.manufacturerID, 32), "3.0 list: CK_INFO.manufacturerID has no NUL bytes");
             }
+            memset(&info, 0, sizeof info);
+            if (expect_rv(f32->C_GetInfo(&info), CKR_OK, "3.2 list: C_GetInfo")) {
+                snprintf(what, sizeof what, "3.2 list: C_GetInfo cryptokiVersion 3.2 (got %u.%u)",
+                         info.cryptokiVersion.major, info.cryptokiVersion.minor);
+                check(info.cryptokiVersion.major == 3 && info.cryptokiVersion.minor == 2, what);
+            }
+            CK_FLAGS vflags = 0xff;
+            expect_rv(f32->C_GetSessionValidationFlags(0xbad, CKS_LAST_VALIDATION_OK, &vflags), CKR_SESSION_HANDLE_INVALID,
+                      "3.2 list: C_GetSessionValidationFlags on no session");
+            expect_rv(f32->C_WrapKeyAuthenticated(0xbad, NULL, 0, 0, NULL, 0, NULL, NULL), CKR_SESSION_HANDLE_INVALID,
+                      "3.2 list: C_WrapKeyAuthenticated on no session");
             memset(&info, 0, sizeof info);
             if (expect_rv(f240->C_GetInfo(&info), CKR_OK, "2.40 list: C_GetInfo")) {
                 snprintf(what, sizeof what, "2.40 list: C_GetInfo cryptokiVersion 2.40 (got %u.%u)",

@@ -111,17 +111,17 @@ public func C_VerifyInit(_ s: CK_SESSION_HANDLE, _ m: MechanismPointer, _ k: CK_
     }
 }
 public func C_Verify(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG, _ g: BytePointer, _ gl: CK_ULONG) -> CK_RV {
-    Exports.operationStep(#function, s, .verify) { state throws(CKError) in
+    Exports.verificationStep(#function, s, signatureAtInit: false) { state throws(CKError) in
         try state.verify(s, data: try CallerBytes.input(d, count: dl), signature: try CallerBytes.input(g, count: gl))
     }
 }
 public func C_VerifyUpdate(_ s: CK_SESSION_HANDLE, _ d: BytePointer, _ dl: CK_ULONG) -> CK_RV {
-    Exports.operationStep(#function, s, .verify) { state throws(CKError) in
+    Exports.verificationStep(#function, s, signatureAtInit: false) { state throws(CKError) in
         try state.update(s, .verify, data: try CallerBytes.input(d, count: dl))
     }
 }
 public func C_VerifyFinal(_ s: CK_SESSION_HANDLE, _ g: BytePointer, _ gl: CK_ULONG) -> CK_RV {
-    Exports.operationStep(#function, s, .verify) { state throws(CKError) in
+    Exports.verificationStep(#function, s, signatureAtInit: false) { state throws(CKError) in
         try state.verify(s, data: nil, signature: try CallerBytes.input(g, count: gl))
     }
 }
