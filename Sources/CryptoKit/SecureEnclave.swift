@@ -6,7 +6,8 @@ import Foundation
 /// default one when making a key, the one its `dataRepresentation` names when loading it — so
 /// the keychain is unlocked as the SecItem calls unlock it (login session, the context's
 /// password, the prompt program). Failures are `CryptoKitError.underlyingCoreCryptoError` with
-/// the OSStatus a SecItem call would answer (errSecUnimplemented: no TPM).
+/// the OSStatus a SecItem call would answer (errSecUnimplemented: no TPM). Apple's enclave ML-KEM
+/// and ML-DSA keys (`SecureEnclave.MLKEM768` …) are not offered: the TPM has no lattice algorithm.
 public enum SecureEnclave {
     /// Whether a TPM is configured and answers.
     public static var isAvailable: Bool { SecureEnclaveAccess.isAvailable }
