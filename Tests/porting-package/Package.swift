@@ -1,7 +1,9 @@
 // swift-tools-version: 6.0
-// A program written for Apple platforms, whose file imports only Foundation, built against this
-// repository's Security module with the one build setting Docs/keychain-api.md gives under
-// "Porting" (Tests/interop/test_porting_package.sh builds and runs it).
+// Programs written for Apple platforms, built against this repository's Apple module names
+// (Tests/interop/test_porting_package.sh builds and runs them): PortingCheck, whose file imports
+// only Foundation, with the one build setting Docs/keychain-api.md gives under "Porting"; and
+// QuantumCheck, which imports CryptoKit and Foundation and uses Apple's 2025 quantum-secure API
+// ("Quantum-secure keys"), with no setting at all.
 import Foundation
 import PackageDescription
 
@@ -18,6 +20,10 @@ let package = Package(
             name: "PortingCheck",
             dependencies: [.product(name: "Security", package: identity)],
             swiftSettings: [.unsafeFlags(["-Xfrontend", "-import-module", "-Xfrontend", "Security"])]
+        ),
+        .executableTarget(
+            name: "QuantumCheck",
+            dependencies: [.product(name: "CryptoKit", package: identity)]
         ),
     ]
 )
