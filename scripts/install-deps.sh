@@ -16,7 +16,8 @@ packages=(
     openjdk-17-jdk-headless
     # the peer the benchmark compares against
     softhsm2
-    # python-pkcs11's own test suite (scripts/python-pkcs11-tests.sh): a venv and its Cython build
+    # python-pkcs11's own test suite (scripts/python-pkcs11-tests.sh): a venv and its Cython build;
+    # the venvs of test_modern_mechanisms.sh and test_pq_pyca.sh (wheels from PyPI)
     python3-venv python3-dev
     # PyKCS11's own test suite (scripts/pykcs11-tests.sh): SWIG and a C++ compiler build its extension
     swig g++
