@@ -136,7 +136,7 @@ let package = Package(
         .executableTarget(name: "FuzzDecoders", dependencies: ["FuzzSupport", "KeychainCore", "KeychainCrypto", "KeychainStore"]),
         .executableTarget(name: "FuzzModule", dependencies: ["FuzzSupport", "PKCS11", "CPKCS11"]),
 
-        .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
+        .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"], exclude: ["Vectors/README.md"]),
         // A fresh swtpm per test (Debian's swtpm on 127.0.0.1), for every test target that needs a TPM.
         .target(name: "TPMTestSupport", path: "Tests/TPMTestSupport"),
         .testTarget(name: "KeychainTPMTests", dependencies: ["KeychainTPM", "KeychainCrypto", "TPMTestSupport"]),

@@ -248,6 +248,7 @@ public final class LatticeKey: @unchecked Sendable {
     /// FIPS 204 ML-DSA.Verify.
     public func verify(_ signature: [UInt8], message: UnsafeRawBufferPointer, context: [UInt8]) throws(CryptoError) -> Bool {
         guard context.count <= 255 else { throw CryptoError(.invalidInput, "an ML-DSA context has at most 255 bytes") }
+        guard parameterSet.isSignature else { throw CryptoError(.invalidInput, "not an ML-DSA key") }
         guard signature.count == parameterSet.signatureLength else { return false }
         switch backing {
         case .dsa65Public(let key): return key.isValidSignature(signature, for: message, context: context)
@@ -312,65 +313,70 @@ public final class LatticeKey: @unchecked Sendable {
 
     /// A public key from its SubjectPublicKeyInfo.
     public static func publicKey(subjectPublicKeyInfo info: [UInt8]) throws(CryptoError) -> LatticeKey {
-        guard let outer = DERReader.single(info, tag: 0x30) else { throw CryptoError(.invalidInput, "not a SubjectPublicKeyInfo") }
-        var reader = DERReader(outer)
-        guard let algorithm = reader.next(tag: 0x30), let bits = reader.next(tag: 0x03), reader.isAtEnd else {
-            throw CryptoError(.invalidInput, "not a SubjectPublicKeyInfo")
+        let parsed: (set: LatticeParameterSet, key: [UInt8])? = info.withUnsafeBytes { raw in
+            var outer = DERCursor(raw)
+            guard let body = outer.next(tag: 0x30), outer.isAtEnd else { return nil }
+            var inner = DERCursor(raw, body)
+            guard let algorithm = inner.next(tag: 0x30), let bits = inner.next(tag: 0x03), inner.isAtEnd, !bits.isEmpty,
+                  let set = LatticeParameterSet.withObjectIdentifier(Array(raw[algorithm])), raw[bits.lowerBound] == 0x00 else { return nil }
+            return (set, Array(raw[(bits.lowerBound + 1)..<bits.upperBound]))
         }
-        guard let set = withObjectIdentifierOnly(algorithm) else { throw CryptoError(.invalidInput, "not an ML-DSA or ML-KEM key") }
-        guard bits.first == 0x00 else { throw CryptoError(.invalidInput, "the key's BIT STRING has unused bits") }
-        return try publicKey(set, encoded: Array(bits.dropFirst()))
+        guard let parsed else { throw CryptoError(.invalidInput, "not an ML-DSA or ML-KEM SubjectPublicKeyInfo") }
+        return try publicKey(parsed.set, encoded: parsed.key)
     }
 
     /// PKCS#8 (OneAsymmetricKey, version 0) in the seed form: privateKey holds `[0] seed`
     /// (RFC 9881 §6, RFC 9935 §6).
     public func privateKeyInfo() throws(CryptoError) -> SecureBytes {
         guard let seed else { throw CryptoError(.invalidInput, "a public key has no PKCS#8 form") }
-        var inner = [UInt8]()
-        var body = [UInt8]()
-        defer { wipe(&inner); wipe(&body) }
-        inner = [0x80, UInt8(seed.count)] + seed.bytes
-        body = [0x02, 0x01, 0x00] + Self.sequence(parameterSet.objectIdentifier) + [0x04] + DER.lengthBytes(inner.count) + inner
-        var whole = Self.sequence(body)
-        defer { wipe(&whole) }
-        return SecureBytes(whole)
+        // Everything but the seed is public: the header is built as plain bytes, the whole in SecureBytes.
+        let algorithm = Self.sequence(parameterSet.objectIdentifier)
+        let keyField = [0x04] + DER.lengthBytes(seed.count + 2) + [0x80, UInt8(seed.count)]
+        let body = [0x02, 0x01, 0x00] + algorithm + keyField
+        let header = [0x30] + DER.lengthBytes(body.count + seed.count) + body
+        let whole = SecureBytes(count: header.count + seed.count)
+        whole.withUnsafeMutableBytes { out in
+            out.copyBytes(from: header)
+            seed.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: out[header.count...]).copyMemory(from: $0) }
+        }
+        return whole
     }
 
     /// A private key from PKCS#8: the seed form, or the form holding both the seed and the
     /// expanded key (whose public parts must be the seed's: ρ and tr for ML-DSA, ek, H(ek) and z
-    /// for ML-KEM). The expanded form alone cannot be read (the library makes keys from seeds
-    /// only): `CryptoError.unsupported`.
+    /// for ML-KEM; its secret parts cannot be checked: the library makes keys from seeds only).
+    /// The expanded form alone cannot be read: `CryptoError(.invalidInput)` saying a seed is
+    /// needed. The caller's buffer is read in place: the seed is copied once, into `SecureBytes`.
     public static func privateKey(privateKeyInfo info: UnsafeRawBufferPointer) throws(CryptoError) -> LatticeKey {
-        var bytes = Array(info)
-        defer { wipe(&bytes) }
-        guard var outer = DERReader.single(bytes, tag: 0x30).map(DERReader.init) else { throw CryptoError(.invalidInput, "not a PKCS#8 private key") }
-        guard let version = outer.next(tag: 0x02), version == [0x00] || version == [0x01], let algorithm = outer.next(tag: 0x30),
-              var keyField = outer.next(tag: 0x04) else {
+        var outer = DERCursor(info)
+        guard let body = outer.next(tag: 0x30), outer.isAtEnd else { throw CryptoError(.invalidInput, "not a PKCS#8 private key") }
+        var fields = DERCursor(info, body)
+        guard let version = fields.next(tag: 0x02), version.count == 1, info[version.lowerBound] <= 1, let algorithm = fields.next(tag: 0x30),
+              let keyField = fields.next(tag: 0x04) else {
             throw CryptoError(.invalidInput, "not a PKCS#8 private key")
         }
-        defer { wipe(&keyField) }
-        guard let set = withObjectIdentifierOnly(algorithm) else { throw CryptoError(.invalidInput, "not an ML-DSA or ML-KEM private key") }
+        guard let set = LatticeParameterSet.withObjectIdentifier(Array(info[algorithm])) else {
+            throw CryptoError(.invalidInput, "not an ML-DSA or ML-KEM private key")
+        }
         try refuseUnoffered(set)
-        var seed: [UInt8]
-        var expanded: [UInt8]? = nil
-        defer { wipe(&seed); if var e = expanded { wipe(&e) } }
-        if keyField.first == 0x80, let value = DERReader.single(keyField, tag: 0x80) {
-            seed = value
-        } else if keyField.first == 0x30, var both = DERReader.single(keyField, tag: 0x30).map(DERReader.init),
-                  let first = both.next(tag: 0x04), let second = both.next(tag: 0x04), both.isAtEnd {
-            seed = first
-            expanded = second
-        } else if keyField.first == 0x04 {
-            seed = []
+        var choice = DERCursor(info, keyField)
+        var outerChoice = DERCursor(info, keyField)
+        let seedRange: Range<Int>
+        var expandedRange: Range<Int>? = nil
+        if let seed = choice.next(tag: 0x80), choice.isAtEnd {
+            seedRange = seed
+        } else if var both = outerChoice.nextCursor(tag: 0x30), outerChoice.isAtEnd, let seed = both.next(tag: 0x04), let expanded = both.next(tag: 0x04), both.isAtEnd {
+            seedRange = seed
+            expandedRange = expanded
+        } else if DERCursor(info, keyField).peekTag == 0x04 {
             throw CryptoError(.invalidInput, "this \(set.name) key holds only the expanded private key; a key with its seed is needed")
         } else {
-            seed = []
             throw CryptoError(.invalidInput, "the \(set.name) private key is neither a seed nor seed and expanded key")
         }
-        guard seed.count == set.seedLength else { throw CryptoError(.invalidInput, "a \(set.name) seed has \(set.seedLength) bytes") }
-        let key = try privateKey(set, seed: SecureBytes(seed))
-        if let expanded {
-            guard expanded.count == set.expandedPrivateKeyLength, key.expandedKeyAgrees(expanded) else {
+        guard seedRange.count == set.seedLength else { throw CryptoError(.invalidInput, "a \(set.name) seed has \(set.seedLength) bytes") }
+        let key = try privateKey(set, seed: SecureBytes(info[seedRange]))
+        if let expandedRange {
+            guard expandedRange.count == set.expandedPrivateKeyLength, key.expandedKeyAgrees(UnsafeRawBufferPointer(rebasing: info[expandedRange])) else {
                 throw CryptoError(.invalidInput, "the expanded \(set.name) key does not belong to the seed")
             }
         }
@@ -378,65 +384,67 @@ public final class LatticeKey: @unchecked Sendable {
     }
 
     /// Whether an expanded private key's public parts are this key's.
-    private func expandedKeyAgrees(_ expanded: [UInt8]) -> Bool {
+    private func expandedKeyAgrees(_ expanded: UnsafeRawBufferPointer) -> Bool {
         if parameterSet.isSignature {
             // sk = ρ ‖ K ‖ tr ‖ …, with ρ the first 32 bytes of pk and tr = H(pk, 64) (FIPS 204 Algorithm 24).
-            guard let tr = try? Digest.shake256(publicKey, outputLength: 64) else { return false }
-            return expanded.prefix(32).elementsEqual(publicKey.prefix(32)) && expanded[64..<128].elementsEqual(tr)
+            guard expanded.count >= 128, let tr = try? Digest.shake256(publicKey, outputLength: 64) else { return false }
+            return expanded[0..<32].elementsEqual(publicKey.prefix(32)) && expanded[64..<128].elementsEqual(tr)
         }
         // dk = dk_PKE ‖ ek ‖ H(ek) ‖ z (FIPS 203 Algorithm 16).
         let pkeLength = expanded.count - publicKey.count - 64
         guard pkeLength > 0, let hash = try? Digest.hash(.sha3_256, publicKey), let seed else { return false }
-        let z = seed.bytes.suffix(32)
+        let zAgrees = seed.withUnsafeBytes { own in
+            ConstantTime.equals(UnsafeRawBufferPointer(rebasing: own[32..<64]), UnsafeRawBufferPointer(rebasing: expanded[(expanded.count - 32)...]))
+        }
         return expanded[pkeLength..<(pkeLength + publicKey.count)].elementsEqual(publicKey)
-            && expanded[(pkeLength + publicKey.count)..<(pkeLength + publicKey.count + 32)].elementsEqual(hash)
-            && ConstantTime.equals(Array(expanded.suffix(32)), Array(z))
-    }
-
-    private static func withObjectIdentifierOnly(_ algorithmIdentifier: [UInt8]) -> LatticeParameterSet? {
-        // The AlgorithmIdentifier's content: the OID alone (these algorithms take no parameters).
-        LatticeParameterSet.withObjectIdentifier(algorithmIdentifier)
+            && expanded[(pkeLength + publicKey.count)..<(pkeLength + publicKey.count + 32)].elementsEqual(hash) && zAgrees
     }
 
     private static func sequence(_ content: [UInt8]) -> [UInt8] { [0x30] + DER.lengthBytes(content.count) + content }
 }
 
-/// A small reader of DER TLVs (definite lengths only), for the lattice key encodings.
-struct DERReader {
-    private let bytes: [UInt8]
-    private var offset = 0
+/// A reader of DER TLVs (definite lengths only) over a buffer, by ranges: nothing is copied, so
+/// a private key is read where the caller holds it.
+struct DERCursor {
+    private let base: UnsafeRawBufferPointer
+    private var offset: Int
+    private let end: Int
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    init(_ base: UnsafeRawBufferPointer, _ range: Range<Int>? = nil) {
+        self.base = base
+        offset = range?.lowerBound ?? 0
+        end = range?.upperBound ?? base.count
+    }
 
-    var isAtEnd: Bool { offset == bytes.count }
+    var isAtEnd: Bool { offset == end }
 
-    /// The content of the next element, if it has tag `tag`.
-    mutating func next(tag: UInt8) -> [UInt8]? {
-        guard offset + 2 <= bytes.count, bytes[offset] == tag else { return nil }
+    var peekTag: UInt8? { offset < end ? base[offset] : nil }
+
+    /// The range of the next element's content, if it has tag `tag`.
+    mutating func next(tag: UInt8) -> Range<Int>? {
+        guard end - offset >= 2, base[offset] == tag else { return nil }
         var index = offset + 1
-        let first = Int(bytes[index])
+        let first = Int(base[index])
         index += 1
         var length = 0
         if first < 0x80 {
             length = first
         } else {
             let count = first & 0x7F
-            guard count >= 1, count <= 3, index + count <= bytes.count else { return nil }
+            guard count >= 1, count <= 3, count <= end - index else { return nil }
             for _ in 0..<count {
-                length = length << 8 | Int(bytes[index])
+                length = length << 8 | Int(base[index])
                 index += 1
             }
             guard length >= 0x80, count == 1 || length >> (8 * (count - 1)) != 0 else { return nil }
         }
-        guard length <= bytes.count - index else { return nil }
+        guard length <= end - index else { return nil }
         offset = index + length
-        return Array(bytes[index..<offset])
+        return index..<offset
     }
 
-    /// The content of `bytes` when it is exactly one element with tag `tag`.
-    static func single(_ bytes: [UInt8], tag: UInt8) -> [UInt8]? {
-        var reader = DERReader(bytes)
-        guard let content = reader.next(tag: tag), reader.isAtEnd else { return nil }
-        return content
+    /// A cursor over the next element's content, if it has tag `tag`.
+    mutating func nextCursor(tag: UInt8) -> DERCursor? {
+        next(tag: tag).map { DERCursor(base, $0) }
     }
 }
