@@ -49,9 +49,11 @@ struct ItemDescription {
 
     var label: String { text(.label) ?? "" }
 
-    /// The algorithm and size of a key ("RSA-2048", "EC-P256", "Ed25519", "AES-256").
+    /// The algorithm and size of a key ("RSA-2048", "EC-P256", "Ed25519", "AES-256"), or its
+    /// parameter set ("ML-DSA-65", "ML-KEM-768").
     var algorithm: String? {
         guard let keyType = object.keyType else { return nil }
+        if keyType.isLattice { return LatticeKeys.parameterSet(of: object)?.name ?? (keyType == .mlDSA ? "ML-DSA" : "ML-KEM") }
         if keyType == .rsa {
             var bits = DER.bitLength(ofUnsigned: object[.modulus] ?? [])
             if let stated = object[.modulusBits].flatMap(AttributeValue.decodeULong), let exact = Int(exactly: stated) { bits = exact }
@@ -169,7 +171,7 @@ struct ItemDescription {
                 fields.append(Field(key: "tpm", name: "In the TPM", value: .flag(object.bool(.tpm))))
             }
             let usages: [(AttributeType, String)] = [(.sign, "sign"), (.verify, "verify"), (.encrypt, "encrypt"), (.decrypt, "decrypt"),
-                                                     (.wrap, "wrap"), (.unwrap, "unwrap"), (.derive, "derive")]
+                                                     (.wrap, "wrap"), (.unwrap, "unwrap"), (.derive, "derive"), (.decapsulate, "decapsulate")]
             fields.append(Field(key: "usage", name: "Usage", value: .list(usages.filter { object.bool($0.0) }.map(\.1))))
         }
         add("created", "Created", Self.date(object[.creationTime]))

@@ -6,6 +6,26 @@ import KeychainCrypto
 /// Key algorithms `generate-key` makes.
 enum KeyAlgorithm: String, ExpressibleByArgument, CaseIterable {
     case rsa, ec, ed25519
+    case mlDSA44 = "ml-dsa-44", mlDSA65 = "ml-dsa-65", mlDSA87 = "ml-dsa-87"
+    case mlKEM512 = "ml-kem-512", mlKEM768 = "ml-kem-768", mlKEM1024 = "ml-kem-1024"
+
+    /// The ML-DSA or ML-KEM parameter set (nil for RSA, EC and Ed25519).
+    var parameterSet: LatticeParameterSet? {
+        switch self {
+        case .rsa, .ec, .ed25519: return nil
+        case .mlDSA44: return .mlDSA44
+        case .mlDSA65: return .mlDSA65
+        case .mlDSA87: return .mlDSA87
+        case .mlKEM512: return .mlKEM512
+        case .mlKEM768: return .mlKEM768
+        case .mlKEM1024: return .mlKEM1024
+        }
+    }
+
+    /// Help and completions offer what the library makes; ML-DSA-44 and ML-KEM-512 are still
+    /// accepted, to be refused with a message that says why.
+    static var allValueStrings: [String] { allCases.filter { $0.parameterSet?.isOffered ?? true }.map(\.rawValue) }
+    static var defaultCompletionKind: CompletionKind { .list(allValueStrings) }
 }
 
 enum CurveChoice: String, ExpressibleByArgument, CaseIterable {
@@ -63,10 +83,15 @@ enum KeyStorage {
 struct GenerateKey: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "generate-key",
-        abstract: "Generate a key pair in the keychain (RSA, EC P-256/384/521, Ed25519).",
+        abstract: "Generate a key pair in the keychain (RSA, EC P-256/384/521, Ed25519, ML-DSA, ML-KEM).",
         discussion: """
         The private key is never extractable unless --extractable is given. Prints the key's PKCS#11 \
         URI and, for SSH, its authorized_keys line.
+
+        ML-DSA-65 and ML-DSA-87 (FIPS 204 signatures) and ML-KEM-768 and ML-KEM-1024 (FIPS 203 key \
+        encapsulation) keys are made from a random seed, which the private key keeps; 'keychainctl sign' \
+        and 'verify-signature' try an ML-DSA key, and PKCS#11 3.2 clients use both. ML-DSA-44 and \
+        ML-KEM-512 are not offered by the library (swift-crypto): asking for them fails with status 64.
 
         With --tpm the key is made inside this machine's TPM 2.0 (EC P-256 or P-384, RSA-2048 where \
         the TPM offers them) and never leaves it: the keychain keeps only the TPM's wrapped key, \
@@ -80,12 +105,13 @@ struct GenerateKey: ParsableCommand {
           keychainctl generate-key --type ed25519 --label signing \\
               --access-control user-presence
           keychainctl generate-key --type ec --tpm --label ssh-this-machine
+          keychainctl generate-key --type ml-dsa-65 --label release-signing
         """
     )
 
     @OptionGroup var selection: KeychainOptions
 
-    @Option(help: "Key type: rsa, ec or ed25519.")
+    @Option(help: "Key type: rsa, ec, ed25519, ML-DSA (signatures) or ML-KEM (key encapsulation) with its parameter set.")
     var type: KeyAlgorithm
 
     @Option(help: "RSA modulus size: 1024 to 8192 (2048 to 8192 under key_policy = modern); default 3072, and 2048 (the only size) with --tpm.")
@@ -115,64 +141,37 @@ struct GenerateKey: ParsableCommand {
     func validate() throws {
         if tpm, extractable { throw ValidationError("--tpm and --extractable exclude each other: a key made in the TPM never leaves it") }
         if tpm, type == .ed25519 { throw ValidationError("--tpm makes EC (p256, p384) and RSA-2048 keys, not Ed25519") }
+        if tpm, let set = type.parameterSet { throw ValidationError("--tpm makes EC (p256, p384) and RSA-2048 keys, not \(set.name): a TPM 2.0 has no lattice keys") }
         if tpm, type == .ec, curve == .p521 { throw ValidationError("--tpm makes EC keys on p256 and p384, not p521") }
         if tpm, type == .rsa, let bits, bits != 2048 { throw ValidationError("--tpm makes RSA keys of 2048 bits only") }
     }
 
     func run() throws {
+        if let set = type.parameterSet, !set.isOffered { throw fail(LatticeKeys.notOffered(set), status: ExitStatus.usage) }
         if tpm, EnclaveTPM.configuredTCTI == nil {
             throw fail("--tpm: this machine has no TPM (no /dev/tpmrm0; name one with KEYCHAIN_PKCS11_TCTI or 'tcti =' in the configuration file).",
                        status: ExitStatus.badInput)
         }
-        let bits = self.bits ?? (tpm ? 2048 : 3072)
         let open = try selection.open()
         let master = try open.unlock()
-        let kind: AsymmetricKind
-        switch type {
-        case .rsa: kind = .rsa
-        case .ec: kind = .ec(curve.curve)
-        case .ed25519: kind = .ed25519
-        }
-        let keyType = KeyFactory.keyType(of: kind)
         let id = try KeyStorage.parseID(self.id)
         // The public-key object is public by default (OpenSSH and TLS clients list keys before a
         // login): its label and CKA_ID are then readable without the PIN (Docs/security.md).
         var publicTemplate: Template = [(.token, AttributeValue.bool(true)), (.label, Array(label.utf8)), (.isPrivate, AttributeValue.bool(hidePublicKey))]
         if let id { publicTemplate.append((.id, id)) }
-        if kind == .rsa { publicTemplate.append((.modulusBits, AttributeValue.ulong(UInt(max(bits, 0))))) } else {
-            publicTemplate.append((.ecParams, KeyFactory.curveParameters(of: kind)))
-        }
         let privateTemplate = try KeyStorage.privateTemplate(label: label, id: id, extractable: extractable, access: access)
-        let request = try open.run { () throws(KeychainError) in
-            try KeyGeneration.request(keyType: keyType, publicTemplate: publicTemplate, privateTemplate: privateTemplate,
-                                      policy: Configuration.current().keyPolicy)
-        }
         let publicUID = try PasswordItems.newUniqueID()
         let privateUID = try PasswordItems.newUniqueID()
-        let key: AsymmetricKey
+        let uniqueIDs = (publicUID.text, privateUID.text)
         let objects: (publicKey: ObjectAttributes, privateKey: ObjectAttributes)
-        if tpm {
-            // The same path as C_GenerateKeyPair with CKA_KC_TPM: the TPM makes the key, the
-            // keychain keeps its wrapped blob.
-            let enclave: EnclaveKey
-            do { enclave = try open.keychain.createEnclaveKey(for: request, master: master) } catch {
-                // The core's reason names the PKCS#11 attribute; here the option is what was asked for.
-                let reason = error.reason.hasPrefix("CKA_KC_TPM: ") ? String(error.reason.dropFirst("CKA_KC_TPM: ".count)) : error.reason
-                throw fail("--tpm: \(reason).", status: error.code == .attributeValueInvalid ? ExitStatus.badInput : ExitStatus.failure)
-            }
-            key = enclave.publicKey
-            objects = try open.run { () throws(KeychainError) in
-                try KeyGeneration.enclaveObjects(for: enclave, request: request, mechanism: KeyStorage.mechanism(request.kind), publicTemplate: publicTemplate,
-                                                 privateTemplate: privateTemplate, uniqueIDs: (publicUID.text, privateUID.text), bySecurityOfficer: false)
-            }
+        var sshLine: String?
+        if let set = type.parameterSet {
+            objects = try LatticeKeys.generate(set, publicTemplate: publicTemplate, privateTemplate: privateTemplate, uniqueIDs: uniqueIDs, in: open)
         } else {
-            do { key = try AsymmetricKey.generate(request.kind, bits: request.bits) } catch {
-                throw fail("key generation failed: \(error).", status: ExitStatus.failure)
-            }
-            objects = try open.run { () throws(KeychainError) in
-                try KeyGeneration.objects(for: key, request: request, mechanism: KeyStorage.mechanism(request.kind), publicTemplate: publicTemplate,
-                                          privateTemplate: privateTemplate, uniqueIDs: (publicUID.text, privateUID.text), bySecurityOfficer: false)
-            }
+            let key: AsymmetricKey
+            (key, objects) = try asymmetricPair(publicTemplate: publicTemplate, privateTemplate: privateTemplate, uniqueIDs: uniqueIDs,
+                                                in: open, master: master)
+            sshLine = KeyStorage.sshLine(key, comment: label)
         }
         try open.run { () throws(KeychainError) in
             try open.keychain.transaction { () throws(KeychainError) in
@@ -185,7 +184,51 @@ struct GenerateKey: ParsableCommand {
         print("Generated \(privateKey.algorithm ?? "key") '\(label)'\(tpm ? " in the TPM" : "")")
         print("Private key: \(privateKey.uri.text)")
         print("Public key:  \(try open.describe(objects.publicKey).uri.text)")
-        if let line = KeyStorage.sshLine(key, comment: label) { print("SSH:         \(line)") }
+        if let sshLine { print("SSH:         \(sshLine)") }
+    }
+
+    /// An RSA, EC or Ed25519 pair, made by OpenSSL or (--tpm) in the TPM, as C_GenerateKeyPair makes it.
+    private func asymmetricPair(publicTemplate: Template, privateTemplate: Template, uniqueIDs: (public: [UInt8], private: [UInt8]),
+                                in open: OpenKeychain, master: MasterKey) throws -> (AsymmetricKey, (publicKey: ObjectAttributes, privateKey: ObjectAttributes)) {
+        let bits = self.bits ?? (tpm ? 2048 : 3072)
+        let kind: AsymmetricKind
+        switch type {
+        case .rsa: kind = .rsa
+        case .ec: kind = .ec(curve.curve)
+        default: kind = .ed25519  // the one left: ML-DSA and ML-KEM are LatticeKeys.generate's
+        }
+        var publicTemplate = publicTemplate
+        if kind == .rsa { publicTemplate.append((.modulusBits, AttributeValue.ulong(UInt(max(bits, 0))))) } else {
+            publicTemplate.append((.ecParams, KeyFactory.curveParameters(of: kind)))
+        }
+        let request = try open.run { () throws(KeychainError) in
+            try KeyGeneration.request(keyType: KeyFactory.keyType(of: kind), publicTemplate: publicTemplate, privateTemplate: privateTemplate,
+                                      policy: Configuration.current().keyPolicy)
+        }
+        if tpm {
+            // The same path as C_GenerateKeyPair with CKA_KC_TPM: the TPM makes the key, the
+            // keychain keeps its wrapped blob.
+            let enclave: EnclaveKey
+            do { enclave = try open.keychain.createEnclaveKey(for: request, master: master) } catch {
+                // The core's reason names the PKCS#11 attribute; here the option is what was asked for.
+                let reason = error.reason.hasPrefix("CKA_KC_TPM: ") ? String(error.reason.dropFirst("CKA_KC_TPM: ".count)) : error.reason
+                throw fail("--tpm: \(reason).", status: error.code == .attributeValueInvalid ? ExitStatus.badInput : ExitStatus.failure)
+            }
+            let objects = try open.run { () throws(KeychainError) in
+                try KeyGeneration.enclaveObjects(for: enclave, request: request, mechanism: KeyStorage.mechanism(request.kind), publicTemplate: publicTemplate,
+                                                 privateTemplate: privateTemplate, uniqueIDs: uniqueIDs, bySecurityOfficer: false)
+            }
+            return (enclave.publicKey, objects)
+        }
+        let key: AsymmetricKey
+        do { key = try AsymmetricKey.generate(request.kind, bits: request.bits) } catch {
+            throw fail("key generation failed: \(error).", status: ExitStatus.failure)
+        }
+        let objects = try open.run { () throws(KeychainError) in
+            try KeyGeneration.objects(for: key, request: request, mechanism: KeyStorage.mechanism(request.kind), publicTemplate: publicTemplate,
+                                      privateTemplate: privateTemplate, uniqueIDs: uniqueIDs, bySecurityOfficer: false)
+        }
+        return (key, objects)
     }
 }
 
@@ -199,10 +242,16 @@ struct Import: ParsableCommand {
         and its certificate share one CKA_ID). Passphrases come from a no-echo prompt or \
         --passphrase-file. Everything in the file is stored, or nothing.
 
+        ML-DSA and ML-KEM private keys are read from unencrypted PKCS#8 (PEM or DER) holding their \
+        seed, or the seed and the expanded key (checked against each other), as RFC 9881 and RFC 9935 \
+        encode them; a key holding only the expanded form is refused (status 7): the keychain makes \
+        these keys from their seed. Their public keys are read as SubjectPublicKeyInfo (PEM, DER).
+
         Examples:
           keychainctl import ~/.ssh/id_ecdsa --label laptop
           keychainctl import client.p12 --passphrase-file p12.pass
           keychainctl import ca.pem --label "Corporate CA"
+          keychainctl import ml-dsa-65.pem --label release-signing
         """
     )
 
@@ -228,6 +277,10 @@ struct Import: ParsableCommand {
     func run() throws {
         var data = try readInput(file)
         defer { wipe(&data) }
+        if let lattice = try LatticeKeyFile.read(data, file: file) {
+            try importLattice(lattice)
+            return
+        }
         let contents: KeyFileContents
         do {
             contents = try KeyFile.decode(data) {
@@ -328,12 +381,18 @@ struct Export: ParsableCommand {
         when they were stored extractable, and only encrypted: pkcs8 (default; encrypted PKCS#8 PEM) \
         or pkcs12 (with the key's certificate when there is one); the passphrase is asked twice.
 
+        ML-DSA and ML-KEM public keys export as pem or der, in the IETF LAMPS encodings (RFC 9881, \
+        RFC 9935: the algorithm's OID without parameters, the encoded key as the BIT STRING); their \
+        private keys are not exported.
+
         Examples:
           keychainctl export 'pkcs11:token=login;object=laptop;type=public' \\
               --format ssh >> ~/.ssh/authorized_keys
           keychainctl export --label "Corporate CA" --type certificate -o ca.pem
           keychainctl export --label tls-client --type private-key \\
               --format pkcs12 -o client.p12
+          keychainctl export --label release-signing --type public-key \\
+              -o release-signing.pub.pem
         """
     )
 
@@ -380,14 +439,22 @@ struct Export: ParsableCommand {
                 bytes = try privateExport(item, in: open)
                 secretOutput = true
             } else {
-                let key = try open.run { () throws(KeychainError) in try KeyFactory.publicKey(of: object) }
+                let key: AsymmetricKey?
                 let spki: [UInt8]
-                do { spki = try key.subjectPublicKeyInfo() } catch { throw fail("cannot encode the public key: \(error).", status: ExitStatus.failure) }
+                if object.keyType?.isLattice == true {
+                    // ML-DSA and ML-KEM: the LAMPS SubjectPublicKeyInfo (OID, no parameters; the key as the BIT STRING).
+                    key = nil
+                    spki = try LatticeKeys.subjectPublicKeyInfo(of: object)
+                } else {
+                    let asymmetric = try open.run { () throws(KeychainError) in try KeyFactory.publicKey(of: object) }
+                    do { spki = try asymmetric.subjectPublicKeyInfo() } catch { throw fail("cannot encode the public key: \(error).", status: ExitStatus.failure) }
+                    key = asymmetric
+                }
                 switch format ?? .pem {
                 case .pem: bytes = Array(KeyFile.pem("PUBLIC KEY", spki).utf8)
                 case .der: bytes = spki
                 case .ssh:
-                    guard let line = KeyStorage.sshLine(key, comment: item.label) else {
+                    guard let key, let line = KeyStorage.sshLine(key, comment: item.label) else {
                         throw fail("OpenSSH has no format for this key type.", status: ExitStatus.usage)
                     }
                     bytes = Array((line + "\n").utf8)
@@ -405,8 +472,13 @@ struct Export: ParsableCommand {
     private func privateExport(_ item: ItemDescription, in open: OpenKeychain) throws -> [UInt8] {
         let object = item.object
         guard object.bool(.extractable), !object.bool(.wrapWithTrusted), !object.hasSealedSecrets, !object.bool(.alwaysAuthenticate) else {
-            throw fail("the private key '\(item.label)' is not extractable: it never leaves the keychain (export its public key with --format ssh or pem).",
+            let formats = object.keyType?.isLattice == true ? "pem or der" : "ssh or pem"
+            throw fail("the private key '\(item.label)' is not extractable: it never leaves the keychain (export its public key with --format \(formats)).",
                        status: ExitStatus.notPermitted)
+        }
+        if let set = LatticeKeys.parameterSet(of: object) {
+            throw fail("keychainctl does not export \(set.name) private keys (a PKCS#11 client can wrap an extractable one); "
+                       + "export the public key with --format pem or der.", status: ExitStatus.usage)
         }
         let key = try open.run { () throws(KeychainError) in try KeyFactory.key(of: object) }
         let passphrase = try readSecret(file: passphraseFile, environment: "KEYCHAIN_PKCS11_EXPORT_PASSPHRASE",

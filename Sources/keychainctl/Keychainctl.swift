@@ -29,7 +29,7 @@ struct Keychainctl: ParsableCommand {
             UpdatePassword<GenericPasswordClass>.self, DeletePassword<GenericPasswordClass>.self,
             AddPassword<InternetPasswordClass>.self, FindPassword<InternetPasswordClass>.self,
             UpdatePassword<InternetPasswordClass>.self, DeletePassword<InternetPasswordClass>.self,
-            GenerateKey.self, Import.self, Export.self,
+            GenerateKey.self, Import.self, Export.self, Sign.self, VerifySignature.self,
             Items.self, Show.self, Delete.self,
             Backup.self, Restore.self, Migrate.self, SecretServiceCommand.self, ImportSecretService.self,
             TLSConfig.self, CheckPIN.self,
@@ -123,7 +123,7 @@ func failure(for error: KeychainError) -> ExitCode {
         return fail("an item with the same identity already exists (\(error.reason)); update it or delete it first.", status: ExitStatus.exists)
     case .objectNotFound:
         return fail("\(error.reason).", status: ExitStatus.notFound)
-    case .argumentsBad, .keySizeRange:
+    case .argumentsBad, .keySizeRange, .parameterSetNotSupported:
         return fail("\(error.reason).", status: ExitStatus.usage)
     case .readOnly:
         return fail("the keychain is read-only: \(error.reason).", status: ExitStatus.storage)
