@@ -1762,15 +1762,47 @@ def generic_secret_key_gen():
 
 
 @test
-def post_quantum_not_listed():
-    """CKM_ML_DSA (0x1D) and CKM_ML_KEM (0x17) are not listed: nothing here could verify them. If
-    one is listed it must at least make a key pair (then the test is skipped, unverifiable)."""
-    listed = [m for m in (CKM_ML_DSA, CKM_ML_KEM, CKM_ML_DSA_KEY_PAIR_GEN, CKM_ML_KEM_KEY_PAIR_GEN) if m in C.mechanism_list]
-    if not listed:
-        return
-    gen = CKM_ML_DSA_KEY_PAIR_GEN if (CKM_ML_DSA in listed or CKM_ML_DSA_KEY_PAIR_GEN in listed) else CKM_ML_KEM_KEY_PAIR_GEN
-    C.s.generate_key_pair(mech(gen), {CKA_TOKEN: False, 0x61D: 2}, {CKA_TOKEN: False})  # CKA_PARAMETER_SET 2
-    raise Skip("0x%s listed and makes keys; no independent implementation here to verify it" % ",0x".join("%X" % m for m in listed))
+def post_quantum_mechanisms():
+    """ML-DSA and ML-KEM (PKCS#11 3.2) are listed with exactly their flags and no key sizes (the
+    parameter set chooses the key); each offered set makes a pair whose halves carry
+    CKA_PARAMETER_SET, the encoded public key (CKA_VALUE) and a sensitive CKA_SEED; the sets the
+    library lacks and bad templates get their exact codes. Signatures and shared secrets are
+    checked against an independent implementation by test_pq_pyca.sh."""
+    check_mech(CKM_ML_DSA_KEY_PAIR_GEN, CKF_GENERATE_KEY_PAIR, sizes=[(0, 0)])
+    check_mech(CKM_ML_DSA, CKF_SIGN | CKF_VERIFY, sizes=[(0, 0)])
+    check_mech(CKM_ML_KEM_KEY_PAIR_GEN, CKF_GENERATE_KEY_PAIR, sizes=[(0, 0)])
+    check_mech(CKM_ML_KEM, CKF_ENCAPSULATE | CKF_DECAPSULATE, sizes=[(0, 0)])
+    CKA_PARAMETER_SET, CKA_SEED, CKA_ENCAPSULATE, CKA_DECAPSULATE = 0x61D, 0x637, 0x633, 0x634
+    sets = [(CKM_ML_DSA_KEY_PAIR_GEN, 2, 1952, 32), (CKM_ML_DSA_KEY_PAIR_GEN, 3, 2592, 32),
+            (CKM_ML_KEM_KEY_PAIR_GEN, 2, 1184, 64), (CKM_ML_KEM_KEY_PAIR_GEN, 3, 1568, 64)]
+    for gen, parameter_set, public_length, seed_length in sets:
+        what = "0x%X set %d" % (gen, parameter_set)
+        pub, priv = C.s.generate_key_pair(mech(gen), {CKA_TOKEN: False, CKA_PARAMETER_SET: parameter_set}, {CKA_TOKEN: False})
+        eq(C.s.get_ulong(pub, CKA_PARAMETER_SET), parameter_set, what + ": public CKA_PARAMETER_SET")
+        eq(C.s.get_ulong(priv, CKA_PARAMETER_SET), parameter_set, what + ": private CKA_PARAMETER_SET")
+        eq(len(C.s.get_attribute(pub, CKA_VALUE)), public_length, what + ": public CKA_VALUE length")
+        expect_rv(CKR_ATTRIBUTE_SENSITIVE, what + ": CKA_SEED of a sensitive key", C.s.get_attribute, priv, CKA_SEED)
+        if gen == CKM_ML_KEM_KEY_PAIR_GEN:
+            eq(C.s.get_bool(pub, CKA_ENCAPSULATE), True, what + ": CKA_ENCAPSULATE")
+            eq(C.s.get_bool(priv, CKA_DECAPSULATE), True, what + ": CKA_DECAPSULATE")
+            eq(C.s.get_bool(priv, CKA_SIGN), False, what + ": CKA_SIGN")
+        else:
+            eq(C.s.get_bool(priv, CKA_SIGN), True, what + ": CKA_SIGN")
+        readable_pub, readable = C.s.generate_key_pair(mech(gen), {CKA_TOKEN: False, CKA_PARAMETER_SET: parameter_set},
+                                                       {CKA_TOKEN: False, CKA_SENSITIVE: False, CKA_EXTRACTABLE: True})
+        eq(len(C.s.get_attribute(readable, CKA_SEED)), seed_length, what + ": CKA_SEED length")
+    for gen in (CKM_ML_DSA_KEY_PAIR_GEN, CKM_ML_KEM_KEY_PAIR_GEN):
+        expect_rv(0x209, "0x%X with parameter set 1 (ML-DSA-44 / ML-KEM-512): CKR_PARAMETER_SET_NOT_SUPPORTED" % gen,
+                  C.s.generate_key_pair, mech(gen), {CKA_TOKEN: False, CKA_PARAMETER_SET: 1}, {CKA_TOKEN: False})
+        expect_rv(CKR_ATTRIBUTE_VALUE_INVALID, "0x%X with parameter set 7" % gen,
+                  C.s.generate_key_pair, mech(gen), {CKA_TOKEN: False, CKA_PARAMETER_SET: 7}, {CKA_TOKEN: False})
+        expect_rv(CKR_TEMPLATE_INCOMPLETE, "0x%X without CKA_PARAMETER_SET" % gen,
+                  C.s.generate_key_pair, mech(gen), {CKA_TOKEN: False}, {CKA_TOKEN: False})
+    # A KEM key asked to sign, a signing key asked to decapsulate: the key does not fit the mechanism.
+    kem_pub, kem_priv = C.s.generate_key_pair(mech(CKM_ML_KEM_KEY_PAIR_GEN), {CKA_TOKEN: False, CKA_PARAMETER_SET: 2}, {CKA_TOKEN: False})
+    expect_rv(CKR_KEY_TYPE_INCONSISTENT, "C_SignInit(CKM_ML_DSA) with an ML-KEM key", C.s.call, "C_SignInit", mech(CKM_ML_DSA).ref(), kem_priv)
+    dsa_pub, dsa_priv = C.s.generate_key_pair(mech(CKM_ML_DSA_KEY_PAIR_GEN), {CKA_TOKEN: False, CKA_PARAMETER_SET: 2}, {CKA_TOKEN: False})
+    expect_rv(CKR_KEY_TYPE_INCONSISTENT, "C_SignInit(CKM_ML_DSA) with an ML-DSA public key", C.s.call, "C_SignInit", mech(CKM_ML_DSA).ref(), dsa_pub)
 
 
 # --- main ------------------------------------------------------------------------------------
