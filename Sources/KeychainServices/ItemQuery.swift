@@ -131,6 +131,10 @@ struct ItemQuery {
             return object.itemClass == nil || object.itemClass == .genericPassword
         case .key:
             guard let objectClass = object.objectClass, AttributeTable.isKeyClass(objectClass) else { return false }
+            // ML-DSA and ML-KEM keys (made through PKCS#11 or keychainctl) are no SecKey: Apple's
+            // Security framework has no such key type (CryptoKit's are kept as generic passwords),
+            // so kSecClassKey queries do not see them, as they would not on Apple platforms.
+            if object.keyType?.isLattice == true { return false }
             guard let keySize else { return true }
             // A TPM key's size is its public half's (it holds no private material).
             let key = object.bool(.tpm) ? try? KeyFactory.publicKey(of: object) : try? KeyFactory.key(of: object)
