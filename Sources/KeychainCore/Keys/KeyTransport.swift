@@ -9,6 +9,12 @@ public enum KeyTransport {
         switch object.objectClass {
         case .secretKey?:
             return SecureBytes(object[.value] ?? [])
+        case .privateKey? where object.keyType?.isLattice == true:
+            // ML-DSA and ML-KEM: PKCS#8 in the seed form (RFC 9881, RFC 9935).
+            let key = try KeyFactory.latticeKey(of: object)
+            do throws(CryptoError) { return try key.privateKeyInfo() } catch {
+                throw KeychainError(.keyNotWrappable, "cannot encode the private key: \(error.reason)")
+            }
         case .privateKey?:
             do { return try KeyFactory.key(of: object).pkcs8() } catch {
                 throw KeychainError(.keyNotWrappable, "cannot encode the private key: \(error)")
@@ -49,6 +55,24 @@ public enum KeyTransport {
             full.append((.value, material.withUnsafeBytes { Array($0.prefix(length)) }))
         case .secretKey:
             full.append((.value, material.bytes))
+        case .privateKey where template.first(where: { $0.type == .keyType }).flatMap({ AttributeValue.decodeULong($0.value) })
+                                   .map({ KeyType(rawValue: $0).isLattice }) == true:
+            // An ML-DSA or ML-KEM key as PKCS#8 (seed, or seed and expanded key checked against it);
+            // the parameter set is the OID's.
+            let key: LatticeKey
+            do { key = try material.withUnsafeBytes { try LatticeKey.privateKey(privateKeyInfo: $0) } } catch {
+                throw KeychainError(.wrappedKeyInvalid, "the unwrapped data is not an ML-DSA or ML-KEM private key with its seed")
+            }
+            let set = AttributeValue.ulong(key.parameterSet.pkcs11Value)
+            if let given = template.first(where: { $0.type == .parameterSet })?.value, given != set {
+                throw KeychainError(.templateInconsistent, "CKA_PARAMETER_SET is not the wrapped key's (\(key.parameterSet.name))")
+            }
+            guard template.first(where: { $0.type == .keyType }).flatMap({ AttributeValue.decodeULong($0.value) }) == (key.parameterSet.isSignature ? KeyType.mlDSA : .mlKEM).rawValue else {
+                throw KeychainError(.templateInconsistent, "CKA_KEY_TYPE is not the wrapped key's (\(key.parameterSet.name))")
+            }
+            guard var seed = key.seedBytes()?.bytes else { throw KeychainError(.storageFailure, "no seed") }
+            defer { wipe(&seed) }
+            full = full.filter { $0.type != .parameterSet } + [(.parameterSet, set), (.seed, seed)]
         case .privateKey:
             let key: AsymmetricKey
             do { key = try AsymmetricKey.privateKey(pkcs8: material) } catch { throw KeychainError(.wrappedKeyInvalid, "the unwrapped data is not a private key") }

@@ -1798,6 +1798,23 @@ def post_quantum_mechanisms():
                   C.s.generate_key_pair, mech(gen), {CKA_TOKEN: False, CKA_PARAMETER_SET: 7}, {CKA_TOKEN: False})
         expect_rv(CKR_TEMPLATE_INCOMPLETE, "0x%X without CKA_PARAMETER_SET" % gen,
                   C.s.generate_key_pair, mech(gen), {CKA_TOKEN: False}, {CKA_TOKEN: False})
+    # An extractable ML-DSA private key travels under AES-KWP as PKCS#8 (seed form) and comes back
+    # as the same key: same seed, its signatures verify with the original public key.
+    wrapping = C.s.generate_key(mech(CKM_AES_KEY_GEN), {CKA_TOKEN: False, CKA_VALUE_LEN: 32, CKA_WRAP: True, CKA_UNWRAP: True})
+    pub, priv = C.s.generate_key_pair(mech(CKM_ML_DSA_KEY_PAIR_GEN), {CKA_TOKEN: False, CKA_PARAMETER_SET: 3},
+                                      {CKA_TOKEN: False, CKA_SENSITIVE: False, CKA_EXTRACTABLE: True})
+    wrapped = C.s.wrap_key(mech(CKM_AES_KEY_WRAP_PAD), wrapping, priv)
+    back = C.s.unwrap_key(mech(CKM_AES_KEY_WRAP_PAD), wrapping, wrapped,
+                          {CKA_CLASS: CKO_PRIVATE_KEY, CKA_KEY_TYPE: 0x4A, CKA_TOKEN: False, CKA_SENSITIVE: False, CKA_EXTRACTABLE: True,
+                           CKA_SIGN: True})
+    eq(C.s.get_ulong(back, CKA_PARAMETER_SET), 3, "unwrapped ML-DSA key: CKA_PARAMETER_SET (from the PKCS#8 OID)")
+    eq(C.s.get_attribute(back, CKA_SEED), C.s.get_attribute(priv, CKA_SEED), "unwrapped ML-DSA key: CKA_SEED")
+    message = os.urandom(100)
+    C.s.verify(mech(CKM_ML_DSA), pub, message, C.s.sign(mech(CKM_ML_DSA), back, message))  # raises unless it verifies
+    expect_rv(CKR_TEMPLATE_INCONSISTENT, "unwrapping an ML-DSA-87 key as ML-KEM", C.s.unwrap_key, mech(CKM_AES_KEY_WRAP_PAD), wrapping, wrapped,
+              {CKA_CLASS: CKO_PRIVATE_KEY, CKA_KEY_TYPE: 0x49, CKA_TOKEN: False})
+    expect_rv(CKR_TEMPLATE_INCONSISTENT, "unwrapping an ML-DSA-87 key with CKA_PARAMETER_SET 2", C.s.unwrap_key, mech(CKM_AES_KEY_WRAP_PAD), wrapping, wrapped,
+              {CKA_CLASS: CKO_PRIVATE_KEY, CKA_KEY_TYPE: 0x4A, CKA_TOKEN: False, CKA_PARAMETER_SET: 2})
     # A KEM key asked to sign, a signing key asked to decapsulate: the key does not fit the mechanism.
     kem_pub, kem_priv = C.s.generate_key_pair(mech(CKM_ML_KEM_KEY_PAIR_GEN), {CKA_TOKEN: False, CKA_PARAMETER_SET: 2}, {CKA_TOKEN: False})
     expect_rv(CKR_KEY_TYPE_INCONSISTENT, "C_SignInit(CKM_ML_DSA) with an ML-KEM key", C.s.call, "C_SignInit", mech(CKM_ML_DSA).ref(), kem_priv)
