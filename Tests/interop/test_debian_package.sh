@@ -75,7 +75,8 @@ deb=$(ls "$WORK"/keychain-pkcs11_*_amd64.deb) || fail "no package built"
 version=$(dpkg-deb -f "$deb" Version)
 expect_eq "$version" "$("$KEYCHAINCTL" --version | awk 'NR == 1 {print $2}')" "the package's version is keychainctl's"
 depends=$(dpkg-deb -f "$deb" Depends)
-for library in libc6 libssl3 libsqlite3-0 libgcrypt20 libsystemd0 libpam0g; do
+# libstdc++6: the Swift runtime's C++ and BoringSSL's (swift-crypto) need it, linked dynamically.
+for library in libc6 libssl3 libsqlite3-0 libgcrypt20 libsystemd0 libpam0g libstdc++6; do
     expect_contains "$depends" "$library" "Depends (from \${shlibs:Depends})"
 done
 expect_not_contains "$depends" "swift" "Depends: no Swift runtime"
