@@ -1,6 +1,8 @@
 /*
  * measure.c — the foundation's figures, through the C API as a host calls it:
  *   load N      median time of dlopen + C_GetFunctionList + C_Initialize in N fresh processes
+ *   open N      median time of dlopen + C_GetFunctionList alone (the cost of mapping, relocating
+ *               and constructing the module, before it does any work) in N fresh processes
  *   find N      creates N token data objects (half private), then the median time of
  *               C_FindObjectsInit(CKA_LABEL) + C_FindObjects + C_FindObjectsFinal, and of the
  *               same by CKA_ID; also the durable creation rate.
@@ -10,7 +12,7 @@
  *               (a fixed count, for profiling under callgrind); prints messages per second.
  *   keygen N    N × (C_GenerateKeyPair P-256 session key pair + C_DestroyObject of both), as the
  *               benchmark's keygen.ecdsa.p256 does (a fixed count, for callgrind).
- * Usage: measure MODULE load|find|sign|gcm N   (KEYCHAIN_PKCS11_DIR chooses the keychain folder)
+ * Usage: measure MODULE load|open|find|sign|gcm N   (KEYCHAIN_PKCS11_DIR chooses the keychain folder)
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -48,7 +50,8 @@ static CK_FUNCTION_LIST_PTR load(const char *path, void **handle) {
 
 #define CHECK(call) do { CK_RV rv_ = (call); if (rv_ != CKR_OK) { fprintf(stderr, "%s: 0x%lx\n", #call, rv_); exit(1); } } while (0)
 
-static int measure_load(const char *module, int runs) {
+/* With `initialize`, the time includes C_Initialize (and C_Finalize runs after the timing). */
+static int measure_load(const char *module, int runs, int initialize) {
     double *times = calloc(runs, sizeof(double));
     for (int i = 0; i < runs; i++) {
         int pipefd[2];
@@ -58,10 +61,10 @@ static int measure_load(const char *module, int runs) {
             double start = now();
             void *handle;
             CK_FUNCTION_LIST_PTR p11 = load(module, &handle);
-            CHECK(p11->C_Initialize(NULL));
+            if (initialize) CHECK(p11->C_Initialize(NULL));
             double elapsed = now() - start;
             if (write(pipefd[1], &elapsed, sizeof elapsed) != sizeof elapsed) _exit(1);
-            p11->C_Finalize(NULL);
+            if (initialize) p11->C_Finalize(NULL);
             _exit(0);
         }
         int status;
@@ -70,7 +73,8 @@ static int measure_load(const char *module, int runs) {
         close(pipefd[0]);
         close(pipefd[1]);
     }
-    printf("dlopen+C_Initialize: median %.2f ms over %d fresh processes\n", median(times, runs) * 1e3, runs);
+    printf("%s: median %.2f ms over %d fresh processes\n", initialize ? "dlopen+C_Initialize" : "dlopen+C_GetFunctionList",
+           median(times, runs) * 1e3, runs);
     return 0;
 }
 
@@ -234,11 +238,12 @@ static int measure_keygen(const char *module, long count) {
 
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: %s MODULE load|find|sign|gcm|keygen N\n", argv[0]);
+        fprintf(stderr, "usage: %s MODULE load|open|find|sign|gcm|keygen N\n", argv[0]);
         return 2;
     }
     int n = atoi(argv[3]);
-    if (strcmp(argv[2], "load") == 0) return measure_load(argv[1], n);
+    if (strcmp(argv[2], "load") == 0) return measure_load(argv[1], n, 1);
+    if (strcmp(argv[2], "open") == 0) return measure_load(argv[1], n, 0);
     if (strcmp(argv[2], "find") == 0) return measure_find(argv[1], n);
     if (strcmp(argv[2], "sign") == 0) return measure_sign(argv[1], atof(argv[3]));
     if (strcmp(argv[2], "gcm") == 0) return measure_gcm(argv[1], atol(argv[3]));
