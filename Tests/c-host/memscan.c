@@ -13,9 +13,14 @@
  * buffer that held them, so whatever the scan finds is the module's. It also prints
  *   secure-pages dontdump=KiB locked=KiB
  * the size of this process's mappings that the kernel leaves out of core dumps (VmFlags "dd")
- * and that are locked in RAM ("lo"), while logged in: the module's pages for keys and records.
+ * and that are locked in RAM ("lo"), while logged in: the module's pages for keys and records;
+ *   decoder-copies value=N prime=N exponent=N ec=N ed25519=N
+ * how many copies of each secret OpenSSL's decoders freed uncleared, which this host clears (see
+ * free_clearing_decoder_copies) so that the counts above are the same in every run.
  */
+#include <malloc.h>
 #include <unistd.h>
+#include <openssl/crypto.h>
 #include "labelled-token.h"
 
 static void random_bytes(unsigned char *out, size_t n) {
@@ -50,29 +55,36 @@ static int mappings(struct mapping *out, int capacity) {
     return count;
 }
 
-/* Occurrences of the secret (masked ^ mask, `n` bytes) in this process's writable memory, in the
- * order given or, with `reversed`, byte-reversed (how OpenSSL's BIGNUM limbs hold a number on a
- * little-endian machine); with `dumpable_only`, only in mappings a core dump would contain. */
+/* Occurrences of the secret (masked ^ mask, `n` bytes) in the `size` bytes at `p`, in the order
+ * given or, with `reversed`, byte-reversed (how OpenSSL's BIGNUM limbs hold a number on a
+ * little-endian machine). */
+static int occurrences(const unsigned char *p, unsigned long size, const unsigned char *masked, const unsigned char *mask,
+                       size_t n, int reversed) {
+    int found = 0;
+    size_t f = reversed ? n - 1 : 0;
+    unsigned char first = masked[f] ^ mask[f];
+    for (unsigned long i = 0; i + n <= size; i++) {
+        if (p[i] != first) continue;
+        size_t k = 1;
+        while (k < n) {
+            size_t j = reversed ? n - 1 - k : k;
+            if (p[i + k] != (masked[j] ^ mask[j])) break;
+            k++;
+        }
+        if (k == n) found++;
+    }
+    return found;
+}
+
+/* Occurrences of the secret in this process's writable memory (see occurrences); with
+ * `dumpable_only`, only in mappings a core dump would contain. */
 static int scan(const unsigned char *masked, const unsigned char *mask, size_t n, int reversed, int dumpable_only) {
     static struct mapping list[4096];
     int count = mappings(list, 4096);
     int found = 0;
-    size_t f = reversed ? n - 1 : 0;
-    unsigned char first = masked[f] ^ mask[f];
     for (int m = 0; m < count; m++) {
         if (dumpable_only && list[m].dontdump) continue;
-        const unsigned char *p = (const unsigned char *)list[m].start;
-        unsigned long size = list[m].end - list[m].start;
-        for (unsigned long i = 0; i + n <= size; i++) {
-            if (p[i] != first) continue;
-            size_t k = 1;
-            while (k < n) {
-                size_t j = reversed ? n - 1 - k : k;
-                if (p[i + k] != (masked[j] ^ mask[j])) break;
-                k++;
-            }
-            if (k == n) found++;
-        }
+        found += occurrences((const unsigned char *)list[m].start, list[m].end - list[m].start, masked, mask, n, reversed);
     }
     return found;
 }
@@ -111,6 +123,42 @@ static void remember(int index, const char *name, unsigned char *clear, size_t n
     random_bytes(s->mask, n);
     for (size_t i = 0; i < n; i++) s->masked[i] = clear[i] ^ s->mask[i];
     explicit_bzero(clear, n);
+}
+
+/* OpenSSL 3.0's decoders (d2i_PrivateKey_ex and every other DER decoding goes through them) read
+ * their whole input into a buffer of their own and free it with OPENSSL_free, uncleared
+ * (decode_der2key.c, decode_spki2typespki.c): a key's DER, private parts included, is left in
+ * freed heap memory, and how much of it the next allocations overwrite depends on the heap's
+ * layout, which changes from run to run (Swift's per-process hash seed, the new keys). This host
+ * gives OpenSSL allocation functions whose free clears exactly those buffers, and counts the ones
+ * that held each secret (once it was read); every other copy, live or freed, is still scanned.
+ * Docs/security.md (4b) tells what the clearing hides and why the module cannot clear it. */
+static int decoder_copies[SECRETS];
+
+static void *openssl_malloc(size_t n, const char *file, int line) {
+    (void)file;
+    (void)line;
+    return malloc(n);
+}
+
+static void *openssl_realloc(void *p, size_t n, const char *file, int line) {
+    (void)file;
+    (void)line;
+    return realloc(p, n);
+}
+
+static void free_clearing_decoder_copies(void *p, const char *file, int line) {
+    (void)line;
+    if (p && file && strstr(file, "/encode_decode/decode_")) {
+        size_t size = malloc_usable_size(p);
+        for (int i = 0; i < SECRETS; i++) {
+            const struct secret *s = &secrets[i];
+            if (s->n && occurrences(p, size, s->masked, s->mask, s->n, 0) + occurrences(p, size, s->masked, s->mask, s->n, 1) > 0)
+                decoder_copies[i]++;
+        }
+        explicit_bzero(p, size);
+    }
+    free(p);
 }
 
 /* Two lines per moment: copies of each secret (in either byte order) anywhere writable, then
@@ -191,6 +239,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: memscan MODULE LABEL PIN [crowd N]\n");
         return 64;
     }
+    /* Before the module's first call into OpenSSL: OpenSSL refuses to change them later. */
+    if (!CRYPTO_set_mem_functions(openssl_malloc, openssl_realloc, free_clearing_decoder_copies)) {
+        fprintf(stderr, "CRYPTO_set_mem_functions refused\n");
+        return 1;
+    }
     CK_SESSION_HANDLE session = open_labelled_session(argv[1], argv[2]);
     check(p11->C_Login(session, CKU_USER, (CK_UTF8CHAR_PTR)argv[3], strlen(argv[3])), "C_Login");
     if (argc == 6) return crowd(session, atoi(argv[5]));
@@ -251,6 +304,9 @@ int main(int argc, char **argv) {
     free(canary);
     free(reversed);
     printf("secure-pages dontdump=%ld locked=%ld\n", flagged_kib("dd"), flagged_kib("lo"));
+    printf("decoder-copies");
+    for (int i = 0; i < SECRETS; i++) printf(" %s=%d", secrets[i].name, decoder_copies[i]);
+    printf("\n");
     report("logged-in");
     check(p11->C_Logout(session), "C_Logout");
     report("logged-out");
