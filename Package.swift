@@ -120,6 +120,8 @@ let package = Package(
         .executableTarget(name: "secitem", dependencies: ["Security"]),
         // SecKeyCreateSignature's signatures per second, an Apple-API program (scripts/tpm-bench.sh).
         .executableTarget(name: "seckey-sign", dependencies: ["Security"], path: "Benchmarks/SecKeySign"),
+        // ML-DSA and ML-KEM with swift-crypto called directly: the limit of scripts/pq-bench.sh.
+        .executableTarget(name: "pq-limit", dependencies: [.product(name: "Crypto", package: "swift-crypto")], path: "Benchmarks/PQLimit"),
 
         // The Secret Service's sd-bus object tables (C: Swift cannot build them).
         .target(name: "CSecretService", dependencies: ["CSystemd"]),

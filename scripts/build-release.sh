@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 flags=(-c release -Xswiftc -static-stdlib -Xlinker -s -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now)
 # The products by name: a plain `swift build` would also build every target, test support
 # (Tests/TPMTestSupport imports XCTest, which release builds do not find) included.
-for product in keychain-pkcs11 keychainctl keychaind secitem seckey-sign; do
+for product in keychain-pkcs11 keychainctl keychaind secitem seckey-sign pq-limit; do
     swift build "${flags[@]}" --product "$product"
 done
 bin=$(swift build "${flags[@]}" --show-bin-path)
