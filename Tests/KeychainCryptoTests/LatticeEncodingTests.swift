@@ -121,6 +121,23 @@ final class LatticeEncodingTests: XCTestCase {
         }
     }
 
+    /// `expandedPrivateKeyAgrees` (what C_CreateObject checks when CKA_VALUE comes beside
+    /// CKA_SEED): ACVP's expanded key for the seed agrees; another seed's, a truncated one, or one
+    /// given to a public key does not.
+    func test_expanded_private_key_agrees_only_with_its_own_seed() throws {
+        let keys = try knownKeys()
+        for known in keys {
+            let name = "\(known.set.name) tcId \(known.tcId)"
+            let key = try LatticeKey.privateKey(known.set, seed: SecureBytes(known.seed))
+            XCTAssertTrue(known.expanded.withUnsafeBytes { key.expandedPrivateKeyAgrees($0) }, name)
+            XCTAssertFalse(known.expanded.dropLast().withUnsafeBytes { key.expandedPrivateKeyAgrees($0) }, name + " truncated")
+            let other = try XCTUnwrap(keys.first { $0.set == known.set && $0.tcId != known.tcId })
+            XCTAssertFalse(other.expanded.withUnsafeBytes { key.expandedPrivateKeyAgrees($0) }, name + " with tcId \(other.tcId)'s key")
+            let publicOnly = try key.publicOnly()
+            XCTAssertFalse(known.expanded.withUnsafeBytes { publicOnly.expandedPrivateKeyAgrees($0) }, name + " given to the public key")
+        }
+    }
+
     /// The library makes keys from seeds only, so the expanded form alone cannot be read.
     func test_pkcs8_expanded_key_alone_is_refused() throws {
         for known in try knownKeys() {

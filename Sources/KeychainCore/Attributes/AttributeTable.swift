@@ -302,9 +302,10 @@ public enum AttributeTable {
         SchemaKey(.domainParameters, .dh): Schema(attributes: Set(storage + [.keyType, .local, .prime, .base, .primeBits]),
                                                   required: [.prime, .base], fixed: [.prime, .base, .keyType], defaults: publicByDefault),
         SchemaKey(.publicKey, .mlDSA): keySchema(publicKey, material: [.parameterSet, .value], required: [.parameterSet, .value]),
-        SchemaKey(.privateKey, .mlDSA): keySchema(privateKey, material: [.parameterSet, .seed], required: [.parameterSet, .seed]),
+        // A private key's CKA_VALUE (the expanded key) is accepted beside its seed, checked and not kept.
+        SchemaKey(.privateKey, .mlDSA): keySchema(privateKey, material: [.parameterSet, .seed, .value], required: [.parameterSet, .seed]),
         SchemaKey(.publicKey, .mlKEM): keySchema(publicKey + [.encapsulate], material: [.parameterSet, .value], required: [.parameterSet, .value]),
-        SchemaKey(.privateKey, .mlKEM): keySchema(privateKey + [.decapsulate], material: [.parameterSet, .seed], required: [.parameterSet, .seed]),
+        SchemaKey(.privateKey, .mlKEM): keySchema(privateKey + [.decapsulate], material: [.parameterSet, .seed, .value], required: [.parameterSet, .seed]),
         SchemaKey(.secretKey, .des): keySchema(secretKey, material: [.value], required: [.value]),
         SchemaKey(.secretKey, .des2): keySchema(secretKey, material: [.value], required: [.value]),
         SchemaKey(.secretKey, .des3): keySchema(secretKey, material: [.value], required: [.value]),

@@ -101,6 +101,12 @@ public struct ObjectAttributes: Sendable, Equatable {
         for key in Array(values.keys) { values[key]?.withUnsafeMutableBytes { KeychainCrypto.wipe($0) } }
     }
 
+    /// Wipes one attribute's value (as `wipeValues` does) and removes the attribute.
+    public mutating func wipeValue(_ type: AttributeType) {
+        values[type]?.withUnsafeMutableBytes { KeychainCrypto.wipe($0) }
+        values[type] = nil
+    }
+
     /// `wipeValues`, except for attributes made by `withoutSecrets` (and given no secret since):
     /// for attributes that come either in full from a record or without their secrets from a
     /// cache, where wiping would only copy the cache's values to wipe the copy.

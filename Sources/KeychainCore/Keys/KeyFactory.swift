@@ -71,6 +71,15 @@ public enum KeyFactory {
         }
         if let keyType = object.keyType, keyType.isLattice {
             let key = try latticeKey(of: object)
+            if object.objectClass == .privateKey, let expanded = object[.value], !expanded.isEmpty {
+                // 3.2 asks applications to give both seed and expanded key; the library makes keys
+                // from seeds only, so the expanded key is checked against the seed's and not kept.
+                let agrees = expanded.withUnsafeBytes { key.expandedPrivateKeyAgrees($0) }
+                guard agrees else {
+                    throw KeychainError(.attributeValueInvalid, "CKA_VALUE is not the expanded \(key.parameterSet.name) key of CKA_SEED")
+                }
+                object.wipeValue(.value)
+            }
             try fillLatticeComputed(&object, key: key, given: given)
             return
         }
@@ -188,6 +197,8 @@ public enum KeyFactory {
         if object.objectClass == .privateKey {
             object[.alwaysSensitive] = AttributeValue.bool(generated && object.bool(.sensitive))
             object[.neverExtractable] = AttributeValue.bool(generated && !object.bool(.extractable))
+            // The expanded key is never kept (checked against the seed when given, see completeImported).
+            object.wipeValue(.value)
         }
     }
 

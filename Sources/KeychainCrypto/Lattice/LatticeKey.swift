@@ -383,6 +383,13 @@ public final class LatticeKey: @unchecked Sendable {
         return key
     }
 
+    /// Whether `expanded` (FIPS 204 sk, FIPS 203 dk) has this set's length and this key's public
+    /// parts (ρ and tr; ek, H(ek) and z). Its secret parts cannot be compared: the library makes
+    /// keys from seeds and does not give the expanded form.
+    public func expandedPrivateKeyAgrees(_ expanded: UnsafeRawBufferPointer) -> Bool {
+        isPrivate && expanded.count == parameterSet.expandedPrivateKeyLength && expandedKeyAgrees(expanded)
+    }
+
     /// Whether an expanded private key's public parts are this key's.
     private func expandedKeyAgrees(_ expanded: UnsafeRawBufferPointer) -> Bool {
         if parameterSet.isSignature {

@@ -44,16 +44,19 @@ final class LatticeSigner {
 }
 
 extension Mechanisms {
-    /// ML-DSA and ML-KEM (PKCS#11 3.2 §6.67, §6.68). The key sizes are not used: the parameter set
-    /// (CKA_PARAMETER_SET) chooses the key.
+    /// ML-DSA and ML-KEM (PKCS#11 3.2 §6.67, §6.68). The key sizes are, as the text says, the
+    /// range of the offered sets' public keys in bytes (the parameter set chooses the key).
     static func addLattice(_ table: inout [CK_MECHANISM_TYPE: Mechanism]) {
-        table.add(UInt(CKM_ML_DSA_KEY_PAIR_GEN), 0, 0, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .mlDSA }
-        table.add(UInt(CKM_ML_DSA), 0, 0, UInt(CKF_SIGN | CKF_VERIFY)) {
+        let dsa = LatticeParameterSet.allCases.filter { $0.isSignature && $0.isOffered }.map(\.publicKeyLength)
+        let kem = LatticeParameterSet.allCases.filter { !$0.isSignature && $0.isOffered }.map(\.publicKeyLength)
+        let (dsaMin, dsaMax) = (dsa.min() ?? 0, dsa.max() ?? 0), (kemMin, kemMax) = (kem.min() ?? 0, kem.max() ?? 0)
+        table.add(UInt(CKM_ML_DSA_KEY_PAIR_GEN), dsaMin, dsaMax, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .mlDSA }
+        table.add(UInt(CKM_ML_DSA), dsaMin, dsaMax, UInt(CKF_SIGN | CKF_VERIFY)) {
             $0.keyTypes = [.mlDSA]
             $0.signsWithLattice = true
         }
-        table.add(UInt(CKM_ML_KEM_KEY_PAIR_GEN), 0, 0, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .mlKEM }
-        table.add(UInt(CKM_ML_KEM), 0, 0, UInt(CKF_ENCAPSULATE | CKF_DECAPSULATE)) {
+        table.add(UInt(CKM_ML_KEM_KEY_PAIR_GEN), kemMin, kemMax, UInt(CKF_GENERATE_KEY_PAIR)) { $0.generates = .mlKEM }
+        table.add(UInt(CKM_ML_KEM), kemMin, kemMax, UInt(CKF_ENCAPSULATE | CKF_DECAPSULATE)) {
             $0.keyTypes = [.mlKEM]
             $0.encapsulates = true
         }

@@ -1768,10 +1768,10 @@ def post_quantum_mechanisms():
     CKA_PARAMETER_SET, the encoded public key (CKA_VALUE) and a sensitive CKA_SEED; the sets the
     library lacks and bad templates get their exact codes. Signatures and shared secrets are
     checked against an independent implementation by test_pq_pyca.sh."""
-    check_mech(CKM_ML_DSA_KEY_PAIR_GEN, CKF_GENERATE_KEY_PAIR, sizes=[(0, 0)])
-    check_mech(CKM_ML_DSA, CKF_SIGN | CKF_VERIFY, sizes=[(0, 0)])
-    check_mech(CKM_ML_KEM_KEY_PAIR_GEN, CKF_GENERATE_KEY_PAIR, sizes=[(0, 0)])
-    check_mech(CKM_ML_KEM, CKF_ENCAPSULATE | CKF_DECAPSULATE, sizes=[(0, 0)])
+    check_mech(CKM_ML_DSA_KEY_PAIR_GEN, CKF_GENERATE_KEY_PAIR, sizes=[(1952, 2592)])  # public key bytes of ML-DSA-65..87
+    check_mech(CKM_ML_DSA, CKF_SIGN | CKF_VERIFY, sizes=[(1952, 2592)])
+    check_mech(CKM_ML_KEM_KEY_PAIR_GEN, CKF_GENERATE_KEY_PAIR, sizes=[(1184, 1568)])  # ML-KEM-768..1024
+    check_mech(CKM_ML_KEM, CKF_ENCAPSULATE | CKF_DECAPSULATE, sizes=[(1184, 1568)])
     CKA_PARAMETER_SET, CKA_SEED, CKA_ENCAPSULATE, CKA_DECAPSULATE = 0x61D, 0x637, 0x633, 0x634
     sets = [(CKM_ML_DSA_KEY_PAIR_GEN, 2, 1952, 32), (CKM_ML_DSA_KEY_PAIR_GEN, 3, 2592, 32),
             (CKM_ML_KEM_KEY_PAIR_GEN, 2, 1184, 64), (CKM_ML_KEM_KEY_PAIR_GEN, 3, 1568, 64)]
@@ -1815,6 +1815,14 @@ def post_quantum_mechanisms():
               {CKA_CLASS: CKO_PRIVATE_KEY, CKA_KEY_TYPE: 0x49, CKA_TOKEN: False})
     expect_rv(CKR_TEMPLATE_INCONSISTENT, "unwrapping an ML-DSA-87 key with CKA_PARAMETER_SET 2", C.s.unwrap_key, mech(CKM_AES_KEY_WRAP_PAD), wrapping, wrapped,
               {CKA_CLASS: CKO_PRIVATE_KEY, CKA_KEY_TYPE: 0x4A, CKA_TOKEN: False, CKA_PARAMETER_SET: 2})
+    # Import: 3.2 lets a token refuse a private key given by its expanded form alone (the library
+    # makes keys from seeds): CKR_TEMPLATE_INCOMPLETE; an expanded key beside the seed must be the
+    # seed's (its public parts are compared), else CKR_ATTRIBUTE_VALUE_INVALID.
+    private_template = {CKA_CLASS: CKO_PRIVATE_KEY, CKA_KEY_TYPE: 0x4A, CKA_TOKEN: False, CKA_PARAMETER_SET: 2}
+    expect_rv(CKR_TEMPLATE_INCOMPLETE, "ML-DSA-65 private key by CKA_VALUE alone", C.s.create_object,
+              {**private_template, CKA_VALUE: os.urandom(4032)})
+    expect_rv(CKR_ATTRIBUTE_VALUE_INVALID, "ML-DSA-65 private key whose CKA_VALUE is not its seed's", C.s.create_object,
+              {**private_template, CKA_SEED: os.urandom(32), CKA_VALUE: os.urandom(4032)})
     # A KEM key asked to sign, a signing key asked to decapsulate: the key does not fit the mechanism.
     kem_pub, kem_priv = C.s.generate_key_pair(mech(CKM_ML_KEM_KEY_PAIR_GEN), {CKA_TOKEN: False, CKA_PARAMETER_SET: 2}, {CKA_TOKEN: False})
     expect_rv(CKR_KEY_TYPE_INCONSISTENT, "C_SignInit(CKM_ML_DSA) with an ML-KEM key", C.s.call, "C_SignInit", mech(CKM_ML_DSA).ref(), kem_priv)
