@@ -4,6 +4,20 @@ public enum Hex {
     private static let alphabet = Array("0123456789abcdef".utf8)
 
     /// Two lower-case digits per byte, as UTF-8.
+    /// The same for an array, without the generic path (each new object's CKA_UNIQUE_ID: the
+    /// generic one, unspecialised across the module boundary, was half of making an ID).
+    public static func digits(_ bytes: [UInt8]) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: bytes.count * 2) { out, initialized in
+            for (index, byte) in bytes.enumerated() {
+                out[2 * index] = lowerDigit(byte >> 4)
+                out[2 * index + 1] = lowerDigit(byte & 0xF)
+            }
+            initialized = bytes.count * 2
+        }
+    }
+
+    private static func lowerDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x57 + nibble }
+
     public static func digits(_ bytes: some Sequence<UInt8>) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.underestimatedCount * 2)

@@ -182,17 +182,22 @@ public enum KeyFactory {
 
     /// A lattice key object's computed attributes: usage defaults, CKA_PUBLIC_KEY_INFO, a default
     /// CKA_ID (SHA-1 of the encoded public key, as for other keys) and the policy history flags.
-    static func fillLatticeComputed(_ object: inout ObjectAttributes, key: LatticeKey, given: Set<AttributeType>, generated: Bool = false) throws(KeychainError) {
+    static func fillLatticeComputed(_ object: inout ObjectAttributes, key: LatticeKey, given: Set<AttributeType>, generated: Bool = false,
+                                    computed: (info: [UInt8], id: [UInt8])? = nil) throws(KeychainError) {
         for (usage, enabled) in KeyPolicy.roleDefaults(defaultUsages(object.keyType, objectClass: object.objectClass), object: object, given: given) {
             object[usage] = AttributeValue.bool(enabled)
         }
-        let info = key.subjectPublicKeyInfo()
+        let info = computed?.info ?? key.subjectPublicKeyInfo()
         if given.contains(.publicKeyInfo), object[.publicKeyInfo] != info {
             throw KeychainError(.attributeValueInvalid, "CKA_PUBLIC_KEY_INFO does not match the key")
         }
         object[.publicKeyInfo] = info
         if object[.id] == nil {
-            do { object[.id] = try Digest.hash(.sha1, key.publicKey) } catch { throw KeychainError(.storageFailure, "SHA-1: \(error)") }
+            if let id = computed?.id {
+                object[.id] = id
+            } else {
+                do { object[.id] = try Digest.hash(.sha1, key.publicKey) } catch { throw KeychainError(.storageFailure, "SHA-1: \(error)") }
+            }
         }
         if object.objectClass == .privateKey {
             object[.alwaysSensitive] = AttributeValue.bool(generated && object.bool(.sensitive))

@@ -99,13 +99,18 @@ public enum KeyGeneration {
         guard var seed = key.seedBytes()?.bytes else { throw KeychainError(.storageFailure, "a generated key has no seed") }
         defer { wipe(&seed) }
         let set = AttributeValue.ulong(key.parameterSet.pkcs11Value)
+        // The two halves' CKA_PUBLIC_KEY_INFO and default CKA_ID are the same: made once.
+        let computed: (info: [UInt8], id: [UInt8])
+        do { computed = (key.subjectPublicKeyInfo(), try Digest.hash(.sha1, key.publicKey)) } catch {
+            throw KeychainError(.storageFailure, "SHA-1: \(error)")
+        }
         func build(_ template: Template, objectClass: ObjectClass, material: Template, uniqueID: [UInt8]) throws(KeychainError) -> ObjectAttributes {
             var full = template.filter { $0.type != .objectClass && $0.type != .keyType && $0.type != .parameterSet }
             full += [(.objectClass, AttributeValue.ulong(objectClass.rawValue)), (.keyType, AttributeValue.ulong(keyType.rawValue)), (.parameterSet, set)]
             full += material
             full += [(.local, AttributeValue.bool(true)), (.keyGenMechanism, AttributeValue.ulong(mechanism))]
             var object = try ObjectTemplate.assemble(full, uniqueID: uniqueID, bySecurityOfficer: bySecurityOfficer, generated: [.local, .keyGenMechanism])
-            try KeyFactory.fillLatticeComputed(&object, key: key, given: Set(template.map(\.type)), generated: true)
+            try KeyFactory.fillLatticeComputed(&object, key: key, given: Set(template.map(\.type)), generated: true, computed: computed)
             return object
         }
         var publicKey = try build(publicTemplate, objectClass: .publicKey, material: [(.value, key.publicKey)], uniqueID: uniqueIDs.public)

@@ -155,6 +155,23 @@ public final class LatticeKey: @unchecked Sendable {
     /// A new key pair from a fresh random seed.
     public static func generate(_ set: LatticeParameterSet) throws(CryptoError) -> LatticeKey {
         try refuseUnoffered(set)
+        // ML-KEM: swift-crypto's own generation (BoringSSL's RNG). Its from-seed initializer also
+        // encodes and hashes the public key (to compare with one given, even when none is), which
+        // costs a third of a key pair; the seed it generated is then read back.
+        do {
+            switch set {
+            case .mlKEM768:
+                let key = try MLKEM768.PrivateKey()
+                return LatticeKey(set, publicKey: Array(key.publicKey.rawRepresentation), seed: SecureBytes(key.seedRepresentation), backing: .kem768(key))
+            case .mlKEM1024:
+                let key = try MLKEM1024.PrivateKey()
+                return LatticeKey(set, publicKey: Array(key.publicKey.rawRepresentation), seed: SecureBytes(key.seedRepresentation), backing: .kem1024(key))
+            default:
+                break
+            }
+        } catch {
+            throw CryptoError(.library, "\(set.name) key generation failed: \(error)")
+        }
         let seed: SecureBytes
         do { seed = try SecureBytes.random(count: set.seedLength) } catch { throw CryptoError(.library, "random seed: \(error)") }
         return try privateKey(set, seed: seed)

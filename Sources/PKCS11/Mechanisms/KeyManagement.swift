@@ -40,16 +40,21 @@ extension ModuleState {
                 }
             }
             }
-            defer { privateObject.wipeValues() }
+            // Wiped unless it became a session object, which shares these very buffers (wiping them
+            // would only copy and zero the copies: a tenth of an ML-KEM key pair's time here).
+            var keptInSession = false
+            defer { if !keptInSession { privateObject.wipeValues() } }
             // Check both before storing either, so a refusal leaves nothing behind.
             try checkWritable(token: publicObject.isToken, private: publicObject.isPrivate, session: session, login: token.login)
             try checkWritable(token: privateObject.isToken, private: privateObject.isPrivate, session: session, login: token.login)
             let privateHandle = try store(privateObject, uid: privateID.bytes, session: session, token: token)
+            keptInSession = !privateObject.isToken
             do throws(CKError) {
                 let publicHandle = try store(publicObject, uid: publicID.bytes, session: session, token: token)
                 return (publicHandle, privateHandle)
             } catch {
                 try? destroyStored(privateHandle, token: token)
+                keptInSession = false  // the session object is gone: the values are ours alone again
                 throw error
             }
         }
