@@ -20,17 +20,7 @@ public enum KeyGeneration {
     /// CKA_EC_PARAMS), for a mechanism that makes keys of `keyType`.
     public static func request(keyType: KeyType, publicTemplate: Template, privateTemplate: Template,
                                policy: KeyPolicy) throws(KeychainError) -> Request {
-        for (template, objectClass) in [(publicTemplate, ObjectClass.publicKey), (privateTemplate, .privateKey)] {
-            if let value = template.first(where: { $0.type == .objectClass })?.value, AttributeValue.decodeULong(value) != objectClass.rawValue {
-                throw KeychainError(.templateInconsistent, "CKA_CLASS does not fit a key pair")
-            }
-            if let value = template.first(where: { $0.type == .keyType })?.value, AttributeValue.decodeULong(value) != keyType.rawValue {
-                throw KeychainError(.templateInconsistent, "CKA_KEY_TYPE does not fit the mechanism")
-            }
-            if let given = template.first(where: { material.contains($0.type) }) {
-                throw KeychainError(.templateInconsistent, "attribute \(given.type) is made by the token")
-            }
-        }
+        try checkPairTemplates(keyType: keyType, publicTemplate: publicTemplate, privateTemplate: privateTemplate, madeByToken: material)
         let find = { (type: AttributeType) in publicTemplate.first { $0.type == type }?.value ?? privateTemplate.first { $0.type == type }?.value }
         switch keyType {
         case .rsa:
@@ -67,10 +57,10 @@ public enum KeyGeneration {
         }
     }
 
-    /// The parameter set an ML-DSA or ML-KEM key pair generation asks for: CKA_PARAMETER_SET in
-    /// the public template (or the private one; both must then agree). CKA_KC_TPM cannot be
-    /// asked for: a TPM 2.0 has no lattice keys.
-    public static func latticeRequest(keyType: KeyType, publicTemplate: Template, privateTemplate: Template) throws(KeychainError) -> LatticeParameterSet {
+    /// What both kinds of pair generation refuse in either template: a CKA_CLASS other than the
+    /// half's, a CKA_KEY_TYPE other than the mechanism's, and key material the token makes.
+    private static func checkPairTemplates(keyType: KeyType, publicTemplate: Template, privateTemplate: Template,
+                                           madeByToken: Set<AttributeType>) throws(KeychainError) {
         for (template, objectClass) in [(publicTemplate, ObjectClass.publicKey), (privateTemplate, .privateKey)] {
             if let value = template.first(where: { $0.type == .objectClass })?.value, AttributeValue.decodeULong(value) != objectClass.rawValue {
                 throw KeychainError(.templateInconsistent, "CKA_CLASS does not fit a key pair")
@@ -78,10 +68,17 @@ public enum KeyGeneration {
             if let value = template.first(where: { $0.type == .keyType })?.value, AttributeValue.decodeULong(value) != keyType.rawValue {
                 throw KeychainError(.templateInconsistent, "CKA_KEY_TYPE does not fit the mechanism")
             }
-            if let given = template.first(where: { $0.type == .value || $0.type == .seed }) {
+            if let given = template.first(where: { madeByToken.contains($0.type) }) {
                 throw KeychainError(.templateInconsistent, "attribute \(given.type) is made by the token")
             }
         }
+    }
+
+    /// The parameter set an ML-DSA or ML-KEM key pair generation asks for: CKA_PARAMETER_SET in
+    /// the public template (or the private one; both must then agree). CKA_KC_TPM cannot be
+    /// asked for: a TPM 2.0 has no lattice keys.
+    public static func latticeRequest(keyType: KeyType, publicTemplate: Template, privateTemplate: Template) throws(KeychainError) -> LatticeParameterSet {
+        try checkPairTemplates(keyType: keyType, publicTemplate: publicTemplate, privateTemplate: privateTemplate, madeByToken: [.value, .seed])
         if let tpm = privateTemplate.first(where: { $0.type == .tpm })?.value, tpm != AttributeValue.bool(false) {
             throw KeychainError(.attributeValueInvalid, "a TPM 2.0 cannot hold ML-DSA or ML-KEM keys (CKA_KC_TPM)")
         }
