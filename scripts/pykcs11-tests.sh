@@ -92,29 +92,7 @@ test.test_wrap.TestUtil|test_wrapKey_OAEP|CKR_KEY_NOT_WRAPPABLE|the AES key to w
 test.test_wrap.TestUtil|test_wrapKey_UNWRAP_TEMPLATE|CKR_KEY_NOT_WRAPPABLE|the AES key to wrap is sensitive by default, and sensitive keys wrap only under CKA_TRUSTED keys (Docs/security.md 3a)
 KNOWN
 )
-read -r passed failed skipped assumed < <(KNOWN="$known" "$cache/venv/bin/python" - "$junit" <<'EOF'
-import os, sys, xml.etree.ElementTree as ET
-known = [line.split("|", 3) for line in os.environ["KNOWN"].splitlines() if line]
-root = ET.parse(sys.argv[1]).getroot()
-passed = failed = skipped = assumed = 0
-for case in root.iter("testcase"):
-    outcome = [c for c in case if c.tag in ("failure", "error", "skipped")]
-    if not outcome:
-        passed += 1
-        continue
-    if outcome[0].tag == "skipped":
-        skipped += 1
-        continue
-    text = (outcome[0].get("message") or "") + (outcome[0].text or "")
-    match = [k for k in known if k[0] == case.get("classname") and k[1] == case.get("name") and k[2] in text]
-    if match:
-        assumed += 1
-        print("pykcs11: suite assumption, not counted as a failure: %s::%s: %s" % (case.get("classname"), case.get("name"), match[0][3]), file=sys.stderr)
-    else:
-        failed += 1
-print(passed, failed, skipped, assumed)
-EOF
-)
+read -r passed failed skipped assumed < <(suite_counts "$cache/venv/bin/python" "$junit" "$known" "pykcs11: suite assumption")
 grep -E '^(SUB)?(FAILED|ERROR)' "$log" | sed 's/^/pytest reported: /' || true
 tail -n 1 "$log"
 echo "pykcs11: $passed passed, $failed failed, $skipped skipped, $assumed suite assumptions"

@@ -75,29 +75,7 @@ tests.test_ml_dsa.MLDSATests|test_generate_ml_dsa_44|Unmapped error code 0x209|M
 tests.test_ml_kem.MLKEMTests|test_generate_ml_kem_512|Unmapped error code 0x209|ML-KEM-512 is not offered (in neither swift-crypto nor BoringSSL): CKR_PARAMETER_SET_NOT_SUPPORTED
 KNOWN
 )
-read -r passed failed skipped refused < <(KNOWN="$known" "$cache/venv/bin/python" - "$junit" <<'EOF'
-import os, sys, xml.etree.ElementTree as ET
-known = [line.split("|", 3) for line in os.environ["KNOWN"].splitlines() if line]
-root = ET.parse(sys.argv[1]).getroot()
-passed = failed = skipped = refused = 0
-for case in root.iter("testcase"):
-    outcome = [c for c in case if c.tag in ("failure", "error", "skipped")]
-    if not outcome:
-        passed += 1
-        continue
-    if outcome[0].tag == "skipped":
-        skipped += 1
-        continue
-    text = (outcome[0].get("message") or "") + (outcome[0].text or "")
-    match = [k for k in known if k[0] == case.get("classname") and k[1] == case.get("name") and k[2] in text]
-    if match:
-        refused += 1
-        print("python-pkcs11: refused as documented, not counted as a failure: %s::%s: %s" % (case.get("classname"), case.get("name"), match[0][3]), file=sys.stderr)
-    else:
-        failed += 1
-print(passed, failed, skipped, refused)
-EOF
-)
+read -r passed failed skipped refused < <(suite_counts "$cache/venv/bin/python" "$junit" "$known" "python-pkcs11: refused as documented")
 grep -E '^(FAILED|ERROR) ' "$log" | sed 's/^/pytest reported: /' || true
 echo "python-pkcs11: $passed passed, $failed failed, $skipped skipped, $refused refused as documented"
 [ "$failed" -eq 0 ]
