@@ -59,6 +59,22 @@ static inline int kc_hmac_sha256(const void *states, const unsigned char *data, 
     OPENSSL_cleanse(inner, sizeof inner);
     return ok;
 }
+/* SHA-1 and SHA-256 of one buffer (`out`: 20 or 32 bytes); 1 on success. For short inputs —
+ * a secret key's check value, a public key's CKA_ID — where EVP_Digest's context allocation and
+ * provider dispatch cost more than the hash. */
+static inline int kc_sha1(const unsigned char *data, size_t length, unsigned char *out) {
+    SHA_CTX context;
+    int ok = SHA1_Init(&context) && SHA1_Update(&context, data, length) && SHA1_Final(out, &context);
+    OPENSSL_cleanse(&context, sizeof context);
+    return ok;
+}
+
+static inline int kc_sha256(const unsigned char *data, size_t length, unsigned char *out) {
+    SHA256_CTX context;
+    int ok = SHA256_Init(&context) && SHA256_Update(&context, data, length) && SHA256_Final(out, &context);
+    OPENSSL_cleanse(&context, sizeof context);
+    return ok;
+}
 #pragma GCC diagnostic pop
 
 /* PBKDF2 (RFC 8018 §5.2) with HMAC-`digest` through `kdf` (EVP_KDF "PBKDF2" fetched from the

@@ -1,4 +1,5 @@
 internal import COpenSSL
+import Glibc
 
 /// OpenSSL's CSPRNG, the DRBGs of our library context (`OpenSSLContext`), not the host's.
 public enum Random {
@@ -25,6 +26,15 @@ public enum Random {
             guard ok == 1 else { throw CryptoError.library(secret ? "RAND_priv_bytes_ex" : "RAND_bytes_ex") }
             offset += chunk
         }
+    }
+
+    /// `count` bytes (at most `IdentifierPool.largest`) for identifiers — unique IDs of objects
+    /// and rows — from the public DRBG, drawn 4 KiB at a time: each OpenSSL request costs about a
+    /// microsecond (locking, additional input through the derivation function), a tenth of what
+    /// the module adds to a KEM operation. Larger requests go to OpenSSL directly.
+    public static func identifierBytes(_ count: Int) throws -> [UInt8] {
+        guard count <= IdentifierPool.largest, let bytes = IdentifierPool.shared.take(count) else { return try Self.bytes(count) }
+        return bytes
     }
 
     public static func bytes(_ count: Int) throws -> [UInt8] {
@@ -56,6 +66,46 @@ public enum Random {
                 return
             }
             offset += chunk
+        }
+    }
+}
+
+/// The buffer behind `Random.identifierBytes`. Fork-safe: the lock is held across fork (as
+/// `SecurePages` holds its own), and a forked child throws away what is left of the parent's bytes,
+/// so parent and child never hand out the same identifier. Each byte is handed out once;
+/// identifiers are not secrets, but unpredictable all the same.
+final class IdentifierPool: @unchecked Sendable {
+    static let shared = IdentifierPool()
+    static let largest = 64
+    private static let size = 4096
+
+    private let lock = PThreadMutex(.plain)
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: IdentifierPool.size, alignment: 16)
+    private var next = IdentifierPool.size
+
+    private init() {
+        pthread_atfork(
+            { IdentifierPool.shared.lock.lock() },
+            { IdentifierPool.shared.lock.unlock() },
+            {
+                IdentifierPool.shared.next = IdentifierPool.size
+                IdentifierPool.shared.lock.unlock()
+            })
+    }
+
+    /// nil when OpenSSL fails (the caller asks OpenSSL itself, and reports its failure).
+    func take(_ count: Int) -> [UInt8]? {
+        lock.withLock { () -> [UInt8]? in
+            if next + count > IdentifierPool.size {
+                guard (try? Random.fill(buffer)) != nil else { return nil }
+                next = 0
+            }
+            let range = next..<(next + count)
+            let taken = [UInt8](UnsafeRawBufferPointer(rebasing: buffer[range]))
+            // What was handed out is not kept.
+            UnsafeMutableRawBufferPointer(rebasing: buffer[range]).initializeMemory(as: UInt8.self, repeating: 0)
+            next += count
+            return taken
         }
     }
 }

@@ -7,35 +7,52 @@ import KeychainCrypto
 /// lock of its own.
 final class SessionObject: @unchecked Sendable {
     private var stored: ObjectAttributes
-    /// The attributes without secret parts, for the checks of each C_SignInit (nothing to wipe).
-    private var storedPolicy: ObjectAttributes
-    /// The key checks read from the policy (`KeyUse`), for the same calls.
-    private var storedUse: KeyUse
+    /// The attributes without secret parts, for the checks of each C_SignInit (nothing to wipe),
+    /// and the key checks read from them (`KeyUse`): made at the first such check (most session
+    /// keys of KEMs and derivations never see one), remade after a change.
+    private var storedPolicy: ObjectAttributes?
+    private var storedUse: KeyUse?
     private let lock = PThreadMutex()
     let owner: CK_SESSION_HANDLE
 
     init(attributes: ObjectAttributes, owner: CK_SESSION_HANDLE) {
         self.stored = attributes
-        self.storedPolicy = attributes.withoutSecrets
-        self.storedUse = KeyUse(attributes)
         self.owner = owner
+    }
+
+    deinit {
+        // The last holder of the secret parts (callers' copies are wiped by the callers).
+        stored.wipeSecretValues()
     }
 
     var attributes: ObjectAttributes {
         get { lock.withLock { stored } }
         set {
-            let policy = newValue.withoutSecrets
-            let use = KeyUse(newValue)
             lock.withLock {
                 stored = newValue
-                storedPolicy = policy
-                storedUse = use
+                storedPolicy = nil
+                storedUse = nil
             }
         }
     }
 
-    var policy: ObjectAttributes { lock.withLock { storedPolicy } }
-    var use: KeyUse { lock.withLock { storedUse } }
+    var policy: ObjectAttributes {
+        lock.withLock {
+            if let storedPolicy { return storedPolicy }
+            let made = stored.withoutSecrets
+            storedPolicy = made
+            return made
+        }
+    }
+
+    var use: KeyUse {
+        lock.withLock {
+            if let storedUse { return storedUse }
+            let made = KeyUse(stored)
+            storedUse = made
+            return made
+        }
+    }
 }
 
 /// What an object handle refers to.

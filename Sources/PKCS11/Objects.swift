@@ -50,12 +50,20 @@ extension ModuleState {
     }
 
     /// Stores `object` as a token or session object and returns its new handle.
-    func store(_ object: ObjectAttributes, uid: [UInt8], session: Session, token: Token) throws(CKError) -> CK_OBJECT_HANDLE {
-        try checkWritable(token: object.isToken, private: object.isPrivate, session: session, login: token.login)
-        session.pinJustPresented = false
-        if object[.applicationPassword] != nil, !object.isToken {
-            throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "CKA_KC_APPLICATION_PASSWORD applies to token objects")
+    /// A session object keeps `object`'s buffers: a caller that passes its last use of `object`
+    /// has it stamped in place (a copy of the attributes otherwise). Refused, `object` is wiped.
+    func store(_ object: consuming ObjectAttributes, uid: [UInt8], session: Session, token: Token) throws(CKError) -> CK_OBJECT_HANDLE {
+        var object = object
+        do throws(CKError) {
+            try checkWritable(token: object.isToken, private: object.isPrivate, session: session, login: token.login)
+            if object[.applicationPassword] != nil, !object.isToken {
+                throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "CKA_KC_APPLICATION_PASSWORD applies to token objects")
+            }
+        } catch {
+            object.wipeValues()
+            throw error
         }
+        session.pinJustPresented = false
         if object.isToken {
             // The SO may store public objects only (checked above); the first one of the Always
             // class keeps its key under the master key, which the SO's login holds too.
@@ -63,11 +71,11 @@ extension ModuleState {
             let rowID = try translating { () throws(KeychainError) in try token.keychain.add(object, uid: uid, master: master) }
             return tables.writing { handles.handle(forTokenObject: rowID, slotID: session.slotID, isPrivate: object.isPrivate) }
         }
-        var stamped = object
         let now = AttributeValue.ulong(UInt(time(nil)))
-        stamped[.creationTime] = now
-        stamped[.modificationTime] = now
-        return tables.writing { handles.add(SessionObject(attributes: stamped, owner: session.handle), slotID: session.slotID) }
+        object[.creationTime] = now
+        object[.modificationTime] = now
+        let sessionObject = SessionObject(attributes: object, owner: session.handle)
+        return tables.writing { handles.add(sessionObject, slotID: session.slotID) }
     }
 
     func createObject(_ handle: CK_SESSION_HANDLE, template: Template) throws(CKError) -> CK_OBJECT_HANDLE {

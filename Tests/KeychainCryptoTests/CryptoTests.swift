@@ -147,6 +147,61 @@ final class SecureBytesTests: XCTestCase {
     }
 }
 
+final class DigestAndIdentifierTests: XCTestCase {
+    // FIPS 180 examples ("abc"), and the empty input.
+    func test_sha1_and_sha256_give_the_standard_digests() throws {
+        XCTAssertEqual(Hex.string(try Digest.hash(.sha1, Array("abc".utf8))), "a9993e364706816aba3e25717850c26c9cd0d89d")
+        XCTAssertEqual(Hex.string(try Digest.hash(.sha1, [])), "da39a3ee5e6b4b0d3255bfef95601890afd80709")
+        XCTAssertEqual(Hex.string(try Digest.hash(.sha256, Array("abc".utf8))), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        XCTAssertEqual(Hex.string(try Digest.hash(.sha256, [])), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    }
+
+    // The direct SHA-1/SHA-256 path agrees with OpenSSL's EVP over lengths around the block size.
+    func test_the_direct_hashes_agree_with_evp() throws {
+        for length in [1, 55, 56, 63, 64, 65, 1000] {
+            let data = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+            for (algorithm, name) in [(Digest.Algorithm.sha1, "SHA1"), (.sha256, "SHA2-256")] {
+                var out = [UInt8](repeating: 0, count: 64)
+                var size: UInt32 = 0
+                let md = try XCTUnwrap(Fetched.digest(name))
+                XCTAssertEqual(data.withUnsafeBytes { EVP_Digest($0.baseAddress, $0.count, &out, &size, md, nil) }, 1)
+                XCTAssertEqual(try Digest.hash(algorithm, data), Array(out.prefix(Int(size))), "\(name), \(length) bytes")
+            }
+        }
+    }
+
+    // Identifiers come 4 KiB of random at a time: across many refills none repeats.
+    func test_identifiers_do_not_repeat_across_refills() throws {
+        var seen = Set<[UInt8]>()
+        for _ in 0..<2000 { XCTAssertTrue(seen.insert(try Random.identifierBytes(16)).inserted) }
+        XCTAssertEqual(try Random.identifierBytes(IdentifierPool.largest + 1).count, IdentifierPool.largest + 1)
+    }
+
+    // A forked child must not hand out the parent's next identifier (the child throws away the
+    // rest of the parent's buffer); without the fork handler both would take the same bytes.
+    func test_a_forked_child_draws_identifiers_of_its_own() throws {
+        _ = try Random.identifierBytes(16)  // the pool holds bytes the child inherits
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&fds), 0)
+        let child = fork()
+        if child == 0 {
+            let bytes = (try? Random.identifierBytes(16)) ?? []
+            _ = bytes.withUnsafeBytes { write(fds[1], $0.baseAddress, $0.count) }
+            _exit(0)
+        }
+        XCTAssertGreaterThan(child, 0)
+        close(fds[1])
+        let parent = try Random.identifierBytes(16)
+        var fromChild = [UInt8](repeating: 0, count: 16)
+        let count = fromChild.withUnsafeMutableBytes { read(fds[0], $0.baseAddress, 16) }
+        close(fds[0])
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        XCTAssertEqual(count, 16)
+        XCTAssertNotEqual(fromChild, parent)
+    }
+}
+
 final class HexTests: XCTestCase {
     func test_bytes_become_two_lower_case_digits_each() {
         XCTAssertEqual(Hex.string([0x00, 0x09, 0x0A, 0xAB, 0xFF]), "00090aabff")

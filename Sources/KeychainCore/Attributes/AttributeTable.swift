@@ -196,6 +196,10 @@ public enum AttributeTable {
     /// instead of looking up the rule of each of its ~40 attributes).
     public static let indexedTypes: [AttributeType] = rules.values.filter { $0.flags.contains(.indexed) }.map(\.type).sorted()
 
+    /// The secret parts of keys (`withoutSecrets` removes these, instead of looking up the rule of
+    /// each attribute).
+    public static let sensitiveTypes: [AttributeType] = rules.values.filter { $0.flags.contains(.sensitive) }.map(\.type).sorted()
+
     /// The attributes taken from the row, not stored in the record (a few: searched in order).
     public static let derivedFromRowTypes: [AttributeType] = rules.values.filter { $0.flags.contains(.derivedFromRow) }.map(\.type).sorted()
 
@@ -221,21 +225,37 @@ public enum AttributeTable {
         let fixed: Set<AttributeType>
         /// Defaults of this class that differ from the table's.
         let defaults: [AttributeType: [UInt8]]
-        /// What creation fills in for an attribute the template leaves out, in attribute order:
-        /// refused when required, else its default if it has one. Worked out once per schema
-        /// (C_CreateObject looked up each attribute's rule, requirement and default: four
-        /// hashed lookups for each of some 40 attributes per object).
-        let creationFill: [(type: AttributeType, required: Bool, value: [UInt8]?)]
+        /// The rule of each of its attributes (one lookup per template attribute, not two).
+        let rules: [AttributeType: AttributeRule]
+        /// A new object before its template: every attribute the template may leave out that has
+        /// a default, with room for all the schema's attributes (copied, then the template's values
+        /// written over it: no growth, no rehash). Worked out once per schema (C_CreateObject looked
+        /// up each attribute's rule, requirement and default: four hashed lookups for each of some
+        /// 40 attributes per object).
+        let creationDefaults: ObjectAttributes
+        /// What a creation template must give, in attribute order (the first missing is named).
+        let requiredOnCreate: [AttributeType]
 
         init(attributes: Set<AttributeType>, required: Set<AttributeType>, fixed: Set<AttributeType>, defaults: [AttributeType: [UInt8]] = [:]) {
             self.attributes = attributes
             self.required = required
             self.fixed = fixed
             self.defaults = defaults
-            creationFill = attributes.sorted().compactMap { type in
-                guard let rule = AttributeTable.rule(type) else { return nil }
-                return (type, rule.flags.contains(.requiredOnCreate) || required.contains(type), defaults[type] ?? rule.defaultValue)
+            var rules: [AttributeType: AttributeRule] = [:]
+            var filled = ObjectAttributes(minimumCapacity: attributes.count + 1)
+            var mustGive: [AttributeType] = []
+            for type in attributes.sorted() {
+                guard let rule = AttributeTable.rule(type) else { continue }
+                rules[type] = rule
+                if rule.flags.contains(.requiredOnCreate) || required.contains(type) {
+                    mustGive.append(type)
+                } else if let value = defaults[type] ?? rule.defaultValue {
+                    filled[type] = value
+                }
             }
+            self.rules = rules
+            creationDefaults = filled
+            requiredOnCreate = mustGive
         }
     }
 

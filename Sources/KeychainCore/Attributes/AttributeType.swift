@@ -393,7 +393,10 @@ extension KeyType {
 public enum AttributeValue {
     public static let ulongSize = MemoryLayout<UInt>.size
 
-    public static func bool(_ value: Bool) -> [UInt8] { [value ? 1 : 0] }
+    public static func bool(_ value: Bool) -> [UInt8] { value ? trueBytes : falseBytes }
+    // Shared (every key has a dozen flags); a wipe of a shared copy copies it first.
+    private static let trueBytes: [UInt8] = [1]
+    private static let falseBytes: [UInt8] = [0]
 
     public static func ulong(_ value: UInt) -> [UInt8] { withUnsafeBytes(of: value) { Array($0) } }
 

@@ -37,7 +37,10 @@ public struct ObjectAttributes: Sendable, Equatable {
     /// The attributes without secret key parts (what may be kept in memory between operations).
     /// A public key has none: its CKA_VALUE (DSA and DH: y) is public.
     public var withoutSecrets: ObjectAttributes {
-        var stripped = objectClass == .publicKey ? self : ObjectAttributes(values.filter { AttributeTable.rule($0.key)?.flags.contains(.sensitive) != true })
+        var stripped = self
+        if objectClass != .publicKey {
+            for type in AttributeTable.sensitiveTypes where stripped.values[type] != nil { stripped.values[type] = nil }
+        }
         stripped.knownFreeOfSecrets = true
         return stripped
     }
@@ -99,6 +102,13 @@ public struct ObjectAttributes: Sendable, Equatable {
     /// just decoded and templates just read, the copies this is meant for.
     public mutating func wipeValues() {
         for key in Array(values.keys) { values[key]?.withUnsafeMutableBytes { KeychainCrypto.wipe($0) } }
+    }
+
+    /// Wipes the secret parts of a key or a data object's value in place, leaving the rest (a
+    /// public key's CKA_VALUE is public, and its other values are shared with `withoutSecrets`).
+    public mutating func wipeSecretValues() {
+        guard objectClass != .publicKey else { return }
+        for type in AttributeTable.sensitiveTypes where values[type] != nil { values[type]?.withUnsafeMutableBytes { KeychainCrypto.wipe($0) } }
     }
 
     /// Wipes one attribute's value (as `wipeValues` does) and removes the attribute.

@@ -64,7 +64,9 @@ public enum ObjectTemplate {
         guard let schema = AttributeTable.schema(objectClass, keyType: keyType) else {
             throw KeychainError(.attributeValueInvalid, "unsupported object")
         }
-        var object = ObjectAttributes(minimumCapacity: schema.creationFill.count + template.count)
+        // The defaults first, the template's values over them (defaults cannot be required).
+        var object = schema.creationDefaults
+        var givesPrivate = false
         for (type, value) in template {
             let rule = try rule(type, in: schema)
             if rule.flags.contains(.generated), !generated.contains(type) {
@@ -75,15 +77,15 @@ public enum ObjectTemplate {
                 throw KeychainError(.attributeReadOnly, "only the SO may set attribute \(type)")
             }
             object[type] = value
+            if type == .isPrivate { givesPrivate = true }
         }
-        if object[.isPrivate] == nil, let raw = object[.accessible].flatMap(AttributeValue.decodeULong), let given = ProtectionClass(rawValue: raw),
-           schema.attributes.contains(.isPrivate) {
+        if !givesPrivate, schema.attributes.contains(.isPrivate), let raw = template.first(where: { $0.type == .accessible }).flatMap({ AttributeValue.decodeULong($0.value) }),
+           let given = ProtectionClass(rawValue: raw) {
             // A protection class without CKA_PRIVATE: the class says whether a login is needed.
             object[.isPrivate] = AttributeValue.bool(given.needsLogin)
         }
-        for fill in schema.creationFill where object[fill.type] == nil {
-            if fill.required, !heldElsewhere.contains(fill.type) { throw KeychainError(.templateIncomplete, "attribute \(fill.type) is required") }
-            if let value = fill.value { object[fill.type] = value }
+        for type in schema.requiredOnCreate where object[type] == nil && !heldElsewhere.contains(type) {
+            throw KeychainError(.templateIncomplete, "attribute \(type) is required")
         }
         if object.bool(.alwaysAuthenticate), !object.isPrivate {
             // The per-use PIN is the user's: a key that needs no login cannot ask for it again.
@@ -142,7 +144,7 @@ public enum ObjectTemplate {
     }
 
     private static func rule(_ type: AttributeType, in schema: AttributeTable.Schema) throws(KeychainError) -> AttributeRule {
-        guard schema.attributes.contains(type), let rule = AttributeTable.rule(type) else {
+        guard let rule = schema.rules[type] else {
             throw KeychainError(.attributeTypeInvalid, "attribute \(type) is not valid for this object class")
         }
         return rule
@@ -155,6 +157,13 @@ public enum ObjectTemplate {
     }
 
     private static func checkNoDuplicates(_ template: Template) throws(KeychainError) {
+        if template.count <= 32 {
+            // The usual short template: compared pairwise, no set to allocate (the same first duplicate).
+            for index in template.indices where template[..<index].contains(where: { $0.type == template[index].type }) {
+                throw KeychainError(.templateInconsistent, "attribute \(template[index].type) appears twice")
+            }
+            return
+        }
         var seen = Set<AttributeType>()
         for (type, _) in template where !seen.insert(type).inserted {
             throw KeychainError(.templateInconsistent, "attribute \(type) appears twice")

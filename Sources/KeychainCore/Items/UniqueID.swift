@@ -10,7 +10,7 @@ public struct UniqueID: Sendable {
 
     /// A fresh identifier from the system's random generator.
     public static func random() throws(KeychainError) -> UniqueID {
-        do { return UniqueID(bytes: try Random.bytes(byteCount)) } catch {
+        do { return UniqueID(bytes: try Random.identifierBytes(byteCount)) } catch {
             throw KeychainError(.storageFailure, "the random generator failed")
         }
     }

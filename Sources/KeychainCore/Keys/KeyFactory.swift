@@ -184,9 +184,7 @@ public enum KeyFactory {
     /// CKA_ID (SHA-1 of the encoded public key, as for other keys) and the policy history flags.
     static func fillLatticeComputed(_ object: inout ObjectAttributes, key: LatticeKey, given: Set<AttributeType>, generated: Bool = false,
                                     computed: (info: [UInt8], id: [UInt8])? = nil) throws(KeychainError) {
-        for (usage, enabled) in KeyPolicy.roleDefaults(defaultUsages(object.keyType, objectClass: object.objectClass), object: object, given: given) {
-            object[usage] = AttributeValue.bool(enabled)
-        }
+        KeyPolicy.applyRoleDefaults(defaultUsages(object.keyType, objectClass: object.objectClass), to: &object, given: given)
         let info = computed?.info ?? key.subjectPublicKeyInfo()
         if given.contains(.publicKeyInfo), object[.publicKeyInfo] != info {
             throw KeychainError(.attributeValueInvalid, "CKA_PUBLIC_KEY_INFO does not match the key")
@@ -208,7 +206,7 @@ public enum KeyFactory {
     }
 
     /// The usages each key type can have; usage flags a template leaves out default to these.
-    static func defaultUsages(_ keyType: KeyType?, objectClass: ObjectClass?) -> [AttributeType: Bool] {
+    static func defaultUsages(_ keyType: KeyType?, objectClass: ObjectClass?) -> KeyValuePairs<AttributeType, Bool> {
         let isPublic = objectClass == .publicKey
         switch keyType {
         case .rsa?:
@@ -250,9 +248,7 @@ public enum KeyFactory {
     /// `generated` keys record their sensitivity history; imported keys were outside the token,
     /// so they are never "always sensitive" or "never extractable".
     static func fillComputed(_ object: inout ObjectAttributes, key: AsymmetricKey, given: Set<AttributeType>, generated: Bool = false) throws(KeychainError) {
-        for (usage, enabled) in KeyPolicy.roleDefaults(defaultUsages(object.keyType, objectClass: object.objectClass), object: object, given: given) {
-            object[usage] = AttributeValue.bool(enabled)
-        }
+        KeyPolicy.applyRoleDefaults(defaultUsages(object.keyType, objectClass: object.objectClass), to: &object, given: given)
         var computed: [AttributeType: [UInt8]] = [:]
         do {
             computed[.publicKeyInfo] = try key.subjectPublicKeyInfo()
@@ -307,11 +303,10 @@ public enum KeyFactory {
             guard !value.isEmpty else { throw KeychainError(.attributeValueInvalid, "a secret key needs a value") }
         }
         // DES keys have no CKA_VALUE_LEN (their length is their type's).
-        var computed: [AttributeType: [UInt8]] = cipher?.keyLength == nil ? [.valueLength: AttributeValue.ulong(UInt(value.count))] : [:]
+        var computed: [(type: AttributeType, value: [UInt8])] = cipher?.keyLength == nil ? [(.valueLength, AttributeValue.ulong(UInt(value.count)))] : []
         do {
-            let secret = SecureBytes(value)
-            let check = try cipher.map { try SymmetricCipher.encryptZeroBlock(key: secret, algorithm: $0.algorithm) } ?? Digest.hash(.sha1, value)
-            computed[.checkValue] = Array(check.prefix(3))
+            let check = try cipher.map { try SymmetricCipher.encryptZeroBlock(key: SecureBytes(value), algorithm: $0.algorithm) } ?? Digest.hash(.sha1, value)
+            computed.append((.checkValue, Array(check.prefix(3))))
         } catch let error as CryptoError where error.code == .library {
             throw KeychainError(.storageFailure, "cannot compute the check value: \(error)")
         } catch {
@@ -323,9 +318,7 @@ public enum KeyFactory {
             }
             object[type] = expected
         }
-        for (usage, enabled) in KeyPolicy.roleDefaults(defaultUsages(object.keyType, objectClass: .secretKey), object: object, given: given) {
-            object[usage] = AttributeValue.bool(enabled)
-        }
+        KeyPolicy.applyRoleDefaults(defaultUsages(object.keyType, objectClass: .secretKey), to: &object, given: given)
         if object[.id] == nil { object[.id] = [] }
         object[.alwaysSensitive] = AttributeValue.bool(generated && object.bool(.sensitive))
         object[.neverExtractable] = AttributeValue.bool(generated && !object.bool(.extractable))

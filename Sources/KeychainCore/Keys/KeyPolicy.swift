@@ -85,18 +85,18 @@ extension KeyPolicy {
     /// The usage flags a key gets when its template leaves them out: a key has key-transport
     /// roles (wrap, unwrap) *or* data roles (encrypt, decrypt), not both, unless the template
     /// asks for both explicitly. Without a wrap or unwrap request a key gets the data roles.
-    static func roleDefaults(_ typeDefaults: [AttributeType: Bool], object: ObjectAttributes, given: Set<AttributeType>) -> [AttributeType: Bool] {
+    /// Sets them on `object` (its usages in `given` stay as the template put them).
+    static func applyRoleDefaults(_ typeDefaults: KeyValuePairs<AttributeType, Bool>, to object: inout ObjectAttributes, given: Set<AttributeType>) {
         // A trusted key is a key-transport key (the SO marks it to wrap sensitive keys).
-        let transportAsked = [AttributeType.wrap, .unwrap, .trusted].contains { given.contains($0) && object.bool($0) }
-        var result: [AttributeType: Bool] = [:]
+        let transportAsked = (given.contains(.wrap) && object.bool(.wrap)) || (given.contains(.unwrap) && object.bool(.unwrap))
+            || (given.contains(.trusted) && object.bool(.trusted))
         for (usage, enabled) in typeDefaults where !given.contains(usage) {
             switch usage {
-            case .wrap, .unwrap: result[usage] = enabled && transportAsked
-            case .encrypt, .decrypt: result[usage] = enabled && !transportAsked
-            default: result[usage] = enabled
+            case .wrap, .unwrap: object[usage] = AttributeValue.bool(enabled && transportAsked)
+            case .encrypt, .decrypt: object[usage] = AttributeValue.bool(enabled && !transportAsked)
+            default: object[usage] = AttributeValue.bool(enabled)
             }
         }
-        return result
     }
 }
 

@@ -52,6 +52,14 @@ public enum Digest {
     }
 
     public static func hash(_ algorithm: Algorithm, _ data: UnsafeRawBufferPointer) throws -> [UInt8] {
+        if algorithm == .sha1 || algorithm == .sha256 {
+            // The direct functions (kc_sha1, kc_sha256): the same hashes without EVP's per-call setup.
+            var out = [UInt8](repeating: 0, count: algorithm.outputSize)
+            let input = (data.baseAddress ?? UnsafeRawPointer(bitPattern: 1))?.assumingMemoryBound(to: UInt8.self)
+            let ok = algorithm == .sha1 ? kc_sha1(input, data.count, &out) : kc_sha256(input, data.count, &out)
+            guard ok == 1 else { throw CryptoError.library(algorithm == .sha1 ? "SHA1" : "SHA256") }
+            return out
+        }
         var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         guard EVP_Digest(data.baseAddress ?? UnsafeRawPointer(bitPattern: 1), data.count, &out, &length, try algorithm.md, nil) == 1 else {

@@ -64,6 +64,10 @@ enum CallerTemplate {
     /// PyKCS11's and SoftHSM's callers rely on it); named again with another value it stays, and
     /// the object rules refuse it (CKR_TEMPLATE_INCONSISTENT).
     private static func withoutRepeats(_ template: Template) -> Template {
+        // The usual short template names each attribute once: checked pairwise, kept as it is.
+        if template.count <= 32, !template.indices.contains(where: { index in template[..<index].contains { $0.type == template[index].type } }) {
+            return template
+        }
         var firstValue: [AttributeType: [UInt8]] = [:]
         return template.filter { type, value in
             guard let earlier = firstValue[type] else {

@@ -61,11 +61,11 @@ extension ModuleState {
             try KeyTransport.encapsulatedObject(secret, template: template, uniqueID: id.text, bySecurityOfficer: token.login == .securityOfficer,
                                                 policy: configuration.keyPolicy)
         }
-        // Wiped unless it became a session object, which shares these very buffers.
-        var keptInSession = false
-        defer { if !keptInSession { object.wipeValues() } }
-        let handle = try store(object, uid: id.bytes, session: session, token: token)
-        keptInSession = !object.isToken
-        return handle
+        guard object.isToken else {
+            // A session object keeps these very buffers (`store` wipes them if it refuses).
+            return try store(object, uid: id.bytes, session: session, token: token)
+        }
+        defer { object.wipeValues() }
+        return try store(object, uid: id.bytes, session: session, token: token)
     }
 }

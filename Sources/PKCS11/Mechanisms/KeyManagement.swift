@@ -40,21 +40,27 @@ extension ModuleState {
                 }
             }
             }
-            // Wiped unless it became a session object, which shares these very buffers (wiping them
-            // would only copy and zero the copies: a tenth of an ML-KEM key pair's time here).
-            var keptInSession = false
-            defer { if !keptInSession { privateObject.wipeValues() } }
             // Check both before storing either, so a refusal leaves nothing behind.
-            try checkWritable(token: publicObject.isToken, private: publicObject.isPrivate, session: session, login: token.login)
-            try checkWritable(token: privateObject.isToken, private: privateObject.isPrivate, session: session, login: token.login)
-            let privateHandle = try store(privateObject, uid: privateID.bytes, session: session, token: token)
-            keptInSession = !privateObject.isToken
+            do throws(CKError) {
+                try checkWritable(token: publicObject.isToken, private: publicObject.isPrivate, session: session, login: token.login)
+                try checkWritable(token: privateObject.isToken, private: privateObject.isPrivate, session: session, login: token.login)
+            } catch {
+                privateObject.wipeValues()
+                throw error
+            }
+            let privateHandle: CK_OBJECT_HANDLE
+            if privateObject.isToken {
+                defer { privateObject.wipeValues() }
+                privateHandle = try store(privateObject, uid: privateID.bytes, session: session, token: token)
+            } else {
+                // A session object keeps these very buffers, wiped when it goes (`SessionObject`).
+                privateHandle = try store(privateObject, uid: privateID.bytes, session: session, token: token)
+            }
             do throws(CKError) {
                 let publicHandle = try store(publicObject, uid: publicID.bytes, session: session, token: token)
                 return (publicHandle, privateHandle)
             } catch {
                 try? destroyStored(privateHandle, token: token)
-                keptInSession = false  // the session object is gone: the values are ours alone again
                 throw error
             }
         }
