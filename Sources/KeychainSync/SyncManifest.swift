@@ -1,16 +1,19 @@
 import KeychainCrypto
 
-/// Signs as a device: its identity key, in software (sealed under the keychain's master key) or
-/// in the TPM (Docs/sync.md, "Identities and keys").
-public protocol DeviceSigner: Sendable {
+/// A device's identity key (Docs/sync.md, "Identities and keys"): it signs the device's manifests
+/// and circle events, and receives the circle key (ECDH). In software (sealed under the keychain's
+/// master key) or in the TPM.
+public protocol DeviceIdentity: Sendable {
     /// The device's public key, as a SubjectPublicKeyInfo (P-256).
     var publicKeyInfo: [UInt8] { get }
     /// An ECDSA P-256 / SHA-256 signature of `data`, DER-encoded.
     func sign(_ data: [UInt8]) throws(SyncError) -> [UInt8]
+    /// The ECDH shared secret with the holder of `peer` (a P-256 SubjectPublicKeyInfo).
+    func sharedSecret(with peer: [UInt8]) throws(SyncError) -> SecureBytes
 }
 
 /// A device identity key held in memory (made fresh, or read back from its sealed form).
-public final class SoftwareDeviceSigner: DeviceSigner, @unchecked Sendable {
+public final class SoftwareDeviceIdentity: DeviceIdentity, @unchecked Sendable {
     private let key: AsymmetricKey
     public let publicKeyInfo: [UInt8]
 
@@ -20,10 +23,21 @@ public final class SoftwareDeviceSigner: DeviceSigner, @unchecked Sendable {
         do { publicKeyInfo = try key.subjectPublicKeyInfo() } catch { throw SyncError(.crypto, "the device key's public part: \(error)") }
     }
 
-    public static func generate() throws(SyncError) -> SoftwareDeviceSigner {
-        do { return try SoftwareDeviceSigner(key: AsymmetricKey.generate(.ec(.p256))) } catch let error as SyncError { throw error } catch {
-            throw SyncError(.crypto, "a new device key: \(error)")
-        }
+    public static func generate() throws(SyncError) -> SoftwareDeviceIdentity {
+        let key: AsymmetricKey
+        do { key = try AsymmetricKey.generate(.ec(.p256)) } catch { throw SyncError(.crypto, "a new device key: \(error)") }
+        return try SoftwareDeviceIdentity(key: key)
+    }
+
+    /// The private key as PKCS#8, for sealing under the master key.
+    public func privateKeyInfo() throws(SyncError) -> SecureBytes {
+        do { return try key.pkcs8() } catch { throw SyncError(.crypto, "encoding the device key: \(error)") }
+    }
+
+    public static func read(privateKeyInfo: SecureBytes) throws(SyncError) -> SoftwareDeviceIdentity {
+        let key: AsymmetricKey
+        do { key = try AsymmetricKey.privateKey(pkcs8: privateKeyInfo) } catch { throw SyncError(.malformed, "not a device key") }
+        return try SoftwareDeviceIdentity(key: key)
     }
 
     public func sign(_ data: [UInt8]) throws(SyncError) -> [UInt8] {
@@ -33,6 +47,12 @@ public final class SoftwareDeviceSigner: DeviceSigner, @unchecked Sendable {
             return try operation.sign()
         } catch {
             throw SyncError(.crypto, "signing: \(error)")
+        }
+    }
+
+    public func sharedSecret(with peer: [UInt8]) throws(SyncError) -> SecureBytes {
+        do { return try key.sharedSecret(with: AsymmetricKey.publicKey(subjectPublicKeyInfo: peer)) } catch {
+            throw SyncError(.crypto, "ECDH with a device key: \(error)")
         }
     }
 }
@@ -88,7 +108,7 @@ public struct SyncManifest: Sendable, Equatable {
         do { return try Digest.hash(.sha256, file) } catch { throw SyncError(.crypto, "SHA-256: \(error)") }
     }
 
-    public func sealed(keys: CircleKeys, signer: DeviceSigner) throws(SyncError) -> [UInt8] {
+    public func sealed(keys: CircleKeys, signer: DeviceIdentity) throws(SyncError) -> [UInt8] {
         guard device.count == SyncItemState.idSize, keys.generation == generation else {
             throw SyncError(.malformed, "a manifest's device id has \(SyncItemState.idSize) bytes and its generation is its keys'")
         }

@@ -96,7 +96,7 @@ final class SyncFormatTests: XCTestCase {
     }
 
     func test_a_manifest_round_trips_and_refuses_another_signer_or_device() throws {
-        let signer = try SoftwareDeviceSigner.generate(), other = try SoftwareDeviceSigner.generate()
+        let signer = try SoftwareDeviceIdentity.generate(), other = try SoftwareDeviceIdentity.generate()
         let manifest = SyncManifest(device: deviceA, counter: 5, generation: 1,
                                     entries: [.init(name: "bb", version: 2, digest: [UInt8](repeating: 2, count: 32)),
                                               .init(name: "aa", version: 1, digest: [UInt8](repeating: 1, count: 32))])
