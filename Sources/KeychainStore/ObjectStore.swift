@@ -101,6 +101,24 @@ extension KeychainDatabase {
         }
     }
 
+    /// The row id of the object with `uid`, if there is one (the unique index on uid answers).
+    public func objectID(uid: [UInt8]) throws -> Int64? {
+        try database.read {
+            var found: Int64?
+            try database.query("SELECT id FROM objects WHERE uid = ?", [.blob(uid)]) { found = $0.int64(0) }
+            return found
+        }
+    }
+
+    /// Sets an object's modification time (a row column the record does not cover): an item
+    /// applied from another device keeps the time it was written there.
+    public func setModified(id: Int64, to time: Int64) throws {
+        try database.write {
+            try database.run("UPDATE objects SET modified = ? WHERE id = ?", [.integer(time), .integer(id)])
+            guard database.changes == 1 else { throw StoreError(.notFound, "object \(id) no longer exists") }
+        }
+    }
+
     public func deleteObject(id: Int64) throws {
         try database.write {
             try database.run(SQL.delete, [.integer(id)])

@@ -163,6 +163,8 @@ extension Keychain {
                 try store.write {
                     try store.deleteAllObjects()
                     for key in [Meta.deviceCheck, Meta.alwaysByMaster, Meta.alwaysByDevice, Self.manifestMeta] { try store.setMeta(key, blob: nil) }
+                    // The circle's keys were sealed under the old master key: a new keychain starts outside any circle.
+                    try store.deleteMeta(prefix: Self.syncMetaPrefix)
                     try Self.initialiseSecrets(store, label: label, master: master, soPIN: soPIN, userPIN: nil, kdf: kdf)
                 }
             }

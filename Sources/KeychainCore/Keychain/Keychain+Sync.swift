@@ -1,0 +1,117 @@
+import KeychainCrypto
+import KeychainStore
+
+/// One synchronizable item of this keychain as a sync reads it (Docs/sync.md).
+public struct SynchronizableItem: Sendable {
+    /// The item's uid, the same on every device of the circle.
+    public let uid: [UInt8]
+    /// The row's modification time, in seconds since 1970.
+    public let modified: Int64
+    /// Its attributes as an `AttributeRecord` (unpadded): the caller wipes it.
+    public var record: [UInt8]
+}
+
+/// What the sync engine (KeychainSync, keychainctl, keychaind) reads and writes of a keychain: its
+/// synchronizable items, items applied from other devices with their own uid and time, and the
+/// sync's own state in the `meta` table under `sync.` — secrets sealed under the master key, so
+/// a locked keychain cannot sync.
+extension Keychain {
+    static let syncMetaPrefix = "sync."
+    private static let syncSealInfo = Array("keychain-pkcs11 sync state".utf8)
+
+    /// Every token object marked synchronizable and not bound to this device, in one snapshot.
+    public func synchronizableItems(master: MasterKey) throws(KeychainError) -> [SynchronizableItem] {
+        try lock.withLock { () throws(KeychainError) -> [SynchronizableItem] in
+            var items: [SynchronizableItem] = []
+            let portable = Protection.allCases.filter { !$0.isDeviceBound }.map(\.rawValue)
+            try translatingErrors {
+                try store.read {
+                    for row in try store.findObjects(protections: portable, objectClass: nil, terms: [], withRecords: false) {
+                        var object = try object(id: row.id, master: master)
+                        defer { object.wipeValues() }
+                        guard object.isToken, object.bool(.synchronizable), !object.bool(.tpm) else { continue }
+                        items.append(SynchronizableItem(uid: row.uid, modified: row.modified, record: AttributeRecord.encode(object.recordAttributes)))
+                    }
+                }
+            }
+            return items
+        }
+    }
+
+    /// Stores an item that came from another device: a new row with its uid, or the row with that
+    /// uid replaced; the row keeps the writer's modification time. The record must describe a
+    /// synchronizable token object that is not bound to a device (anything else is
+    /// `.recordCorrupted`: no device writes one). A different item with the same keychain primary
+    /// key is `.duplicateItem`, as for any add.
+    public func applySynchronized(uid: [UInt8], record: [UInt8], modified: Int64, master: MasterKey) throws(KeychainError) {
+        var attributes: [(type: UInt64, value: [UInt8])]
+        do { attributes = try record.withUnsafeBytes { try AttributeRecord.decode($0) } } catch {
+            throw KeychainError(.recordCorrupted, "a synchronized item's record does not decode")
+        }
+        var object = ObjectAttributes(recordAttributes: attributes)
+        for index in attributes.indices { wipe(&attributes[index].value) }
+        defer { object.wipeValues() }
+        let protection: Protection
+        do throws(KeychainError) { protection = try Protection(for: object) } catch {
+            throw KeychainError(.recordCorrupted, "a synchronized item: \(error.reason)")
+        }
+        guard uid.count == UniqueID.byteCount, object.isToken, object.objectClass != nil, object.bool(.synchronizable), !object.bool(.tpm),
+              !protection.isDeviceBound, object[.uniqueID] == Hex.digits(uid) else {
+            throw KeychainError(.recordCorrupted, "a synchronized item is not a synchronizable token object of its own id")
+        }
+        let existing = try translatingErrors { try store.objectID(uid: uid) }
+        let id: Int64
+        if let existing {
+            try replace(id: existing, with: object, master: master, allowingPrivateChange: true)
+            id = existing
+        } else {
+            id = try add(object, uid: uid, master: master)
+        }
+        try translatingErrors { try store.setModified(id: id, to: modified) }
+    }
+
+    /// Removes the item with `uid` (another device deleted it); nothing when there is none.
+    public func removeSynchronized(uid: [UInt8], master: MasterKey) throws(KeychainError) {
+        guard let id = try translatingErrors({ try store.objectID(uid: uid) }) else { return }
+        try remove(id: id, master: master)
+    }
+
+    /// A value of the sync's state (`sync.<key>` in the meta table), as stored.
+    public func syncValue(_ key: String) throws(KeychainError) -> [UInt8]? {
+        try translatingErrors { try store.metaBlob(Self.syncMetaPrefix + key) }
+    }
+
+    /// Sets (or with nil removes) a value of the sync's state.
+    public func setSyncValue(_ key: String, _ value: [UInt8]?) throws(KeychainError) {
+        try lock.withLock { () throws(KeychainError) in try translatingErrors { try store.setMeta(Self.syncMetaPrefix + key, blob: value) } }
+    }
+
+    /// A secret of the sync's state (the circle keys, the device's identity key), sealed under a
+    /// key derived from the master key, bound to its name.
+    public func syncSecret(_ key: String, master: MasterKey) throws(KeychainError) -> SecureBytes? {
+        guard let sealed = try syncValue(key) else { return nil }
+        do { return try AESGCM.open(sealed, key: try syncSealKey(master), associatedData: Self.syncSealInfo + Array(key.utf8)) } catch {
+            throw KeychainError(.recordCorrupted, "the sync state \(key) does not open under this keychain's master key")
+        }
+    }
+
+    public func setSyncSecret(_ key: String, _ value: SecureBytes?, master: MasterKey) throws(KeychainError) {
+        guard let value else { return try setSyncValue(key, nil) }
+        let sealed: [UInt8]
+        do { sealed = try AESGCM.seal(value, key: try syncSealKey(master), associatedData: Self.syncSealInfo + Array(key.utf8)) } catch {
+            throw KeychainError(.storageFailure, "sealing the sync state: \(error)")
+        }
+        try setSyncValue(key, sealed)
+    }
+
+    /// Forgets every value of the sync's state (leaving the circle; a re-initialised keychain).
+    public func clearSyncState() throws(KeychainError) {
+        try lock.withLock { () throws(KeychainError) in try translatingErrors { try store.deleteMeta(prefix: Self.syncMetaPrefix) } }
+    }
+
+    private func syncSealKey(_ master: MasterKey) throws(KeychainError) -> SecureBytes {
+        do { return try KeyDerivation.hkdf(key: master.key, salt: [], info: Self.syncSealInfo) } catch {
+            throw KeychainError(.storageFailure, "HKDF: \(error)")
+        }
+    }
+}

@@ -1,0 +1,102 @@
+import Glibc
+import XCTest
+import KeychainCrypto
+@testable import KeychainCore
+@testable import KeychainStore
+
+/// What a sync reads and writes of a keychain (Keychain+Sync): two keychains with their own master
+/// and device keys stand for two devices.
+final class SynchronizedItemsTests: XCTestCase {
+    private var root = ""
+    private let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
+    private let soPIN = Array("so-secret".utf8), userPIN = Array("1234".utf8)
+
+    override func setUp() {
+        var template = Array("/tmp/kc-sync-items.XXXXXX".utf8CString)
+        root = template.withUnsafeMutableBufferPointer { buffer -> String in
+            guard let base = buffer.baseAddress, mkdtemp(base) != nil else { return "/tmp" }
+            return String(cString: base)
+        }
+    }
+
+    override func tearDown() { _ = system("rm -rf '\(root)'") }
+
+    private func device(_ name: String) throws -> (Keychain, MasterKey) {
+        let deviceKey = DeviceKeyFile(path: root + "/\(name)-state/device-key")
+        let keychain = try soPIN.withUnsafeBytes { so in
+            try userPIN.withUnsafeBytes {
+                try Keychain.create(at: root + "/" + name + ".keychain", slotID: 1, label: "login", soPIN: so, userPIN: $0, kdf: kdf, deviceKey: deviceKey)
+            }
+        }
+        return (keychain, try userPIN.withUnsafeBytes { try keychain.unlock(.user, pin: $0) })
+    }
+
+    private func password(_ account: String, secret: String, sync: Bool, protection: ProtectionClass = .whenUnlocked) throws -> (ObjectAttributes, [UInt8]) {
+        let id = try UniqueID.random()
+        let template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, [1]), (.isPrivate, [1]),
+                                  (.itemClass, AttributeValue.ulong(ItemClass.genericPassword.rawValue)), (.label, Array(account.utf8)),
+                                  (.account, Array(account.utf8)), (.application, Array("example.com".utf8)), (.value, Array(secret.utf8)),
+                                  (.accessible, AttributeValue.ulong(protection.rawValue)), (.synchronizable, AttributeValue.bool(sync))]
+        return (try ObjectTemplate.create(template, uniqueID: id.text, policy: .compatible), id.bytes)
+    }
+
+    func test_an_item_crosses_with_its_id_value_and_time_and_a_delete_follows() throws {
+        let (a, masterA) = try device("a"), (b, masterB) = try device("b")
+        let (item, uid) = try password("alice", secret: "s3cret", sync: true)
+        let rowA = try a.add(item, uid: uid, master: masterA)
+        let (local, localUID) = try password("bob", secret: "local only", sync: false)
+        _ = try a.add(local, uid: localUID, master: masterA)
+
+        let items = try a.synchronizableItems(master: masterA)
+        XCTAssertEqual(items.map(\.uid), [uid])
+        try b.applySynchronized(uid: uid, record: items[0].record, modified: 1_000_000_000, master: masterB)
+        let rowB = try XCTUnwrap(try b.store.objectID(uid: uid))
+        XCTAssertEqual(try b.object(id: rowB, master: masterB)[.value], Array("s3cret".utf8))
+        XCTAssertEqual(try b.store.fetchObject(id: rowB).modified, 1_000_000_000)
+        // The applied item is synchronizable there too, and reads back the same record.
+        XCTAssertEqual(try b.synchronizableItems(master: masterB).map(\.record), items.map(\.record))
+
+        // An edit replaces the row with that id; a delete removes it.
+        var edited = try a.object(id: rowA, master: masterA)
+        edited[.value] = Array("n3w".utf8)
+        try a.replace(id: rowA, with: edited, master: masterA)
+        try b.applySynchronized(uid: uid, record: try a.synchronizableItems(master: masterA)[0].record, modified: 1_000_000_100, master: masterB)
+        XCTAssertEqual(try b.object(id: rowB, master: masterB)[.value], Array("n3w".utf8))
+        try b.removeSynchronized(uid: uid, master: masterB)
+        XCTAssertNil(try b.store.objectID(uid: uid))
+        try b.removeSynchronized(uid: uid, master: masterB)  // already gone: nothing to do
+    }
+
+    func test_records_that_no_device_would_send_are_refused() throws {
+        let (a, masterA) = try device("a"), (b, masterB) = try device("b")
+        let (item, uid) = try password("alice", secret: "s3cret", sync: true)
+        _ = try a.add(item, uid: uid, master: masterA)
+        let record = try a.synchronizableItems(master: masterA)[0].record
+        func code(_ body: () throws -> Void) -> KeychainError.Code? {
+            do { try body(); return nil } catch let error as KeychainError { return error.code } catch { return nil }
+        }
+        // Under another id than its own CKA_UNIQUE_ID.
+        XCTAssertEqual(code { try b.applySynchronized(uid: try UniqueID.random().bytes, record: record, modified: 1, master: masterB) }, .recordCorrupted)
+        XCTAssertEqual(code { try b.applySynchronized(uid: uid, record: [1, 2, 3], modified: 1, master: masterB) }, .recordCorrupted)
+        // Not synchronizable.
+        let (local, localUID) = try password("bob", secret: "x", sync: false)
+        let localRecord = AttributeRecord.encode(local.recordAttributes)
+        XCTAssertEqual(code { try b.applySynchronized(uid: localUID, record: localRecord, modified: 1, master: masterB) }, .recordCorrupted)
+        XCTAssertNil(try b.store.objectID(uid: localUID))
+    }
+
+    func test_sync_state_secrets_open_only_under_their_keychains_master_key_and_go_with_reinitialisation() throws {
+        let (a, masterA) = try device("a"), (_, masterB) = try device("b")
+        try a.setSyncSecret("circle.key.1", SecureBytes(Array(repeating: 7, count: 32)), master: masterA)
+        try a.setSyncValue("remote", Array("file:///tmp/x.git".utf8))
+        XCTAssertEqual(try a.syncSecret("circle.key.1", master: masterA)?.bytes, Array(repeating: 7, count: 32))
+        XCTAssertThrowsError(try a.syncSecret("circle.key.1", master: masterB))
+        // Sealed bound to its name: moved under another name it does not open.
+        try a.setSyncValue("circle.key.2", try a.syncValue("circle.key.1"))
+        XCTAssertThrowsError(try a.syncSecret("circle.key.2", master: masterA))
+        XCTAssertNil(try a.syncSecret("missing", master: masterA))
+        try soPIN.withUnsafeBytes { try a.reinitialize(soPIN: $0, label: "login", kdf: kdf) }
+        XCTAssertNil(try a.syncValue("remote"))
+        XCTAssertNil(try a.syncValue("circle.key.1"))
+    }
+}
