@@ -130,7 +130,7 @@ let package = Package(
         // The freedesktop Secret Service over the keychains (keychaind serves it; tests drive it on a private bus).
         .target(name: "SecretService", dependencies: ["KeychainCore", "KeychainCrypto", "CSystemd", "CSecretService", "BusSupport"]),
         // Sync over git (issue 47, Docs/sync.md): the remote's formats, their checks and the merge rule.
-        .target(name: "KeychainSync", dependencies: ["KeychainCrypto"]),
+        .target(name: "KeychainSync", dependencies: ["KeychainCore", "KeychainCrypto"]),
         // The unlock session's daemon (Docs/security.md); with --secret-service it also serves SecretService.
         .executableTarget(name: "keychaind", dependencies: ["SecretService", "KeychainCore", "KeychainCrypto", "CSystemd"]),
 
@@ -149,7 +149,7 @@ let package = Package(
         .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainCore", "KeychainCrypto", "PKCS11", "CPKCS11", "TPMTestSupport",
                                                                 .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "CPKCS11", "KeychainCore", "KeychainCrypto", "KeychainTPM", "TPMTestSupport"]),
-        .testTarget(name: "KeychainSyncTests", dependencies: ["KeychainSync", "KeychainCrypto"]),
+        .testTarget(name: "KeychainSyncTests", dependencies: ["KeychainSync", "KeychainCore", "KeychainStore", "KeychainCrypto"]),
         .testTarget(name: "SecretServiceTests", dependencies: ["SecretService", "KeychainCore", "KeychainCrypto", "CSystemd", "BusSupport"]),
         // Apple's published samples, ported: each sample file imports only Apple's module names.
         .testTarget(name: "AppleSampleTests", dependencies: ["Security", "LocalAuthentication", "CryptoKit", "KeychainCore", "TPMTestSupport"]),

@@ -1,0 +1,417 @@
+import Glibc
+import KeychainCore
+import KeychainCrypto
+
+/// What one sync did, for `keychainctl sync now` and `sync status`.
+public struct SyncReport: Sendable, Equatable {
+    /// Items written to the remote (new versions and tombstones of this device).
+    public var sent = 0
+    /// Items applied here from other devices (added, changed or removed).
+    public var received = 0
+    /// Items changed here and elsewhere since the last sync, settled by the merge rule.
+    public var settled = 0
+    /// Items another device sent that could not be stored here (another local item has the same
+    /// keychain primary key), named by their file.
+    public var skipped: [String] = []
+    /// Pushes git refused because another device pushed first (each followed by a new round).
+    public var retries = 0
+}
+
+/// The sync of one keychain with its circle (Docs/sync.md): setup, joining, approval and the sync
+/// itself, over the circle's git work tree. The keychain must be unlocked (its master key opens
+/// the circle's keys and the device's identity).
+public final class SyncEngine {
+    public let keychain: Keychain
+    private let master: MasterKey
+    public let workTree: String
+
+    public static let maximumRetries = 5
+
+    public init(keychain: Keychain, master: MasterKey, workTree: String) {
+        self.keychain = keychain
+        self.master = master
+        self.workTree = workTree
+    }
+
+    // MARK: state
+
+    private func value(_ key: String) throws(SyncError) -> [UInt8]? {
+        do { return try keychain.syncValue(key) } catch { throw SyncError(.malformed, "the keychain's sync state: \(error.reason)") }
+    }
+
+    private func setValue(_ key: String, _ bytes: [UInt8]?) throws(SyncError) {
+        do { try keychain.setSyncValue(key, bytes) } catch { throw SyncError(.malformed, "the keychain's sync state: \(error.reason)") }
+    }
+
+    private func secret(_ key: String) throws(SyncError) -> SecureBytes? {
+        do { return try keychain.syncSecret(key, master: master) } catch { throw SyncError(.tampered, error.reason) }
+    }
+
+    private func setSecret(_ key: String, _ bytes: SecureBytes?) throws(SyncError) {
+        do { try keychain.setSyncSecret(key, bytes, master: master) } catch { throw SyncError(.crypto, error.reason) }
+    }
+
+    private func integer(_ key: String) throws(SyncError) -> UInt64? {
+        try value(key).flatMap { bytes in bytes.count == 8 ? bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } : nil }
+    }
+
+    private func setInteger(_ key: String, _ number: UInt64) throws(SyncError) {
+        try setValue(key, withUnsafeBytes(of: number.bigEndian) { Array($0) })
+    }
+
+    /// This device's id, once it has set up or asked to join a circle.
+    public func deviceID() throws(SyncError) -> [UInt8]? { try value("device") }
+
+    public func remote() throws(SyncError) -> String? { try value("remote").map { String(decoding: $0, as: UTF8.self) } }
+
+    private func identity() throws(SyncError) -> SoftwareDeviceIdentity {
+        guard let stored = try secret("identity") else { throw SyncError(.malformed, "this keychain is in no circle") }
+        return try SoftwareDeviceIdentity.read(privateKeyInfo: stored)
+    }
+
+    private func repository() throws(SyncError) -> GitRepository {
+        guard let remote = try remote(), let device = try deviceID() else { throw SyncError(.malformed, "this keychain is in no circle") }
+        return GitRepository(directory: workTree, remote: remote, device: Hex.string(device))
+    }
+
+    private func circleKeys(_ generation: UInt32) throws(SyncError) -> CircleKeys? {
+        guard let key = try secret("key.\(generation)") else { return nil }
+        return try CircleKeys(generation: generation, key: key)
+    }
+
+    private func names() throws(SyncError) -> ItemNames {
+        guard let first = try secret("key.1") else { throw SyncError(.malformed, "this device holds no circle key yet (not approved?)") }
+        return try ItemNames(firstGenerationKey: first)
+    }
+
+    /// Whether this keychain belongs to a circle (set up, or joined and approved).
+    public func isMember() throws(SyncError) -> Bool { try secret("key.1") != nil }
+
+    // MARK: setting up and joining
+
+    /// Starts a circle on this device with `remote` (an empty repository, or one without a circle).
+    public func setup(remote: String) throws(SyncError) -> SyncReport {
+        guard try value("genesis") == nil else { throw SyncError(.malformed, "this keychain is already in a circle (sync leave first)") }
+        let device = try random(16), circle = try random(16)
+        let identity = try SoftwareDeviceIdentity.generate()
+        let repository = GitRepository(directory: workTree, remote: remote, device: Hex.string(device))
+        try repository.prepare()
+        if try repository.fetch() {
+            _ = try repository.mergeFetched()
+            if WorkTreeFiles.read(repository.path("circle/log/0")) != nil {
+                throw SyncError(.malformed, "\(remote) already holds a circle: join it (keychainctl sync join) instead")
+            }
+        }
+        let key = try SecureBytes(random(CircleKeys.keySize))
+        let genesis = CircleEvent(kind: .genesis, index: 0, previous: [UInt8](repeating: 0, count: 32), circle: circle, generation: 1,
+                                  subject: device, subjectKey: identity.publicKeyInfo, signer: device)
+        let genesisFile = try genesis.signed(by: identity)
+        try WorkTreeFiles.makeDirectory(repository.path("circle/log"))
+        try WorkTreeFiles.write(genesisFile, to: repository.path("circle/log/0"))
+        try WorkTreeFiles.makeDirectory(repository.path("circle/keys/1"))
+        try WorkTreeFiles.write(try CircleKeyWrap.wrap(key, generation: 1, circle: circle, to: device, publicKeyInfo: identity.publicKeyInfo),
+                                to: repository.path("circle/keys/1/\(Hex.string(device))"))
+        try setValue("device", device)
+        try setValue("remote", Array(remote.utf8))
+        try setValue("circle", circle)
+        try setValue("genesis", try CircleLog.hash(genesisFile))
+        try setSecret("identity", try identity.privateKeyInfo())
+        try setSecret("key.1", key)
+        return try sync()
+    }
+
+    /// Asks to join the circle at `remote`: writes this device's request and returns the pairing
+    /// code to compare with the one `approve` computes on a member.
+    public func requestJoin(remote: String) throws(SyncError) -> String {
+        guard try value("genesis") == nil else { throw SyncError(.malformed, "this keychain is already in a circle (sync leave first)") }
+        let device = try random(16)
+        let identity = try SoftwareDeviceIdentity.generate()
+        let repository = GitRepository(directory: workTree, remote: remote, device: Hex.string(device))
+        try repository.prepare()
+        guard try repository.fetch() else { throw SyncError(.withheld, "\(remote) holds no circle yet (sync setup on the first device)") }
+        _ = try repository.mergeFetched()
+        guard let genesisFile = WorkTreeFiles.read(repository.path("circle/log/0")) else {
+            throw SyncError(.withheld, "\(remote) holds no circle yet (sync setup on the first device)")
+        }
+        let genesis = try CircleLog.hash(genesisFile)
+        _ = try CircleLog.verify(try logFiles(repository), genesis: genesis)
+        try WorkTreeFiles.makeDirectory(repository.path("circle/requests"))
+        try WorkTreeFiles.write(identity.publicKeyInfo, to: repository.path("circle/requests/\(Hex.string(device))"))
+        try setValue("device", device)
+        try setValue("remote", Array(remote.utf8))
+        try setValue("genesis", genesis)
+        try setSecret("identity", try identity.privateKeyInfo())
+        try publish(repository, message: "join request")
+        return try CircleLog.pairingCode(genesis: genesis, device: device, publicKeyInfo: identity.publicKeyInfo)
+    }
+
+    /// On a member: admits the device whose request gives `code`, and wraps the circle key to it.
+    /// Returns the admitted device's id (hex).
+    public func approve(code: String) throws(SyncError) -> String {
+        let wanted = code.uppercased().filter { $0 != "-" && $0 != " " }
+        let repository = try repository()
+        let identity = try identity()
+        guard let me = try deviceID(), let genesis = try value("genesis"), try isMember() else { throw SyncError(.malformed, "this device is not a member of a circle") }
+        for attempt in 0...Self.maximumRetries {
+            try fetchAndMerge(repository)
+            let log = try logFiles(repository)
+            let members = try CircleLog.verify(log, genesis: genesis)
+            var found: (device: [UInt8], key: [UInt8])?
+            for name in WorkTreeFiles.list(repository.path("circle/requests")) {
+                guard let device = Hex.bytes(Array(name.utf8)), device.count == 16,
+                      let key = WorkTreeFiles.read(repository.path("circle/requests/\(name)")) else { continue }
+                if try CircleLog.pairingCode(genesis: genesis, device: device, publicKeyInfo: key) == wanted { found = (device, key) }
+            }
+            guard let (device, key) = found else { throw SyncError(.malformed, "no device asks to join with code \(code)") }
+            guard members.members[Hex.string(device)] == nil else { throw SyncError(.malformed, "that device is already a member") }
+            let event = CircleEvent(kind: .add, index: members.count, previous: members.head, circle: members.circle, generation: members.generation,
+                                    subject: device, subjectKey: key, signer: me)
+            try WorkTreeFiles.write(try event.signed(by: identity), to: repository.path("circle/log/\(members.count)"))
+            guard let current = try secret("key.\(members.generation)") else { throw SyncError(.unknownGeneration, "this device lacks the current circle key") }
+            try WorkTreeFiles.makeDirectory(repository.path("circle/keys/\(members.generation)"))
+            try WorkTreeFiles.write(try CircleKeyWrap.wrap(current, generation: members.generation, circle: members.circle, to: device, publicKeyInfo: key),
+                                    to: repository.path("circle/keys/\(members.generation)/\(Hex.string(device))"))
+            unlink(repository.path("circle/requests/\(Hex.string(device))"))
+            try repository.commitAll("approve \(Hex.string(device))")
+            switch try repository.push() {
+            case .pushed: return Hex.string(device)
+            case .rejected where attempt < Self.maximumRetries: continue
+            case .rejected: throw SyncError(.malformed, "the remote kept changing: try again")
+            case .failed(let reason): throw SyncError(.malformed, "git push: \(reason)")
+            }
+        }
+        throw SyncError(.malformed, "the remote kept changing: try again")
+    }
+
+    // MARK: the sync
+
+    /// Fetches, checks and merges the remote, applies other devices' changes here, sends this
+    /// device's, and pushes (Docs/sync.md, "A sync"). Nothing is applied when a check fails.
+    public func sync() throws(SyncError) -> SyncReport {
+        let repository = try repository()
+        guard let me = try deviceID(), let genesis = try value("genesis") else { throw SyncError(.malformed, "this keychain is in no circle") }
+        let identity = try identity()
+        var report = SyncReport()
+        for attempt in 0...Self.maximumRetries {
+            try fetchAndMerge(repository)
+            let members = try CircleLog.verify(try logFiles(repository), genesis: genesis)
+            guard let myKey = members.members[Hex.string(me)] else {
+                throw SyncError(.withheld, "this device is not a member of the circle (yet): a member approves it with the pairing code")
+            }
+            guard myKey == identity.publicKeyInfo else { throw SyncError(.tampered, "the circle lists another key for this device") }
+            try setValue("circle", members.circle)
+            // Every generation's key wrapped to this device that it does not hold yet.
+            for generation in UInt32(1)...max(1, members.generation) where try secret("key.\(generation)") == nil {
+                if let wrapped = WorkTreeFiles.read(repository.path("circle/keys/\(generation)/\(Hex.string(me))")) {
+                    try setSecret("key.\(generation)", try CircleKeyWrap.unwrap(wrapped, generation: generation, circle: members.circle, device: me, identity: identity))
+                }
+            }
+            guard let currentKeys = try circleKeys(members.generation) else {
+                throw SyncError(.unknownGeneration, "the circle's current key is not wrapped to this device (not approved yet?)")
+            }
+            var keyCache: [UInt32: CircleKeys] = [members.generation: currentKeys]
+            for generation in UInt32(1)..<members.generation { if let keys = try circleKeys(generation) { keyCache[generation] = keys } }
+            let lookup: (UInt32) -> CircleKeys? = { keyCache[$0] }
+            let names = try names()
+
+            // The remote's manifests and files, checked before anything is applied.
+            var manifests: [SyncManifest] = []
+            for name in WorkTreeFiles.list(repository.path("manifests")) {
+                guard let device = Hex.bytes(Array(name.utf8)), let key = members.members[name],
+                      let file = WorkTreeFiles.read(repository.path("manifests/\(name)")) else { continue }  // a removed device's manifest
+                manifests.append(try SyncManifest.open(file, device: device, publicKeyInfo: key, keys: lookup))
+            }
+            var files: [String: [UInt8]] = [:]
+            for name in WorkTreeFiles.list(repository.path("items")) { files[name] = WorkTreeFiles.read(repository.path("items/\(name)")) }
+            var remembered: [String: UInt64] = [:]
+            for device in members.members.keys where device != Hex.string(me) { if let seen = try integer("seen.\(device)") { remembered[device] = seen } }
+            if let own = try integer("counter") { remembered[Hex.string(me)] = own }
+            let checked = try RemoteCheck.check(manifests: manifests, remembered: remembered, files: files)
+            var remote: [[UInt8]: (name: String, item: SyncItem)] = [:]
+            for (name, entry) in checked.listed {
+                guard let file = files[name] else { continue }
+                let item = try SyncItemFile.open(file, name: name, listedVersion: entry.version, names: names, keys: lookup)
+                remote[item.state.uid] = (name, item)
+            }
+
+            // What this device knew at its last sync, and what it holds now.
+            var known = try knownStates()
+            var local: [[UInt8]: SynchronizableItem] = [:]
+            let localItems: [SynchronizableItem]
+            do { localItems = try keychain.synchronizableItems(master: master) } catch { throw SyncError(.malformed, "reading the keychain: \(error.reason)") }
+            for item in localItems { local[item.uid] = item }
+            defer { for uid in Array(local.keys) { local[uid]?.record.withUnsafeMutableBytes { wipe($0) } } }
+
+            var outgoing: [(state: SyncItemState, record: SecureBytes)] = []
+            let uids = Set(remote.keys).union(local.keys).union(known.keys)
+            for uid in uids.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+                let before = known[uid]
+                let remoteState = remote[uid]?.item.state
+                let base = max(before?.state.version ?? 0, remoteState?.version ?? 0)
+                // A change here since the last sync: an edit (the record differs) or a delete.
+                var change: (state: SyncItemState, record: SecureBytes)?
+                if let item = local[uid] {
+                    let digest = try SyncManifest.digest(of: item.record)
+                    if before == nil || before?.digest != digest || before?.state.deleted == true {
+                        let modified = max(UInt64(max(item.modified, 0)) * 1000, (before?.state.modified ?? 0) + 1)
+                        change = (SyncItemState(uid: uid, version: base + 1, modified: modified, writer: me, deleted: false), SecureBytes(item.record))
+                    }
+                } else if let before, !before.state.deleted {
+                    change = (SyncItemState(uid: uid, version: base + 1, modified: max(Self.nowMilliseconds(), before.state.modified + 1), writer: me,
+                                            deleted: true), SecureBytes(count: 0))
+                }
+                if let proposed = change, let remoteState, remoteState != before?.state {
+                    // Both changed it since this device's last sync: the merge rule settles it.
+                    report.settled += 1
+                    if !SyncMerge.wins(proposed.state, over: remoteState) { change = nil }
+                }
+                if let change {
+                    outgoing.append(change)
+                    known[uid] = KnownState(state: change.state, digest: change.state.deleted ? [] : try SyncManifest.digest(of: change.record.bytes))
+                } else if let remoteState, let remoteItem = remote[uid]?.item, remoteState != before?.state {
+                    // Another device's version: stored here.
+                    let digest = remoteState.deleted ? [] : try SyncManifest.digest(of: remoteItem.record.bytes)
+                    do throws(KeychainError) {
+                        if remoteState.deleted {
+                            try keychain.removeSynchronized(uid: uid, master: master)
+                        } else {
+                            try keychain.applySynchronized(uid: uid, record: remoteItem.record.bytes, modified: Int64(remoteState.modified / 1000), master: master)
+                        }
+                        report.received += 1
+                        known[uid] = KnownState(state: remoteState, digest: digest)
+                    } catch where error.code == .duplicateItem {
+                        report.skipped.append(remote[uid]?.name ?? Hex.string(uid))
+                    } catch {
+                        throw SyncError(.malformed, "storing an item from the circle: \(error.reason)")
+                    }
+                }
+            }
+
+            // This device's new versions, then its manifest over every file it now holds.
+            try WorkTreeFiles.makeDirectory(repository.path("items"))
+            for change in outgoing {
+                let name = try names.name(for: change.state.uid)
+                try WorkTreeFiles.write(try SyncItemFile.seal(SyncItem(state: change.state, record: change.record), name: name, keys: currentKeys),
+                                        to: repository.path("items/\(name)"))
+            }
+            var entries: [SyncManifest.Entry] = []
+            for name in WorkTreeFiles.list(repository.path("items")) {
+                guard let file = WorkTreeFiles.read(repository.path("items/\(name)")) else { continue }
+                entries.append(SyncManifest.Entry(name: name, version: try SyncItemFile.header(file, name: name).version, digest: try SyncManifest.digest(of: file)))
+            }
+            let counter = (try integer("counter") ?? 0) + 1
+            try WorkTreeFiles.makeDirectory(repository.path("manifests"))
+            try WorkTreeFiles.write(try SyncManifest(device: me, counter: counter, generation: members.generation, entries: entries).sealed(keys: currentKeys, signer: identity),
+                                    to: repository.path("manifests/\(Hex.string(me))"))
+            try repository.commitAll("sync")
+            switch try repository.push() {
+            case .pushed:
+                try setInteger("counter", counter)
+                for (device, seen) in checked.counters where device != Hex.string(me) { try setInteger("seen.\(device)", seen) }
+                try storeKnownStates(known)
+                try setInteger("last", Self.nowMilliseconds())
+                report.sent = outgoing.count
+                return report
+            case .rejected where attempt < Self.maximumRetries:
+                report.retries += 1
+                // Undo this round's commit: the next round starts from the remote's state.
+                _ = try repository.git(["reset", "-q", "--hard", "origin/main"], allowFailure: true)
+                continue
+            case .rejected:
+                throw SyncError(.malformed, "the remote kept changing: try again")
+            case .failed(let reason):
+                throw SyncError(.malformed, "git push: \(reason)")
+            }
+        }
+        throw SyncError(.malformed, "the remote kept changing: try again")
+    }
+
+    // MARK: helpers
+
+    /// Fetches and merges; paths both sides changed are settled: an item file by the merge rule,
+    /// this device's own manifest by this device, anything else by the remote's side.
+    private func fetchAndMerge(_ repository: GitRepository) throws(SyncError) {
+        try repository.prepare()
+        guard try repository.fetch() else { return }
+        let conflicts = try repository.mergeFetched()
+        guard !conflicts.isEmpty else { return }
+        for path in conflicts {
+            let sides = try repository.conflictSides(path)
+            var chosen = sides.theirs
+            if path.hasPrefix("items/"), let ours = sides.ours, let theirs = sides.theirs {
+                let name = String(path.dropFirst("items/".count))
+                if let ourHeader = try? SyncItemFile.header(ours, name: name), let theirHeader = try? SyncItemFile.header(theirs, name: name) {
+                    // Both sides are checked fully after the merge; here only which to keep.
+                    chosen = ourHeader.version > theirHeader.version ? ours : theirs
+                }
+            } else if let me = try deviceID(), path == "manifests/\(Hex.string(me))" {
+                chosen = sides.ours
+            }
+            if let chosen { try WorkTreeFiles.write(chosen, to: repository.path(path)) } else { unlink(repository.path(path)) }
+        }
+        try repository.commitAll("merge")
+    }
+
+    private func logFiles(_ repository: GitRepository) throws(SyncError) -> [[UInt8]] {
+        var files: [[UInt8]] = []
+        while let file = WorkTreeFiles.read(repository.path("circle/log/\(files.count)")) { files.append(file) }
+        return files
+    }
+
+    private func publish(_ repository: GitRepository, message: String) throws(SyncError) {
+        for _ in 0...Self.maximumRetries {
+            try repository.commitAll(message)
+            switch try repository.push() {
+            case .pushed: return
+            case .rejected: try fetchAndMerge(repository)
+            case .failed(let reason): throw SyncError(.malformed, "git push: \(reason)")
+            }
+        }
+        throw SyncError(.malformed, "the remote kept changing: try again")
+    }
+
+    private func random(_ count: Int) throws(SyncError) -> [UInt8] {
+        do { return try Random.bytes(count) } catch { throw SyncError(.crypto, "the random generator failed") }
+    }
+
+    static func nowMilliseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return UInt64(max(now.tv_sec, 0)) * 1000 + UInt64(max(now.tv_nsec, 0) / 1_000_000)
+    }
+
+    // What this device knew of each item at its last sync: its state and the SHA-256 of its
+    // record (so a local edit shows as a different digest), sealed in the keychain.
+    struct KnownState {
+        let state: SyncItemState
+        let digest: [UInt8]
+    }
+
+    private func knownStates() throws(SyncError) -> [[UInt8]: KnownState] {
+        guard let sealed = try secret("known") else { return [:] }
+        return sealed.withUnsafeBytes { raw in
+            var reader = ByteReader(Array(raw))
+            var states: [[UInt8]: KnownState] = [:]
+            while reader.remaining > 0 {
+                guard let uid = reader.take(16), let version = reader.uint64(), let modified = reader.uint64(), let writer = reader.take(16),
+                      let flags = reader.uint8(), let length = reader.uint8(), let digest = reader.take(Int(length)) else { break }
+                states[uid] = KnownState(state: SyncItemState(uid: uid, version: version, modified: modified, writer: writer, deleted: flags & 1 != 0), digest: digest)
+            }
+            return states
+        }
+    }
+
+    private func storeKnownStates(_ states: [[UInt8]: KnownState]) throws(SyncError) {
+        var writer = ByteWriter()
+        for (uid, known) in states.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            writer.append(uid)
+            writer.append(known.state.version)
+            writer.append(known.state.modified)
+            writer.append(known.state.writer)
+            writer.append(known.state.deleted ? UInt8(1) : 0)
+            writer.append(UInt8(known.digest.count))
+            writer.append(known.digest)
+        }
+        try setSecret("known", SecureBytes(writer.bytes))
+    }
+}

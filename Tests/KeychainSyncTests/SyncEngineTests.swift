@@ -1,0 +1,160 @@
+import Glibc
+@testable import KeychainCore
+import KeychainStore
+import KeychainCrypto
+import XCTest
+@testable import KeychainSync
+
+/// Devices as users meet them, in one process: each a keychain with its own master and device
+/// key and its own git work tree, one bare repository as the remote (file://).
+final class SyncEngineTests: XCTestCase {
+    private var root = ""
+    private let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
+    private let soPIN = Array("so-secret".utf8), userPIN = Array("1234".utf8)
+    private var remote: String { "file://" + root + "/remote.git" }
+
+    override func setUpWithError() throws {
+        var template = Array("/tmp/kc-sync-engine.XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { buffer -> String? in
+            guard let base = buffer.baseAddress, mkdtemp(base) != nil else { return nil }
+            return String(cString: base)
+        }
+        root = try XCTUnwrap(made)
+        XCTAssertTrue(try Subprocess.run(["git", "init", "-q", "--bare", "-b", "main", root + "/remote.git"]).succeeded)
+    }
+
+    override func tearDownWithError() throws { _ = try Subprocess.run(["rm", "-rf", root]) }
+
+    private struct Device {
+        let keychain: Keychain
+        let master: MasterKey
+        let engine: SyncEngine
+    }
+
+    private func device(_ name: String) throws -> Device {
+        let keychain = try soPIN.withUnsafeBytes { so in
+            try userPIN.withUnsafeBytes {
+                try Keychain.create(at: root + "/" + name + ".keychain", slotID: 1, label: "login", soPIN: so, userPIN: $0, kdf: kdf,
+                                    deviceKey: DeviceKeyFile(path: root + "/\(name)-state/device-key"))
+            }
+        }
+        let master = try userPIN.withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
+        return Device(keychain: keychain, master: master, engine: SyncEngine(keychain: keychain, master: master, workTree: root + "/\(name)-sync"))
+    }
+
+    @discardableResult
+    private func addPassword(_ device: Device, account: String, secret: String, sync: Bool = true) throws -> [UInt8] {
+        let id = try UniqueID.random()
+        let template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, [1]), (.isPrivate, [1]),
+                                  (.itemClass, AttributeValue.ulong(ItemClass.genericPassword.rawValue)), (.label, Array(account.utf8)),
+                                  (.account, Array(account.utf8)), (.application, Array("example.com".utf8)), (.value, Array(secret.utf8)),
+                                  (.synchronizable, AttributeValue.bool(sync))]
+        _ = try device.keychain.add(try ObjectTemplate.create(template, uniqueID: id.text, policy: .compatible), uid: id.bytes, master: device.master)
+        return id.bytes
+    }
+
+    /// Account → secret of every synchronizable item.
+    private func secrets(_ device: Device) throws -> [String: String] {
+        var result: [String: String] = [:]
+        for item in try device.keychain.synchronizableItems(master: device.master) {
+            let object = ObjectAttributes(recordAttributes: try item.record.withUnsafeBytes { try AttributeRecord.decode($0) })
+            result[String(decoding: object[.account] ?? [], as: UTF8.self)] = String(decoding: object[.value] ?? [], as: UTF8.self)
+        }
+        return result
+    }
+
+    private func edit(_ device: Device, uid: [UInt8], secret: String) throws {
+        let id = try XCTUnwrap(try device.keychain.store.objectID(uid: uid))
+        var object = try device.keychain.object(id: id, master: device.master)
+        object[.value] = Array(secret.utf8)
+        try device.keychain.replace(id: id, with: object, master: device.master)
+    }
+
+    private func join(_ joiner: Device, approvedBy member: Device) throws {
+        let code = try joiner.engine.requestJoin(remote: remote)
+        XCTAssertEqual(code.count, 8)
+        _ = try member.engine.approve(code: code)
+    }
+
+    func test_an_item_added_on_one_device_reads_on_a_second_and_edits_and_deletes_follow() throws {
+        let a = try device("a"), b = try device("b")
+        let uid = try addPassword(a, account: "alice", secret: "s3cret")
+        try addPassword(a, account: "local", secret: "stays here", sync: false)
+        XCTAssertEqual(try a.engine.setup(remote: remote).sent, 1)
+        try join(b, approvedBy: a)
+        XCTAssertEqual(try b.engine.sync().received, 1)
+        XCTAssertEqual(try secrets(b), ["alice": "s3cret"])
+        // The same uid on both devices (CKA_UNIQUE_ID, the persistent reference).
+        XCTAssertNotNil(try b.keychain.store.objectID(uid: uid))
+
+        try edit(b, uid: uid, secret: "changed on b")
+        XCTAssertEqual(try b.engine.sync().sent, 1)
+        XCTAssertEqual(try a.engine.sync().received, 1)
+        XCTAssertEqual(try secrets(a), ["alice": "changed on b"])
+
+        let id = try XCTUnwrap(try a.keychain.store.objectID(uid: uid))
+        try a.keychain.remove(id: id, master: a.master)
+        XCTAssertEqual(try a.engine.sync().sent, 1)
+        XCTAssertEqual(try b.engine.sync().received, 1)
+        XCTAssertEqual(try secrets(b), [:])
+        // Nothing more to do: a sync with no change sends and receives nothing.
+        let idle = try b.engine.sync()
+        XCTAssertEqual([idle.sent, idle.received, idle.settled], [0, 0, 0])
+    }
+
+    func test_offline_edits_on_two_devices_converge_and_are_counted() throws {
+        let a = try device("a"), b = try device("b")
+        let uid = try addPassword(a, account: "alice", secret: "first")
+        _ = try a.engine.setup(remote: remote)
+        try join(b, approvedBy: a)
+        _ = try b.engine.sync()
+        try edit(a, uid: uid, secret: "from a")
+        try addPassword(a, account: "only-a", secret: "1")
+        sleep(1)  // b's edit is the later one (modification times have second resolution)
+        try edit(b, uid: uid, secret: "from b")
+        try addPassword(b, account: "only-b", secret: "2")
+        _ = try a.engine.sync()
+        let settledOnB = try b.engine.sync()  // rejected or not, b ends up merged
+        XCTAssertEqual(settledOnB.settled, 1)
+        _ = try a.engine.sync()
+        XCTAssertEqual(try secrets(a), try secrets(b))
+        XCTAssertEqual(try secrets(a), ["alice": "from b", "only-a": "1", "only-b": "2"])
+    }
+
+    func test_a_device_that_was_not_approved_reads_nothing() throws {
+        let a = try device("a"), b = try device("b")
+        try addPassword(a, account: "alice", secret: "s3cret")
+        _ = try a.engine.setup(remote: remote)
+        _ = try b.engine.requestJoin(remote: remote)
+        XCTAssertThrowsError(try b.engine.sync()) { XCTAssertEqual(($0 as? SyncError)?.kind, .withheld, "\($0)") }
+        XCTAssertEqual(try secrets(b), [:])
+        XCTAssertThrowsError(try a.engine.approve(code: "AAAAAAAA"))
+    }
+
+    func test_the_remote_holds_no_label_account_or_secret_in_clear() throws {
+        let a = try device("a")
+        try addPassword(a, account: "alice-the-account", secret: "very-secret-value")
+        _ = try a.engine.setup(remote: remote)
+        let grep = try Subprocess.run(["grep", "-r", "-a", "-l", "-e", "alice-the-account", "-e", "very-secret-value", "-e", "example.com", root + "/remote.git"])
+        XCTAssertEqual(grep.status, 1, "found in: \(grep.outputText)")
+    }
+
+    func test_an_edited_file_on_the_remote_is_refused_and_nothing_applied() throws {
+        let a = try device("a"), b = try device("b")
+        try addPassword(a, account: "alice", secret: "s3cret")
+        _ = try a.engine.setup(remote: remote)
+        try join(b, approvedBy: a)
+        // The remote's holder flips a byte of the item file.
+        let clone = root + "/mallory"
+        XCTAssertTrue(try Subprocess.run(["git", "clone", "-q", remote, clone]).succeeded)
+        let item = try XCTUnwrap(WorkTreeFiles.list(clone + "/items").first)
+        var bytes = try XCTUnwrap(WorkTreeFiles.read(clone + "/items/" + item))
+        bytes[bytes.count - 1] ^= 1
+        try WorkTreeFiles.write(bytes, to: clone + "/items/" + item)
+        let mallory = GitRepository(directory: clone, remote: remote, device: "mallory")
+        try mallory.commitAll("edit")
+        XCTAssertEqual(try mallory.push(), .pushed)
+        XCTAssertThrowsError(try b.engine.sync()) { XCTAssertEqual(($0 as? SyncError)?.kind, .tampered, "\($0)") }
+        XCTAssertEqual(try secrets(b), [:])
+    }
+}
