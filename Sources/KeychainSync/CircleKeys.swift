@@ -26,7 +26,7 @@ public struct CircleKeys: Sendable {
 /// File names of items: HMAC-SHA-256 of the item's id under a key derived from the circle's first
 /// generation (names stay put when the key rotates), 32 hex digits. They say nothing of the item.
 public struct ItemNames: Sendable {
-    private let key: SecureBytes
+    let key: SecureBytes
 
     public init(firstGenerationKey: SecureBytes) throws(SyncError) {
         key = try CircleKeys.derive(firstGenerationKey, "keychain-pkcs11 sync names")
@@ -37,4 +37,25 @@ public struct ItemNames: Sendable {
             throw SyncError(.crypto, "HMAC failed: \(error)")
         }
     }
+}
+
+/// The names devices give themselves (`--device-name`), sealed for the circle's members:
+/// `circle/names/<device>` = AES-256-GCM box under a key derived from the names key, bound to the
+/// device id.
+public enum DeviceNames {
+    public static func seal(_ name: String, device: [UInt8], names: ItemNames) throws(SyncError) -> [UInt8] {
+        do { return try Array(name.utf8).withUnsafeBytes { try AESGCM.seal($0, key: names.deviceNameKey(), associatedData: Array("keychain-pkcs11 device name".utf8) + device) } } catch {
+            throw SyncError(.crypto, "sealing a device name: \(error)")
+        }
+    }
+
+    public static func open(_ file: [UInt8], device: [UInt8], names: ItemNames) throws(SyncError) -> String {
+        do { return String(decoding: try AESGCM.open(file, key: names.deviceNameKey(), associatedData: Array("keychain-pkcs11 device name".utf8) + device).bytes, as: UTF8.self) } catch {
+            throw SyncError(.tampered, "circle/names/\(Hex.string(device)) does not open under the circle's key")
+        }
+    }
+}
+
+extension ItemNames {
+    func deviceNameKey() throws(SyncError) -> SecureBytes { try CircleKeys.derive(key, "keychain-pkcs11 sync device names") }
 }

@@ -90,7 +90,7 @@ public final class SyncEngine {
     // MARK: setting up and joining
 
     /// Starts a circle on this device with `remote` (an empty repository, or one without a circle).
-    public func setup(remote: String) throws(SyncError) -> SyncReport {
+    public func setup(remote: String, deviceName: String) throws(SyncError) -> SyncReport {
         guard try value("genesis") == nil else { throw SyncError(.malformed, "this keychain is already in a circle (sync leave first)") }
         let device = try random(16), circle = try random(16)
         let identity = try SoftwareDeviceIdentity.generate()
@@ -117,12 +117,13 @@ public final class SyncEngine {
         try setValue("genesis", try CircleLog.hash(genesisFile))
         try setSecret("identity", try identity.privateKeyInfo())
         try setSecret("key.1", key)
+        try setValue("name", Array(deviceName.utf8))
         return try sync()
     }
 
     /// Asks to join the circle at `remote`: writes this device's request and returns the pairing
     /// code to compare with the one `approve` computes on a member.
-    public func requestJoin(remote: String) throws(SyncError) -> String {
+    public func requestJoin(remote: String, deviceName: String) throws(SyncError) -> String {
         guard try value("genesis") == nil else { throw SyncError(.malformed, "this keychain is already in a circle (sync leave first)") }
         let device = try random(16)
         let identity = try SoftwareDeviceIdentity.generate()
@@ -141,6 +142,7 @@ public final class SyncEngine {
         try setValue("remote", Array(remote.utf8))
         try setValue("genesis", genesis)
         try setSecret("identity", try identity.privateKeyInfo())
+        try setValue("name", Array(deviceName.utf8))
         try publish(repository, message: "join request")
         return try CircleLog.pairingCode(genesis: genesis, device: device, publicKeyInfo: identity.publicKeyInfo)
     }
@@ -167,10 +169,13 @@ public final class SyncEngine {
             let event = CircleEvent(kind: .add, index: members.count, previous: members.head, circle: members.circle, generation: members.generation,
                                     subject: device, subjectKey: key, signer: me)
             try WorkTreeFiles.write(try event.signed(by: identity), to: repository.path("circle/log/\(members.count)"))
-            guard let current = try secret("key.\(members.generation)") else { throw SyncError(.unknownGeneration, "this device lacks the current circle key") }
-            try WorkTreeFiles.makeDirectory(repository.path("circle/keys/\(members.generation)"))
-            try WorkTreeFiles.write(try CircleKeyWrap.wrap(current, generation: members.generation, circle: members.circle, to: device, publicKeyInfo: key),
-                                    to: repository.path("circle/keys/\(members.generation)/\(Hex.string(device))"))
+            // Every generation's key: files written before a rotation stay sealed under theirs.
+            for generation in UInt32(1)...members.generation {
+                guard let circleKey = try secret("key.\(generation)") else { throw SyncError(.unknownGeneration, "this device lacks generation \(generation) of the circle key") }
+                try WorkTreeFiles.makeDirectory(repository.path("circle/keys/\(generation)"))
+                try WorkTreeFiles.write(try CircleKeyWrap.wrap(circleKey, generation: generation, circle: members.circle, to: device, publicKeyInfo: key),
+                                        to: repository.path("circle/keys/\(generation)/\(Hex.string(device))"))
+            }
             unlink(repository.path("circle/requests/\(Hex.string(device))"))
             try repository.commitAll("approve \(Hex.string(device))")
             switch try repository.push() {
@@ -181,6 +186,81 @@ public final class SyncEngine {
             }
         }
         throw SyncError(.malformed, "the remote kept changing: try again")
+    }
+
+    // MARK: devices
+
+    public struct Device: Sendable, Equatable {
+        public let id: String
+        /// The name it gave itself (sealed on the remote); nil until its first sync.
+        public let name: String?
+        public let isThisDevice: Bool
+    }
+
+    /// The circle's members as the checked log says, with their names (after a fetch).
+    public func devices() throws(SyncError) -> [Device] {
+        let repository = try repository()
+        guard let me = try deviceID(), let genesis = try value("genesis") else { throw SyncError(.malformed, "this keychain is in no circle") }
+        try fetchAndMerge(repository)
+        let members = try CircleLog.verify(try logFiles(repository), genesis: genesis)
+        let names = try? names()
+        return members.members.keys.sorted().map { id in
+            let device = Hex.bytes(Array(id.utf8)) ?? []
+            let name = names.flatMap { names in WorkTreeFiles.read(repository.path("circle/names/\(id)")).flatMap { try? DeviceNames.open($0, device: device, names: names) } }
+            return Device(id: id, name: name, isThisDevice: device == me)
+        }
+    }
+
+    /// Removes a member (by name or id) and rotates the circle's key: a new generation, wrapped to
+    /// the remaining members only, so nothing written afterwards can be read by the removed device.
+    /// Returns the removed device's id (hex).
+    public func removeDevice(_ nameOrID: String) throws(SyncError) -> String {
+        let repository = try repository()
+        guard let me = try deviceID(), let genesis = try value("genesis") else { throw SyncError(.malformed, "this keychain is in no circle") }
+        let identity = try identity()
+        for attempt in 0...Self.maximumRetries {
+            let devices = try devices()
+            let matches = devices.filter { $0.id == nameOrID.lowercased() || $0.name == nameOrID }
+            guard matches.count == 1, let target = matches.first, let subject = Hex.bytes(Array(target.id.utf8)) else {
+                throw SyncError(.malformed, matches.isEmpty ? "no device of the circle is called \(nameOrID)" : "several devices are called \(nameOrID): give its id")
+            }
+            let members = try CircleLog.verify(try logFiles(repository), genesis: genesis)
+            let generation = members.generation + 1
+            let event = CircleEvent(kind: .remove, index: members.count, previous: members.head, circle: members.circle, generation: generation,
+                                    subject: subject, subjectKey: members.members[target.id] ?? [], signer: me)
+            try WorkTreeFiles.write(try event.signed(by: identity), to: repository.path("circle/log/\(members.count)"))
+            let key = try SecureBytes(random(CircleKeys.keySize))
+            try WorkTreeFiles.makeDirectory(repository.path("circle/keys/\(generation)"))
+            for (id, publicKey) in members.members where id != target.id {
+                guard let device = Hex.bytes(Array(id.utf8)) else { continue }
+                try WorkTreeFiles.write(try CircleKeyWrap.wrap(key, generation: generation, circle: members.circle, to: device, publicKeyInfo: publicKey),
+                                        to: repository.path("circle/keys/\(generation)/\(id)"))
+            }
+            unlink(repository.path("circle/names/\(target.id)"))
+            unlink(repository.path("manifests/\(target.id)"))
+            try repository.commitAll("remove \(target.id)")
+            switch try repository.push() {
+            case .pushed:
+                if subject != me { try setSecret("key.\(generation)", key) }
+                try setValue("seen.\(target.id)", nil)
+                return target.id
+            case .rejected where attempt < Self.maximumRetries:
+                _ = try repository.git(["reset", "-q", "--hard", "origin/main"], allowFailure: true)
+                continue
+            case .rejected: throw SyncError(.malformed, "the remote kept changing: try again")
+            case .failed(let reason): throw SyncError(.malformed, "git push: \(reason)")
+            }
+        }
+        throw SyncError(.malformed, "the remote kept changing: try again")
+    }
+
+    /// This device leaves its circle: removed from the log (the others rotate to a key it never
+    /// keeps), its sync state forgotten and its work tree deleted. Its items stay in the keychain.
+    /// With `local` the remote is not touched (a circle gone or unreachable).
+    public func leave(local: Bool = false) throws(SyncError) {
+        if !local, let me = try deviceID(), try isMember() { _ = try removeDevice(Hex.string(me)) }
+        do { try keychain.clearSyncState() } catch { throw SyncError(.malformed, "forgetting the sync state: \(error.reason)") }
+        _ = try? Subprocess.run(["rm", "-rf", "--", workTree])
     }
 
     // MARK: the sync
@@ -284,6 +364,16 @@ public final class SyncEngine {
                     } catch {
                         throw SyncError(.malformed, "storing an item from the circle: \(error.reason)")
                     }
+                }
+            }
+
+            // This device's name, sealed (members read it in `sync status`, the remote does not).
+            if let name = try value("name") {
+                let path = repository.path("circle/names/\(Hex.string(me))")
+                let stored = WorkTreeFiles.read(path).flatMap { try? DeviceNames.open($0, device: me, names: names) }
+                if stored != String(decoding: name, as: UTF8.self) {
+                    try WorkTreeFiles.makeDirectory(repository.path("circle/names"))
+                    try WorkTreeFiles.write(try DeviceNames.seal(String(decoding: name, as: UTF8.self), device: me, names: names), to: path)
                 }
             }
 

@@ -71,7 +71,7 @@ final class SyncEngineTests: XCTestCase {
     }
 
     private func join(_ joiner: Device, approvedBy member: Device) throws {
-        let code = try joiner.engine.requestJoin(remote: remote)
+        let code = try joiner.engine.requestJoin(remote: remote, deviceName: "desktop")
         XCTAssertEqual(code.count, 8)
         _ = try member.engine.approve(code: code)
     }
@@ -80,7 +80,7 @@ final class SyncEngineTests: XCTestCase {
         let a = try device("a"), b = try device("b")
         let uid = try addPassword(a, account: "alice", secret: "s3cret")
         try addPassword(a, account: "local", secret: "stays here", sync: false)
-        XCTAssertEqual(try a.engine.setup(remote: remote).sent, 1)
+        XCTAssertEqual(try a.engine.setup(remote: remote, deviceName: "laptop").sent, 1)
         try join(b, approvedBy: a)
         XCTAssertEqual(try b.engine.sync().received, 1)
         XCTAssertEqual(try secrets(b), ["alice": "s3cret"])
@@ -105,7 +105,7 @@ final class SyncEngineTests: XCTestCase {
     func test_offline_edits_on_two_devices_converge_and_are_counted() throws {
         let a = try device("a"), b = try device("b")
         let uid = try addPassword(a, account: "alice", secret: "first")
-        _ = try a.engine.setup(remote: remote)
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
         try join(b, approvedBy: a)
         _ = try b.engine.sync()
         try edit(a, uid: uid, secret: "from a")
@@ -124,8 +124,8 @@ final class SyncEngineTests: XCTestCase {
     func test_a_device_that_was_not_approved_reads_nothing() throws {
         let a = try device("a"), b = try device("b")
         try addPassword(a, account: "alice", secret: "s3cret")
-        _ = try a.engine.setup(remote: remote)
-        _ = try b.engine.requestJoin(remote: remote)
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
+        _ = try b.engine.requestJoin(remote: remote, deviceName: "desktop")
         XCTAssertThrowsError(try b.engine.sync()) { XCTAssertEqual(($0 as? SyncError)?.kind, .withheld, "\($0)") }
         XCTAssertEqual(try secrets(b), [:])
         XCTAssertThrowsError(try a.engine.approve(code: "AAAAAAAA"))
@@ -134,7 +134,7 @@ final class SyncEngineTests: XCTestCase {
     func test_the_remote_holds_no_label_account_or_secret_in_clear() throws {
         let a = try device("a")
         try addPassword(a, account: "alice-the-account", secret: "very-secret-value")
-        _ = try a.engine.setup(remote: remote)
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
         let grep = try Subprocess.run(["grep", "-r", "-a", "-l", "-e", "alice-the-account", "-e", "very-secret-value", "-e", "example.com", root + "/remote.git"])
         XCTAssertEqual(grep.status, 1, "found in: \(grep.outputText)")
     }
@@ -142,7 +142,7 @@ final class SyncEngineTests: XCTestCase {
     func test_an_edited_file_on_the_remote_is_refused_and_nothing_applied() throws {
         let a = try device("a"), b = try device("b")
         try addPassword(a, account: "alice", secret: "s3cret")
-        _ = try a.engine.setup(remote: remote)
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
         try join(b, approvedBy: a)
         // The remote's holder flips a byte of the item file.
         let clone = root + "/mallory"
@@ -156,5 +156,65 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(try mallory.push(), .pushed)
         XCTAssertThrowsError(try b.engine.sync()) { XCTAssertEqual(($0 as? SyncError)?.kind, .tampered, "\($0)") }
         XCTAssertEqual(try secrets(b), [:])
+    }
+
+    // A removed device cannot read what is written afterwards: the key rotated to the others only.
+    func test_a_removed_device_cannot_read_an_item_added_after_its_removal() throws {
+        let a = try device("a"), b = try device("b"), c = try device("c")
+        try addPassword(a, account: "before", secret: "1")
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
+        try join(b, approvedBy: a)
+        _ = try b.engine.sync()
+        let codeC = try c.engine.requestJoin(remote: remote, deviceName: "server")
+        _ = try b.engine.approve(code: codeC)  // any member approves
+        _ = try c.engine.sync()
+        XCTAssertEqual(try secrets(c), ["before": "1"])
+        XCTAssertEqual(Set(try a.engine.devices().compactMap(\.name)), ["laptop", "desktop", "server"])
+
+        let removed = try a.engine.removeDevice("desktop")
+        XCTAssertEqual(removed, Hex.string(try XCTUnwrap(try b.engine.deviceID())))
+        try addPassword(a, account: "after", secret: "2")
+        _ = try a.engine.sync()
+        _ = try c.engine.sync()
+        XCTAssertEqual(try secrets(c), ["before": "1", "after": "2"])
+        // b is no longer a member, and the new generation's key is not wrapped to it.
+        XCTAssertThrowsError(try b.engine.sync()) { XCTAssertEqual(($0 as? SyncError)?.kind, .withheld, "\($0)") }
+        XCTAssertEqual(try secrets(b), ["before": "1"])
+        let clone = root + "/check"
+        XCTAssertTrue(try Subprocess.run(["git", "clone", "-q", remote, clone]).succeeded)
+        XCTAssertEqual(WorkTreeFiles.list(clone + "/circle/keys/2"), [try a.engine.deviceID(), try c.engine.deviceID()].compactMap { $0.map(Hex.string) }.sorted())
+        XCTAssertEqual(Set(try a.engine.devices().compactMap(\.name)), ["laptop", "server"])
+    }
+
+    // The remote's holder force-pushes an old history: every device remembers the counters it saw.
+    func test_a_remote_rolled_back_to_an_older_history_is_refused() throws {
+        let a = try device("a"), b = try device("b")
+        try addPassword(a, account: "one", secret: "1")
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
+        try join(b, approvedBy: a)
+        _ = try b.engine.sync()
+        let old = try Subprocess.run(["git", "--git-dir", root + "/remote.git", "rev-parse", "main"]).outputText.trimmedLines
+        try addPassword(a, account: "two", secret: "2")
+        _ = try a.engine.sync()
+        _ = try b.engine.sync()
+        XCTAssertEqual(try secrets(b), ["one": "1", "two": "2"])
+        XCTAssertTrue(try Subprocess.run(["git", "--git-dir", root + "/remote.git", "update-ref", "refs/heads/main", old]).succeeded)
+        // b's work tree still has the newer history; a fresh clone of b's state sees the old one.
+        _ = try Subprocess.run(["rm", "-rf", root + "/b-sync"])
+        XCTAssertThrowsError(try b.engine.sync()) { XCTAssertEqual(($0 as? SyncError)?.kind, .rolledBack, "\($0)") }
+        XCTAssertEqual(try secrets(b), ["one": "1", "two": "2"])
+    }
+
+    func test_leaving_forgets_the_circle_and_keeps_the_items() throws {
+        let a = try device("a"), b = try device("b")
+        try addPassword(a, account: "one", secret: "1")
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
+        try join(b, approvedBy: a)
+        _ = try b.engine.sync()
+        try b.engine.leave()
+        XCTAssertNil(try b.engine.deviceID())
+        XCTAssertEqual(try secrets(b), ["one": "1"])
+        XCTAssertEqual(try a.engine.devices().map(\.name), ["laptop"])
+        XCTAssertEqual(try a.engine.sync().received, 0)
     }
 }
