@@ -23,7 +23,7 @@ export COLUMNS=80
         if [ "$command" = p11-kit ]; then
             set -- "p11-kit register" "p11-kit unregister"
         elif [ "$command" = secret-service ]; then
-            set -- "secret-service" "secret-service status" "secret-service enable" "secret-service disable"
+            set -- "secret-service" "secret-service status" "secret-service enable" "secret-service disable" "secret-service sync"
         else
             set -- "$command"
         fi

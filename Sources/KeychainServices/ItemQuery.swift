@@ -359,6 +359,16 @@ struct ItemQuery {
         return flag
     }
 
+    /// What `SyncRule` says of an item added with this query, from its parts: the protection class
+    /// (kSecAttrAccessControl's, else kSecAttrAccessible), the access control's flags, and
+    /// kSecAttrTokenID or a Secure Enclave key as kSecValueRef (a key in the TPM).
+    var syncRefusal: SyncRule.Refusal? {
+        let accessible = attributes.first { $0.type == .accessible }.flatMap { AttributeValue.decodeULong($0.value) }.flatMap(ProtectionClass.init(rawValue:))
+        let inTPM = onlyTokenItems || (valueReference as? SecKey)?.enclave != nil
+        return SyncRule.refusal(token: true, protection: accessControl?.policy.protection ?? accessible, accessControl: accessControl?.policy.flags ?? [],
+                                inTPM: inTPM)
+    }
+
     /// The PKCS#11 search template. Passwords are data objects of their item class; keys and
     /// certificates are found whether SecItem or a PKCS#11 client stored them.
     var searchTemplate: Template {

@@ -17,6 +17,9 @@ public func SecItemAdd(_ attributes: [String: Any], _ result: UnsafeMutablePoint
             throw ItemError(errSecParam, "search keys are not allowed when adding")
         }
         if case .any? = query.synchronizable { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
+        // As securityd: a synchronizable item that could not leave this device is errSecParam,
+        // before the keychain is opened or anyone asked (the keychain checks the stored object too).
+        if case .only(true)? = query.synchronizable, let refusal = query.syncRefusal { throw ItemError(errSecParam, refusal.reason) }
         if query.onlyTokenItems, (query.valueReference as? SecKey)?.enclave == nil {
             throw ItemError(errSecParam, "kSecAttrTokenID: nothing can be imported into the Secure Enclave (TPM); make the key there with SecKeyCreateRandomKey")
         }
@@ -111,6 +114,9 @@ public func SecItemUpdate(_ query: [String: Any], _ attributesToUpdate: [String:
                     updated[.accessible] = AttributeValue.ulong(newProtection.rawValue)
                     updated[.isPrivate] = AttributeValue.bool(newProtection.needsLogin)
                 }
+                // Making an item synchronizable that cannot leave this device, or binding a
+                // synchronizable item to it, is errSecParam; nothing is changed.
+                if let refusal = updated.syncRefusal(changing: object) { throw ItemError(errSecParam, refusal.reason) }
                 if var secret = password {
                     updated[.applicationPassword] = secret
                     wipe(&secret)

@@ -194,8 +194,17 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
             controlled.append((.accessible, AttributeValue.ulong(UInt(index + 1))))
         }
         let protection = controlled.first { $0.type == .accessible }.flatMap { AttributeValue.decodeULong($0.value) }.flatMap(ProtectionClass.init(rawValue:))
+        let publicAttributes = dictionary[kSecPublicKeyAttrs as String] as? [String: Any] ?? [:]
+        // kSecAttrSynchronizable: each half's own dictionary, else the top level (both halves).
+        let syncPrivate = try synchronizable(privateAttributes, dictionary), syncPublic = try synchronizable(publicAttributes, dictionary)
+        let flags = AccessControlFlags(rawValue: controlled.first { $0.type == .accessControl }.flatMap { AttributeValue.decodeULong($0.value) } ?? 0)
+        if syncPrivate, let refusal = SyncRule.refusal(token: permanent, protection: protection, accessControl: flags, inTPM: false) {
+            throw ItemError(errSecParam, refusal.reason)
+        }
+        if syncPublic, !permanent { throw ItemError(errSecParam, SyncRule.Refusal.sessionObject.reason) }
         let privateObject = try keyObject(key, extra: controlled + extra + [(.token, AttributeValue.bool(permanent)),
-                                                                           (.isPrivate, AttributeValue.bool(protection?.needsLogin ?? true))],
+                                                                           (.isPrivate, AttributeValue.bool(protection?.needsLogin ?? true)),
+                                                                           (.synchronizable, AttributeValue.bool(syncPrivate))],
                                           uniqueID: uid.text)
         let context = dictionary[kSecUseAuthenticationContext as String] as? LAContext
         var keychainPath: String?
@@ -210,11 +219,12 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
                 // The public half is stored too (PKCS#11 clients such as OpenSSH list public keys; it
                 // pairs by CKA_ID), but with the tag and label of kSecPublicKeyAttrs only: a search by
                 // the private key's tag finds the private key alone, as on Apple platforms.
-                let publicAttributes = dictionary[kSecPublicKeyAttrs as String] as? [String: Any] ?? [:]
                 var publicExtra: Template = []
                 if let tag = publicAttributes[kSecAttrApplicationTag as String] as? Data { publicExtra.append((.applicationTag, Array(tag))) }
                 if let label = publicAttributes[kSecAttrLabel as String].flatMap(ItemMapping.string) { publicExtra.append((.label, Array(label.utf8))) }
-                let publicObject = try keyObject(try key.publicKey(), extra: publicExtra + [(.token, AttributeValue.bool(true))], uniqueID: publicUID.text)
+                let publicObject = try keyObject(try key.publicKey(), extra: publicExtra + [(.token, AttributeValue.bool(true)),
+                                                                                            (.synchronizable, AttributeValue.bool(syncPublic))],
+                                                 uniqueID: publicUID.text)
                 try translateKeychain { () throws(KeychainError) in
                     // An application password's scrypt runs before the write transaction.
                     let privateObject = try keychain.sealingApplicationPassword(privateObject)
@@ -235,6 +245,16 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
         fail(error, errSecIO, "\(failure)")
         return nil
     }
+}
+
+/// kSecAttrSynchronizable for one half of a new key pair: its own attribute dictionary's, else the
+/// top level's (which names both halves); false when neither gives it. kSecAttrSynchronizableAny
+/// is for searches (errSecParam).
+func synchronizable(_ attributes: [String: Any], _ dictionary: [String: Any]) throws -> Bool {
+    guard let value = attributes[kSecAttrSynchronizable as String] ?? dictionary[kSecAttrSynchronizable as String] else { return false }
+    if ItemMapping.string(value) == kSecAttrSynchronizableAny as String { throw ItemError(errSecParam, "kSecAttrSynchronizableAny is for searches") }
+    guard let flag = ItemMapping.boolean(value) else { throw ItemError(errSecParam, "kSecAttrSynchronizable must be a boolean") }
+    return flag
 }
 
 /// A key from its external representation (RSA PKCS#1 DER, EC X9.63), not stored.

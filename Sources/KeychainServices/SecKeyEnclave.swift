@@ -23,6 +23,9 @@ func createEnclaveKey(_ dictionary: [String: Any]) throws -> SecKey {
     if privateAttributes[kSecAttrTokenID as String] != nil || publicAttributes[kSecAttrTokenID as String] != nil {
         throw ItemError(errSecParam, "kSecAttrTokenID belongs in the top-level dictionary")
     }
+    // A key in the Secure Enclave never syncs: errSecParam, as Apple answers, with or without a TPM.
+    if try synchronizable(privateAttributes, dictionary) { throw ItemError(errSecParam, SyncRule.Refusal.inTPM.reason) }
+    let syncPublic = try synchronizable(publicAttributes, [:])
     // No TPM: Apple's answer on a device without a Secure Enclave, before any unlock prompt.
     try SecureEnclaveAccess.requireTPM()
     func given(_ key: CFString) -> Any? { privateAttributes[key as String] ?? dictionary[key as String] }
@@ -58,7 +61,7 @@ func createEnclaveKey(_ dictionary: [String: Any]) throws -> SecKey {
         guard let master else { throw ItemError(errSecInteractionNotAllowed, "the keychain is locked: a Secure Enclave key's authorisation comes from it") }
         let enclave = try translateKeychain { () throws(KeychainError) in try keychain.createEnclaveKey(.ecP256, master: master) }
         var publicTemplate: Template = [(.itemClass, AttributeValue.ulong(ItemClass.key.rawValue)), (.token, AttributeValue.bool(true)),
-                                        (.isPrivate, AttributeValue.bool(false))]
+                                        (.isPrivate, AttributeValue.bool(false)), (.synchronizable, AttributeValue.bool(syncPublic))]
         if let tag = publicAttributes[kSecAttrApplicationTag as String] as? Data { publicTemplate.append((.applicationTag, Array(tag))) }
         if let label = publicAttributes[kSecAttrLabel as String].flatMap(ItemMapping.string) { publicTemplate.append((.label, Array(label.utf8))) }
         let publicUID = try UniqueID.random()

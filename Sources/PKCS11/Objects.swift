@@ -59,6 +59,8 @@ extension ModuleState {
             if object[.applicationPassword] != nil, !object.isToken {
                 throw CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "CKA_KC_APPLICATION_PASSWORD applies to token objects")
             }
+            // Every way an object is made passes here (create, copy, generate, unwrap, derive).
+            if let refusal = object.syncRefusal { throw Self.syncRefused(refusal) }
         } catch {
             object.wipeValues()
             throw error
@@ -98,6 +100,13 @@ extension ModuleState {
             // write one (DESIGN §4).
             return try store(object, uid: id.bytes, session: session, token: token)
         }
+    }
+
+    /// CKA_KC_SYNCHRONIZABLE = CK_TRUE on an object that cannot sync (`SyncRule`): a value that
+    /// conflicts with the object's others, CKR_TEMPLATE_INCONSISTENT (PKCS#11 3.x §4.1.1, and
+    /// C_SetAttributeValue: "incompatible with other existing attributes of the object").
+    static func syncRefused(_ refusal: SyncRule.Refusal) -> CKError {
+        CKError(CK_RV(CKR_TEMPLATE_INCONSISTENT), "CKA_KC_SYNCHRONIZABLE: \(refusal.reason)")
     }
 
     private static func value(of type: AttributeType, in template: Template) -> UInt? {
@@ -197,6 +206,7 @@ extension ModuleState {
             let (entry, current) = try objectForWriting(object, session: session, token: token)
             let bySO = token.login == .securityOfficer
             let updated = try translating { () throws(KeychainError) in try ObjectTemplate.set(template, on: current, bySecurityOfficer: bySO) }
+            if let refusal = updated.syncRefusal(changing: current) { throw Self.syncRefused(refusal) }
             switch entry.location {
             case .session(let sessionObject):
                 var stamped = updated

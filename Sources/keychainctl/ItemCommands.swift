@@ -210,7 +210,8 @@ struct Items: ParsableCommand {
                 : "No items in '\(printable(open.label))'\(visibility) match \(printable(filter)).")
             return
         }
-        let rows = [["KIND", "LABEL", "DETAILS", "PROTECTION", "URI"]] + found.map { [$0.kind, $0.label, $0.summary, $0.protection, (wide ? $0.uri : $0.shortURI).text] }
+        let rows = [["KIND", "LABEL", "DETAILS", "PROTECTION", "SYNC", "URI"]]
+            + found.map { [$0.kind, $0.label, $0.summary, $0.protection, $0.object.isSynchronizable ? "yes" : "no", (wide ? $0.uri : $0.shortURI).text] }
         printTable(rows)
     }
 }

@@ -163,6 +163,7 @@ struct ItemDescription {
         fields.append(Field(key: "protection", name: "Protection", value: .text(protection)))
         fields.append(Field(key: "accessControl", name: "Access control", value: .list(accessControl)))
         fields.append(Field(key: "private", name: "Private", value: .flag(object.isPrivate)))
+        fields.append(Field(key: "synchronizable", name: "Synchronizable", value: .flag(object.isSynchronizable)))
         if object.objectClass == .privateKey || object.objectClass == .secretKey {
             fields.append(Field(key: "sensitive", name: "Sensitive", value: .flag(object.bool(.sensitive))))
             fields.append(Field(key: "extractable", name: "Extractable", value: .flag(object.bool(.extractable))))

@@ -54,12 +54,13 @@ enum KeyStorage {
         }
     }
 
-    /// The private-key policy attributes: label, ID, token, never-extractable unless asked, plus access control.
-    static func privateTemplate(label: String, id: [UInt8]?, extractable: Bool, access: AccessOptions) throws -> Template {
+    /// The private-key policy attributes: label, ID, token, never-extractable unless asked, plus
+    /// access control and --sync (`inTPM`: a key made in the TPM, which never syncs).
+    static func privateTemplate(label: String, id: [UInt8]?, extractable: Bool, access: AccessOptions, inTPM: Bool = false) throws -> Template {
         // A keychain key item (as SecItemAdd makes): Apple's primary key refuses the same key twice.
         var template: Template = [(.token, AttributeValue.bool(true)), (.label, Array(label.utf8)), (.itemClass, AttributeValue.ulong(ItemClass.key.rawValue))]
         if let id { template.append((.id, id)) }
-        let controlled = try access.template(defaultClass: .whenUnlocked, item: .privateKey)
+        let controlled = try access.template(defaultClass: .whenUnlocked, item: .privateKey, inTPM: inTPM)
         if !controlled.contains(where: { $0.type == .sensitive }) {
             template += [(.sensitive, AttributeValue.bool(!extractable)), (.extractable, AttributeValue.bool(extractable))]
         } else if extractable {
@@ -148,6 +149,8 @@ struct GenerateKey: ParsableCommand {
 
     func run() throws {
         if let set = type.parameterSet, !set.isOffered { throw fail(LatticeKeys.notOffered(set), status: ExitStatus.usage) }
+        // --sync with options that keep the key on this machine is refused whatever the machine has.
+        _ = try access.syncTemplate(access.policy(defaultClass: .whenUnlocked), inTPM: tpm)
         if tpm, EnclaveTPM.configuredTCTI == nil {
             throw fail("--tpm: this machine has no TPM (no /dev/tpmrm0; name one with KEYCHAIN_PKCS11_TCTI or 'tcti =' in the configuration file).",
                        status: ExitStatus.badInput)
@@ -155,11 +158,13 @@ struct GenerateKey: ParsableCommand {
         let open = try selection.open()
         let master = try open.unlock()
         let id = try KeyStorage.parseID(self.id)
+        let privateTemplate = try KeyStorage.privateTemplate(label: label, id: id, extractable: extractable, access: access, inTPM: tpm)
         // The public-key object is public by default (OpenSSH and TLS clients list keys before a
-        // login): its label and CKA_ID are then readable without the PIN (Docs/security.md).
+        // login): its label and CKA_ID are then readable without the PIN (Docs/security.md). It
+        // syncs when the private key does.
         var publicTemplate: Template = [(.token, AttributeValue.bool(true)), (.label, Array(label.utf8)), (.isPrivate, AttributeValue.bool(hidePublicKey))]
+            + access.companionSyncTemplate
         if let id { publicTemplate.append((.id, id)) }
-        let privateTemplate = try KeyStorage.privateTemplate(label: label, id: id, extractable: extractable, access: access)
         let publicUID = try PasswordItems.newUniqueID()
         let privateUID = try PasswordItems.newUniqueID()
         let uniqueIDs = (publicUID.text, privateUID.text)
@@ -275,6 +280,8 @@ struct Import: ParsableCommand {
     @OptionGroup var access: AccessOptions
 
     func run() throws {
+        // --sync with options that keep the item on this device is refused before anything is read.
+        _ = try access.syncTemplate(access.policy(defaultClass: .whenUnlocked))
         var data = try readInput(file)
         defer { wipe(&data) }
         if let lattice = try LatticeKeyFile.read(data, file: file) {
@@ -320,6 +327,7 @@ struct Import: ParsableCommand {
             var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.publicKey.rawValue)),
                                       (.keyType, AttributeValue.ulong(KeyFactory.keyType(of: publicKey.kind).rawValue)),
                                       (.token, AttributeValue.bool(true)), (.isPrivate, AttributeValue.bool(false)), (.label, Array(keyLabel.utf8))]
+                + access.companionSyncTemplate
             if let id { template.append((.id, id)) }
             template += material.publicKey.map { ($0.key, $0.value) }
             let uid = try PasswordItems.newUniqueID()
@@ -346,7 +354,7 @@ struct Import: ParsableCommand {
             var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.certificate.rawValue)),
                                       (.certificateType, AttributeValue.ulong(CertificateType.x509.rawValue)), (.value, der),
                                       (.token, AttributeValue.bool(true)), (.isPrivate, AttributeValue.bool(false)), (.label, Array(name.utf8)),
-                                      (.itemClass, AttributeValue.ulong(ItemClass.certificate.rawValue))]
+                                      (.itemClass, AttributeValue.ulong(ItemClass.certificate.rawValue))] + access.companionSyncTemplate
             if isLeaf, let id { template.append((.id, id)) }
             let uid = try PasswordItems.newUniqueID()
             objects.append((try open.run { () throws(KeychainError) in try ObjectTemplate.create(template, uniqueID: uid.text, policy: Configuration.current().keyPolicy) }, uid.bytes))

@@ -170,6 +170,9 @@ struct AccessOptions: ParsableArguments {
     @Option(help: ArgumentHelp("With application-password: read it from this file ('-' = stdin).", valueName: "file"))
     var applicationPasswordFile: String?
 
+    @Flag(help: "Make the item synchronizable: it syncs to your other devices through 'keychainctl sync'. Refused (status 64) for an item that cannot leave this device: a this-device-only class, user-presence, private-key-usage, a key in the TPM.")
+    var sync = false
+
     /// The command-line names of the flags.
     private static let flagNames: [(name: String, flag: AccessControlFlags)] = [
         ("user-presence", .userPresence), ("device-passcode", .devicePasscode), ("application-password", .applicationPassword),
@@ -194,20 +197,58 @@ struct AccessOptions: ParsableArguments {
     }
 
     /// The PKCS#11 attributes of these choices for `item` (`AccessPolicy.attributes`), with
-    /// CKA_PRIVATE from the protection class; the application password is read when asked for.
-    func template(defaultClass: ProtectionClass, item: AccessPolicy.Item) throws -> Template {
+    /// CKA_PRIVATE from the protection class and, with --sync, CKA_KC_SYNCHRONIZABLE; the
+    /// application password is read when asked for (after every check). `inTPM`: a key made in the TPM.
+    func template(defaultClass: ProtectionClass, item: AccessPolicy.Item, inTPM: Bool = false) throws -> Template {
         let policy = try policy(defaultClass: defaultClass)
+        do { try policy.check(for: item) } catch { throw fail(error.reason + ".", status: ExitStatus.usage) }
+        let synchronizable = try syncTemplate(policy, inTPM: inTPM)
         do {
             let template = try policy.attributes(for: item) {
                 let password = try readSecret(file: applicationPasswordFile, environment: "KEYCHAIN_PKCS11_APPLICATION_PASSWORD",
                                               prompt: "Application password for this item", confirm: true, option: "--application-password-file")
                 return password.withBytes { Array($0) }
             }
-            return template + [(.isPrivate, AttributeValue.bool(policy.protection.needsLogin))]
+            return template + [(.isPrivate, AttributeValue.bool(policy.protection.needsLogin))] + synchronizable
         } catch let refusal as AccessPolicy.Refusal {
             throw fail(refusal.reason + ".", status: ExitStatus.usage)
         }
     }
+
+    /// CKA_KC_SYNCHRONIZABLE = TRUE with --sync (nothing without), once KeychainCore's `SyncRule`
+    /// allows it for `policy`; a refusal is a one-line message naming the options that conflict.
+    func syncTemplate(_ policy: AccessPolicy, inTPM: Bool = false) throws -> Template {
+        guard sync else { return [] }
+        if let refusal = SyncRule.refusal(token: true, protection: policy.protection, accessControl: policy.flags, inTPM: inTPM) {
+            let conflict: String
+            switch refusal {
+            case .thisDeviceOnly(let protection): conflict = "--accessible \(ProtectionChoice.name(of: protection))"
+            case .inTPM: conflict = "--tpm"
+            case .boundAccessControl(let flags): conflict = "--access-control " + Self.names(of: flags)
+            case .sessionObject: conflict = "a session object"
+            }
+            throw fail("\(refusal.reason) (--sync with \(conflict)).", status: ExitStatus.usage)
+        }
+        return [(.synchronizable, AttributeValue.bool(true))]
+    }
+
+    /// CKA_KC_SYNCHRONIZABLE for the objects that go with the item (a key's public key, its
+    /// certificate): they sync when it does.
+    var companionSyncTemplate: Template { sync ? [(.synchronizable, AttributeValue.bool(true))] : [] }
+
+    /// The command-line names of `flags` (comma-separated, as --access-control takes them).
+    static func names(of flags: AccessControlFlags) -> String {
+        var names = flagNames.filter { flags.contains($0.flag) && $0.flag != .and && $0.flag != .or }.map(\.name)
+        if !flags.isDisjoint(with: [.biometryAny, .biometryCurrentSet, .watch]) { names.append("biometry") }
+        return names.joined(separator: ",")
+    }
+}
+
+/// `--sync yes|no` of the update commands.
+enum SyncChoice: String, ExpressibleByArgument, CaseIterable {
+    case yes, no
+
+    var flag: Bool { self == .yes }
 }
 
 /// The protection classes by their command-line names.

@@ -49,11 +49,12 @@ enum LatticeKeys {
 
     /// The public-key object of `key` (CKA_VALUE, the FIPS 204/203 encoding), public as other
     /// imported public keys are.
-    static func publicObject(_ key: LatticeKey, label: String, id: [UInt8]?, uniqueID: [UInt8], in open: OpenKeychain) throws -> ObjectAttributes {
+    static func publicObject(_ key: LatticeKey, label: String, id: [UInt8]?, uniqueID: [UInt8], extra: Template = [],
+                             in open: OpenKeychain) throws -> ObjectAttributes {
         var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.publicKey.rawValue)),
                                   (.keyType, AttributeValue.ulong(keyType(key.parameterSet).rawValue)),
                                   (.parameterSet, AttributeValue.ulong(key.parameterSet.pkcs11Value)), (.value, key.publicKey),
-                                  (.token, AttributeValue.bool(true)), (.isPrivate, AttributeValue.bool(false)), (.label, Array(label.utf8))]
+                                  (.token, AttributeValue.bool(true)), (.isPrivate, AttributeValue.bool(false)), (.label, Array(label.utf8))] + extra
         if let id { template.append((.id, id)) }
         return try open.run { () throws(KeychainError) in
             try ObjectTemplate.create(template, uniqueID: uniqueID, policy: Configuration.current().keyPolicy)
@@ -102,10 +103,12 @@ extension Import {
             objects.append((object, uid.bytes))
             // The public key gets the private key's CKA_ID (given, or SHA-1 of the public key).
             let publicUID = try PasswordItems.newUniqueID()
-            objects.append((try LatticeKeys.publicObject(file.key, label: keyLabel, id: object[.id], uniqueID: publicUID.text, in: open), publicUID.bytes))
+            objects.append((try LatticeKeys.publicObject(file.key, label: keyLabel, id: object[.id], uniqueID: publicUID.text, extra: access.companionSyncTemplate,
+                                                         in: open), publicUID.bytes))
         } else {
             let uid = try PasswordItems.newUniqueID()
-            objects.append((try LatticeKeys.publicObject(file.key, label: keyLabel, id: id, uniqueID: uid.text, in: open), uid.bytes))
+            objects.append((try LatticeKeys.publicObject(file.key, label: keyLabel, id: id, uniqueID: uid.text, extra: access.companionSyncTemplate, in: open),
+                            uid.bytes))
         }
         try open.run { () throws(KeychainError) in
             try open.keychain.transaction { () throws(KeychainError) in

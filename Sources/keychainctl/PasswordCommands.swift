@@ -138,14 +138,26 @@ enum PasswordItems {
     }
 
     static func update(_ item: ItemDescription, in open: OpenKeychain, with changes: Template) throws {
-        guard !changes.isEmpty else { throw fail("nothing to change: give a new password or -l, -j, -D.", status: ExitStatus.usage) }
+        guard !changes.isEmpty else { throw fail("nothing to change: give a new password or --new-label, --new-comment, --new-kind, --sync.", status: ExitStatus.usage) }
         if item.object.hasSealedSecrets, changes.contains(where: { $0.type == .value }) {
             throw fail("the password of an item with an application password changes only by deleting and adding it again.", status: ExitStatus.notPermitted)
         }
         let master = try open.unlock()
-        try open.run { () throws(KeychainError) in
-            let changed = try ObjectTemplate.set(changes, on: item.object)
-            try open.keychain.replace(id: item.rowID, with: changed, master: master)
+        var changed = try open.run { () throws(KeychainError) in try ObjectTemplate.set(changes, on: item.object) }
+        defer { changed.wipeValues() }
+        if let refusal = changed.syncRefusal(changing: item.object) {
+            throw fail("\(refusal.reason) (--sync yes on \(syncObstacle(refusal))).", status: ExitStatus.usage)
+        }
+        try open.run { () throws(KeychainError) in try open.keychain.replace(id: item.rowID, with: changed, master: master) }
+    }
+
+    /// What makes an item unable to sync, in the words of the options that made it so.
+    static func syncObstacle(_ refusal: SyncRule.Refusal) -> String {
+        switch refusal {
+        case .thisDeviceOnly(let protection): return "an item accessible \(ProtectionChoice.name(of: protection))"
+        case .boundAccessControl(let flags): return "an item with access control \(AccessOptions.names(of: flags))"
+        case .inTPM: return "a key in the TPM"
+        case .sessionObject: return "a session object"
         }
     }
 
@@ -186,9 +198,10 @@ enum GenericPasswordClass: PasswordClass {
     static func template(_ extra: NoExtraAttributes) -> Template { [] }
     static func examples(_ verb: String) -> [String] {
         switch verb {
-        case "add": return ["-a alice -s github.com", "-a ci -s registry \\\n      --password-file token.txt", "-a alice -s vpn -U"]
+        case "add": return ["-a alice -s github.com", "-a ci -s registry \\\n      --password-file token.txt", "-a alice -s vpn -U",
+                            "-a alice -s git.example.org --sync"]
         case "find": return ["-s github.com", "-a ci -s registry -w"]
-        case "update": return ["-a alice -s github.com \\\n      --new-password", "-s github.com --new-comment rotated"]
+        case "update": return ["-a alice -s github.com \\\n      --new-password", "-s github.com --new-comment rotated", "-a alice -s github.com --sync yes"]
         default: return ["-a alice -s github.com"]
         }
     }
@@ -273,6 +286,9 @@ struct UpdatePassword<Class: PasswordClass>: ParsableCommand {
     @Option(help: "New label.") var newLabel: String?
     @Option(help: "New comment.") var newComment: String?
     @Option(help: "New kind.") var newKind: String?
+    @Option(help: ArgumentHelp("yes: make the item synchronizable (it syncs to your other devices through 'keychainctl sync'); no: keep it on this device only.",
+                               valueName: "yes|no"))
+    var sync: SyncChoice?
 
     func run() throws {
         let open = try selection.open()
@@ -282,6 +298,7 @@ struct UpdatePassword<Class: PasswordClass>: ParsableCommand {
         if let newLabel { changes.append((.label, Array(newLabel.utf8))) }
         if let newComment { changes.append((.comment, Array(newComment.utf8))) }
         if let newKind { changes.append((.itemDescription, Array(newKind.utf8))) }
+        if let sync { changes.append((.synchronizable, AttributeValue.bool(sync.flag))) }
         var secret: [UInt8] = []
         defer { wipe(&secret) }
         if newPassword || passwordFile != nil {

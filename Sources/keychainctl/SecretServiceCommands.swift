@@ -67,7 +67,7 @@ struct SecretServiceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "secret-service",
         abstract: "Show who serves the freedesktop Secret Service (org.freedesktop.secrets) on this session bus.",
-        subcommands: [SecretServiceStatus.self, SecretServiceEnable.self, SecretServiceDisable.self]
+        subcommands: [SecretServiceStatus.self, SecretServiceEnable.self, SecretServiceDisable.self, SecretServiceSyncCommand.self]
     )
 
     /// The user's activation file (~/.local/share/dbus-1/services), which comes before the
@@ -144,7 +144,8 @@ struct SecretServiceStatus: ParsableCommand {
         discussion: """
         keychaind serves the Secret Service when started with --secret-service (the D-Bus \
         activation file that 'make install' installs does so); gnome-keyring, KeePassXC and \
-        KWallet serve the same name, and only one program can own it.
+        KWallet serve the same name, and only one program can own it. The last lines say, for \
+        each keychain, whether its Secret Service items sync ('secret-service sync').
 
         Examples:
           keychainctl secret-service status
@@ -152,7 +153,7 @@ struct SecretServiceStatus: ParsableCommand {
         """
     )
 
-    @Flag(help: "Print JSON: owner (pid, exe, isKeychaind), activationFile, activationExec, collections [{path, label, locked}].")
+    @Flag(help: "Print JSON: owner (pid, exe, isKeychaind), activationFile, activationExec, collections [{path, label, locked}], keychains [{label, syncItems}].")
     var json = false
 
     func run() throws {
@@ -163,6 +164,7 @@ struct SecretServiceStatus: ParsableCommand {
         let owner = client.owner()
         let isKeychaind = owner?.exe.map { $0.hasSuffix("/keychaind") } ?? false
         let activation = Self.activationFile()
+        let syncChoices = SecretServiceSyncCommand.choices()
         var collections: [(path: String, label: String, locked: Bool)] = []
         if owner != nil {
             let paths = (try? client.property("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Collections", "ao") { $0.objectPaths() }) ?? []
@@ -183,6 +185,8 @@ struct SecretServiceStatus: ParsableCommand {
             fields.append("\"activationExec\":\(activation.map { JSON.string($0.exec) } ?? "null")")
             fields.append("\"collections\":[" + collections.map { "{\"path\":\(JSON.string($0.path)),\"label\":\(JSON.string($0.label)),\"locked\":\($0.locked)}" }
                 .joined(separator: ",") + "]")
+            fields.append("\"keychains\":[" + syncChoices.map { "{\"label\":\(JSON.string($0.label)),\"syncItems\":\($0.sync.map { String($0) } ?? "null")}" }
+                .joined(separator: ",") + "]")
             print("{" + fields.joined(separator: ",") + "}")
             return
         }
@@ -202,6 +206,9 @@ struct SecretServiceStatus: ParsableCommand {
         }
         if owner != nil, !isKeychaind {
             print("To move its items into a keychain: keychainctl import-secret-service; then stop that provider and start keychaind --secret-service.")
+        }
+        for keychain in syncChoices {
+            print("Secret Service items of keychain '\(printable(keychain.label))' sync: \(keychain.sync.map { $0 ? "yes" : "no" } ?? "unknown (unreadable)")")
         }
     }
 

@@ -12,20 +12,38 @@ import Security
 //                                        SecKeyCreateSignature(ECDSA X9.62 SHA-256) of standard input, the DER signature to standard output
 //   secitem create-enclave TAG           SecKeyCreateRandomKey of a permanent P-256 key in the Secure Enclave (the TPM) with that tag
 //
-// Exit status: 0, or the OSStatus's last byte with the OSStatus printed (errSecItemNotFound -25300).
+// --sync yes|no|any (find, add, delete) gives kSecAttrSynchronizable: true, false or
+// kSecAttrSynchronizableAny; without it Apple's rule applies (only non-synchronizable items).
+//
+// Exit status: 0, 64 for a usage error, 6 for errSecItemNotFound (-25300), else 1; the OSStatus is printed.
 
 func fail(_ status: OSStatus, _ what: String) -> Never {
     FileHandle.standardError.write(Data("secitem: \(what): OSStatus \(status)\n".utf8))
     exit(status == errSecItemNotFound ? 6 : 1)
 }
 
-let arguments = Array(CommandLine.arguments.dropFirst())
-guard let command = arguments.first, arguments.count >= 2 else {
-    FileHandle.standardError.write(Data("usage: secitem find SERVICE [ACCOUNT] | add SERVICE ACCOUNT | delete SERVICE ACCOUNT | sign-enclave TAG | create-enclave TAG\n".utf8))
+func usage() -> Never {
+    FileHandle.standardError.write(Data(("usage: secitem find SERVICE [ACCOUNT] | add SERVICE ACCOUNT | delete SERVICE ACCOUNT [--sync yes|no|any]"
+                                         + " | sign-enclave TAG | create-enclave TAG\n").utf8))
     exit(64)
 }
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+var synchronizable: Any?
+if let index = arguments.firstIndex(of: "--sync") {
+    guard index + 1 < arguments.count else { usage() }
+    switch arguments[index + 1] {
+    case "yes": synchronizable = true
+    case "no": synchronizable = false
+    case "any": synchronizable = kSecAttrSynchronizableAny
+    default: usage()
+    }
+    arguments.removeSubrange(index...(index + 1))
+}
+guard let command = arguments.first, arguments.count >= 2 else { usage() }
 var query: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: arguments[1]]
 if arguments.count >= 3 { query[kSecAttrAccount as String] = arguments[2] }
+if let synchronizable { query[kSecAttrSynchronizable as String] = synchronizable }
 
 if command == "sign-enclave" {
     let keyQuery: [String: Any] = [kSecClass as String: kSecClassKey, kSecAttrTokenID as String: kSecAttrTokenIDSecureEnclave,

@@ -90,8 +90,8 @@ p11 --login --pin user-pin-1 --token-label login --write-object obj.txt --type d
 
 # Items: table, JSON, show, delete by URI.
 out=$(sq items --pin-file user.pin)
-expect_contains "$out" "generic-password github.com alice @ github.com when-unlocked pkcs11:" "items lists the generic password"
-expect_contains "$out" "internet-password example.com alice @ example.com when-unlocked pkcs11:" "items lists the internet password"
+expect_contains "$out" "generic-password github.com alice @ github.com when-unlocked no pkcs11:" "items lists the generic password"
+expect_contains "$out" "internet-password example.com alice @ example.com when-unlocked no pkcs11:" "items lists the internet password"
 expect_contains "$out" "generic-password p11-object" "items lists pkcs11-tool's data object as a generic password"
 out=$(kc find-generic-password -l p11-object -w --pin-file user.pin) || fail "find-generic-password finds pkcs11-tool's data object"
 expect_eq "$out" "from pkcs11-tool" "the data object's value through find-generic-password"
@@ -152,7 +152,7 @@ kc delete-generic-password -a esc --pin-file user.pin >/dev/null || fail "delete
 
 # Protection: an Always password is readable without a login; pkcs11-tool sees it as public.
 kc add-generic-password -a svc -s always.example --accessible always --pin-file user.pin --password-file other.txt >/dev/null || fail "add Always"
-out=$(sq items --public-only); expect_contains "$out" "generic-password always.example svc @ always.example always pkcs11:" "Always item listed without login"
+out=$(sq items --public-only); expect_contains "$out" "generic-password always.example svc @ always.example always no pkcs11:" "Always item listed without login"
 # An application password seals the item: find -w needs it.
 printf 'app-pass-1' >app.txt
 kc add-generic-password -a sealed -s sealed.example --access-control application-password --application-password-file app.txt \

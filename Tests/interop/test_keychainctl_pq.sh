@@ -58,45 +58,48 @@ ml-kem-1024 ML-KEM-1024 2.16.840.1.101.3.4.4.3 1568 10
 EOF
 
 # items and show name the parameter set.
-expect_eq "$(kc items --pin-file user.pin)" "KIND         LABEL           DETAILS      PROTECTION     URI
-private-key  pq-ml-dsa-65    ML-DSA-65    when-unlocked  pkcs11:token=pq;id=%65;object=pq-ml-dsa-65;type=private
-public-key   pq-ml-dsa-65    ML-DSA-65    always         pkcs11:token=pq;id=%65;object=pq-ml-dsa-65;type=public
-private-key  pq-ml-dsa-87    ML-DSA-87    when-unlocked  pkcs11:token=pq;id=%87;object=pq-ml-dsa-87;type=private
-public-key   pq-ml-dsa-87    ML-DSA-87    always         pkcs11:token=pq;id=%87;object=pq-ml-dsa-87;type=public
-private-key  pq-ml-kem-768   ML-KEM-768   when-unlocked  pkcs11:token=pq;id=%07;object=pq-ml-kem-768;type=private
-public-key   pq-ml-kem-768   ML-KEM-768   always         pkcs11:token=pq;id=%07;object=pq-ml-kem-768;type=public
-private-key  pq-ml-kem-1024  ML-KEM-1024  when-unlocked  pkcs11:token=pq;id=%10;object=pq-ml-kem-1024;type=private
-public-key   pq-ml-kem-1024  ML-KEM-1024  always         pkcs11:token=pq;id=%10;object=pq-ml-kem-1024;type=public" "items"
+expect_eq "$(kc items --pin-file user.pin)" "KIND         LABEL           DETAILS      PROTECTION     SYNC  URI
+private-key  pq-ml-dsa-65    ML-DSA-65    when-unlocked  no    pkcs11:token=pq;id=%65;object=pq-ml-dsa-65;type=private
+public-key   pq-ml-dsa-65    ML-DSA-65    always         no    pkcs11:token=pq;id=%65;object=pq-ml-dsa-65;type=public
+private-key  pq-ml-dsa-87    ML-DSA-87    when-unlocked  no    pkcs11:token=pq;id=%87;object=pq-ml-dsa-87;type=private
+public-key   pq-ml-dsa-87    ML-DSA-87    always         no    pkcs11:token=pq;id=%87;object=pq-ml-dsa-87;type=public
+private-key  pq-ml-kem-768   ML-KEM-768   when-unlocked  no    pkcs11:token=pq;id=%07;object=pq-ml-kem-768;type=private
+public-key   pq-ml-kem-768   ML-KEM-768   always         no    pkcs11:token=pq;id=%07;object=pq-ml-kem-768;type=public
+private-key  pq-ml-kem-1024  ML-KEM-1024  when-unlocked  no    pkcs11:token=pq;id=%10;object=pq-ml-kem-1024;type=private
+public-key   pq-ml-kem-1024  ML-KEM-1024  always         no    pkcs11:token=pq;id=%10;object=pq-ml-kem-1024;type=public" "items"
 # show: every line but the times, the unique ID and the URI (checked apart).
 shown() { kc show "$@" --pin-file user.pin | grep -Ev '^(Created|Modified|Unique ID|URI) '; }
-expect_eq "$(shown --label pq-ml-dsa-65 --type private-key)" "Kind         private-key
-Label        pq-ml-dsa-65
-Algorithm    ML-DSA-65
-ID           65
-Protection   when-unlocked
-Private      yes
-Sensitive    yes
-Extractable  no
-Per-use PIN  no
-In the TPM   no
-Usage        sign" "show of an ML-DSA-65 private key"
-expect_eq "$(shown --label pq-ml-kem-1024 --type private-key)" "Kind         private-key
-Label        pq-ml-kem-1024
-Algorithm    ML-KEM-1024
-ID           10
-Protection   when-unlocked
-Private      yes
-Sensitive    yes
-Extractable  no
-Per-use PIN  no
-In the TPM   no
-Usage        decapsulate" "show of an ML-KEM-1024 private key"
-expect_eq "$(shown --label pq-ml-dsa-87 --type public-key)" "Kind        public-key
-Label       pq-ml-dsa-87
-Algorithm   ML-DSA-87
-ID          87
-Protection  always
-Private     no" "show of an ML-DSA-87 public key"
+expect_eq "$(shown --label pq-ml-dsa-65 --type private-key)" "Kind            private-key
+Label           pq-ml-dsa-65
+Algorithm       ML-DSA-65
+ID              65
+Protection      when-unlocked
+Private         yes
+Synchronizable  no
+Sensitive       yes
+Extractable     no
+Per-use PIN     no
+In the TPM      no
+Usage           sign" "show of an ML-DSA-65 private key"
+expect_eq "$(shown --label pq-ml-kem-1024 --type private-key)" "Kind            private-key
+Label           pq-ml-kem-1024
+Algorithm       ML-KEM-1024
+ID              10
+Protection      when-unlocked
+Private         yes
+Synchronizable  no
+Sensitive       yes
+Extractable     no
+Per-use PIN     no
+In the TPM      no
+Usage           decapsulate" "show of an ML-KEM-1024 private key"
+expect_eq "$(shown --label pq-ml-dsa-87 --type public-key)" "Kind            public-key
+Label           pq-ml-dsa-87
+Algorithm       ML-DSA-87
+ID              87
+Protection      always
+Private         no
+Synchronizable  no" "show of an ML-DSA-87 public key"
 expect_eq "$(kc show --label pq-ml-kem-768 --type public-key --public-only --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["algorithm"])')" \
     "ML-KEM-768" "show --json algorithm"
 

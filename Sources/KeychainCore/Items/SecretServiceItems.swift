@@ -82,12 +82,14 @@ public enum SecretServiceItems {
 
     /// Stores an item made through the Secret Service (keychaind's CreateItem, keychainctl
     /// import-secret-service): the network schema as an internet password, or as a generic
-    /// password when an internet password with those fields exists already.
+    /// password when an internet password with those fields exists already. It is synchronizable
+    /// when the keychain's Secret Service items sync (`Keychain.secretServiceItemsSync`).
     public static func add(_ attributes: [String: String], label: String, contentType: String, secret: [UInt8], to keychain: Keychain,
                            master: MasterKey) throws(KeychainError) -> ObjectAttributes {
         let uid = try UniqueID.random()
+        let synchronizable: Template = try keychain.secretServiceItemsSync() ? [(.synchronizable, AttributeValue.bool(true))] : []
         func store(asInternet: Bool) throws(KeychainError) -> ObjectAttributes {
-            var template = creationTemplate(attributes, label: label, contentType: contentType, secret: secret, asInternet: asInternet)
+            var template = creationTemplate(attributes, label: label, contentType: contentType, secret: secret, asInternet: asInternet) + synchronizable
             defer { wipeValues(&template) }
             let object = try ObjectTemplate.create(template, uniqueID: uid.text, policy: Configuration.current().keyPolicy)
             _ = try keychain.add(object, uid: uid.bytes, master: master)

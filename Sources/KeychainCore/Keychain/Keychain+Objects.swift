@@ -132,6 +132,8 @@ extension Keychain {
 
     /// Stores a new token object; private objects need the master key. Returns its row id.
     public func add(_ object: ObjectAttributes, uid: [UInt8], master: MasterKey?) throws(KeychainError) -> Int64 {
+        // Every door checks this first with its own code; here for whatever reaches the store.
+        if let refusal = object.syncRefusal { throw KeychainError(.templateInconsistent, refusal.reason) }
         let object = try sealingApplicationPassword(object)
         let protection = try Protection(for: object)
         // The integrity check needs the Always key, which this device's key opens.
@@ -209,6 +211,13 @@ extension Keychain {
             let row = try translatingErrors { try store.fetchObject(id: id) }
             guard let current = Protection(rawValue: row.protection), current.isPrivate == object.isPrivate || allowingPrivateChange else {
                 throw KeychainError(.attributeReadOnly, "CKA_PRIVATE cannot change in place")
+            }
+            if let refusal = object.syncRefusal {
+                // Refused unless the item was stored so before the rule (`syncRefusal(changing:)`):
+                // only then is the old record opened.
+                var before = try? open(row, master: master)
+                defer { before?.wipeValues() }
+                guard let old = before, object.syncRefusal(changing: old) == nil else { throw KeychainError(.templateInconsistent, refusal.reason) }
             }
             if object.hasSealedSecrets, object.values.keys.contains(where: { AttributeTable.rule($0)?.flags.contains(.sensitive) == true }) {
                 throw KeychainError(.attributeReadOnly, "the secret of an item with an application password changes only by deleting and adding it again")

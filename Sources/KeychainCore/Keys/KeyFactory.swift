@@ -340,12 +340,13 @@ public enum KeyFactory {
     /// The CKA_EC_PARAMS (DER OID) of an elliptic-curve kind; empty for RSA.
     public static func curveParameters(of kind: AsymmetricKind) -> [UInt8] { CurveParameters.der(for: kind) }
 
-    /// A public-key object for a private key stored alone (OpenSSH lists only public keys).
+    /// A public-key object for a private key stored alone (OpenSSH lists only public keys); it
+    /// syncs when the private key does (the pair travels together).
     public static func publicObject(for privateObject: ObjectAttributes, uniqueID: [UInt8], policy: KeyPolicy) throws(KeychainError) -> ObjectAttributes {
         let key = try key(of: privateObject)
         let material = try generatedMaterial(key).publicKey
         var template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.publicKey.rawValue))]
-        for type in [AttributeType.keyType, .token, .label, .id, .subject, .startDate, .endDate] {
+        for type in [AttributeType.keyType, .token, .label, .id, .subject, .startDate, .endDate, .synchronizable] {
             if let value = privateObject[type] { template.append((type, value)) }
         }
         template.append((.isPrivate, AttributeValue.bool(false)))

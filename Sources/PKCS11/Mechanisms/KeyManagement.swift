@@ -24,6 +24,10 @@ extension ModuleState {
             }
             if try translating({ () throws(KeychainError) in try KeyGeneration.asksForTPM(privateTemplate) }) {
                 // Made in the TPM (CKA_KC_TPM): its authorisation comes from the unlocked keychain.
+                // A key in the TPM never syncs (SyncRule): refused before the TPM makes one.
+                if privateTemplate.contains(where: { $0.type == .synchronizable && AttributeValue.decodeBool($0.value) == true }) {
+                    throw Self.syncRefused(.inTPM)
+                }
                 guard let master = token.userMaster else {
                     throw CKError(CK_RV(CKR_USER_NOT_LOGGED_IN), "a key in the TPM is made while the user is logged in (its TPM authorisation comes from the unlocked keychain)")
                 }
@@ -44,6 +48,7 @@ extension ModuleState {
             do throws(CKError) {
                 try checkWritable(token: publicObject.isToken, private: publicObject.isPrivate, session: session, login: token.login)
                 try checkWritable(token: privateObject.isToken, private: privateObject.isPrivate, session: session, login: token.login)
+                if let refusal = privateObject.syncRefusal ?? publicObject.syncRefusal { throw Self.syncRefused(refusal) }
             } catch {
                 privateObject.wipeValues()
                 throw error
