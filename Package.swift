@@ -112,6 +112,7 @@ let package = Package(
                 "BusSupport",
                 "KeychainCore",
                 "KeychainCrypto",
+                "KeychainSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

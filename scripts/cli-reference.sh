@@ -22,6 +22,8 @@ export COLUMNS=80
         [ "$command" = help ] && continue
         if [ "$command" = p11-kit ]; then
             set -- "p11-kit register" "p11-kit unregister"
+        elif [ "$command" = sync ]; then
+            set -- "sync" "sync setup" "sync join" "sync approve" "sync now" "sync status" "sync remove-device" "sync leave"
         elif [ "$command" = secret-service ]; then
             set -- "secret-service" "secret-service status" "secret-service enable" "secret-service disable" "secret-service sync"
         else

@@ -164,7 +164,7 @@ public final class SyncEngine {
                       let key = WorkTreeFiles.read(repository.path("circle/requests/\(name)")) else { continue }
                 if try CircleLog.pairingCode(genesis: genesis, device: device, publicKeyInfo: key) == wanted { found = (device, key) }
             }
-            guard let (device, key) = found else { throw SyncError(.malformed, "no device asks to join with code \(code)") }
+            guard let (device, key) = found else { throw SyncError(.notFound, "no device asks to join with code \(code)") }
             guard members.members[Hex.string(device)] == nil else { throw SyncError(.malformed, "that device is already a member") }
             let event = CircleEvent(kind: .add, index: members.count, previous: members.head, circle: members.circle, generation: members.generation,
                                     subject: device, subjectKey: key, signer: me)
@@ -186,6 +186,45 @@ public final class SyncEngine {
             }
         }
         throw SyncError(.malformed, "the remote kept changing: try again")
+    }
+
+    // MARK: status
+
+    public struct Status: Sendable {
+        public let remote: String?
+        public let device: String?
+        public let deviceName: String?
+        /// Set up or approved (holds the circle's key); false while a join waits for approval.
+        public let isMember: Bool
+        /// Milliseconds since 1970 of the last completed sync.
+        public let lastSync: UInt64?
+        /// Items changed here since the last sync (edits, additions, deletes).
+        public let pending: Int
+        /// Conflicts settled by the merge rule, over all syncs.
+        public let settled: UInt64
+        /// Why the last sync failed, if it did (cleared by the next that completes).
+        public let lastError: String?
+    }
+
+    /// What `sync status` shows, without touching the remote.
+    public func status() throws(SyncError) -> Status {
+        let known = try isMember() ? try knownStates() : [:]
+        var pending = 0
+        if try isMember() {
+            var seen = Set<[UInt8]>()
+            let items: [SynchronizableItem]
+            do { items = try keychain.synchronizableItems(master: master) } catch { throw SyncError(.malformed, "reading the keychain: \(error.reason)") }
+            for var item in items {
+                seen.insert(item.uid)
+                let digest = try SyncManifest.digest(of: item.record)
+                if let before = known[item.uid], !before.state.deleted, before.digest == digest {} else { pending += 1 }
+                item.record.withUnsafeMutableBytes { wipe($0) }
+            }
+            pending += known.values.filter { !$0.state.deleted && !seen.contains($0.state.uid) }.count
+        }
+        return Status(remote: try remote(), device: try deviceID().map(Hex.string), deviceName: try value("name").map { String(decoding: $0, as: UTF8.self) },
+                      isMember: try isMember(), lastSync: try integer("last"), pending: pending, settled: try integer("settled") ?? 0,
+                      lastError: try value("error").map { String(decoding: $0, as: UTF8.self) })
     }
 
     // MARK: devices
@@ -222,7 +261,7 @@ public final class SyncEngine {
             let devices = try devices()
             let matches = devices.filter { $0.id == nameOrID.lowercased() || $0.name == nameOrID }
             guard matches.count == 1, let target = matches.first, let subject = Hex.bytes(Array(target.id.utf8)) else {
-                throw SyncError(.malformed, matches.isEmpty ? "no device of the circle is called \(nameOrID)" : "several devices are called \(nameOrID): give its id")
+                throw SyncError(matches.isEmpty ? .notFound : .malformed, matches.isEmpty ? "no device of the circle is called \(nameOrID)" : "several devices are called \(nameOrID): give its id")
             }
             let members = try CircleLog.verify(try logFiles(repository), genesis: genesis)
             let generation = members.generation + 1
@@ -268,6 +307,19 @@ public final class SyncEngine {
     /// Fetches, checks and merges the remote, applies other devices' changes here, sends this
     /// device's, and pushes (Docs/sync.md, "A sync"). Nothing is applied when a check fails.
     public func sync() throws(SyncError) -> SyncReport {
+        do {
+            let report = try syncRound()
+            try setInteger("settled", (try integer("settled") ?? 0) + UInt64(report.settled))
+            try setValue("error", nil)
+            return report
+        } catch {
+            try? setValue("error", Array(error.reason.utf8))
+            try? setInteger("failed", Self.nowMilliseconds())
+            throw error
+        }
+    }
+
+    private func syncRound() throws(SyncError) -> SyncReport {
         let repository = try repository()
         guard let me = try deviceID(), let genesis = try value("genesis") else { throw SyncError(.malformed, "this keychain is in no circle") }
         let identity = try identity()

@@ -15,6 +15,8 @@ public struct SyncError: Error, Sendable, Equatable, CustomStringConvertible {
         case unknownGeneration
         /// Bytes that are not a file of this format.
         case malformed
+        /// No device asks to join with that code, or none has that name.
+        case notFound
         /// The random generator or OpenSSL failed.
         case crypto
     }

@@ -33,7 +33,7 @@ struct Keychainctl: ParsableCommand {
             Items.self, Show.self, Delete.self,
             Backup.self, Restore.self, Migrate.self, SecretServiceCommand.self, ImportSecretService.self,
             TLSConfig.self, CheckPIN.self,
-            P11Kit.self, ModulePath.self, PAMHelper.self,
+            SyncCommand.self, P11Kit.self, ModulePath.self, PAMHelper.self,
         ]
     )
 

@@ -135,8 +135,14 @@ final class SyncEngineTests: XCTestCase {
         let a = try device("a")
         try addPassword(a, account: "alice-the-account", secret: "very-secret-value")
         _ = try a.engine.setup(remote: remote, deviceName: "laptop")
-        let grep = try Subprocess.run(["grep", "-r", "-a", "-l", "-e", "alice-the-account", "-e", "very-secret-value", "-e", "example.com", root + "/remote.git"])
-        XCTAssertEqual(grep.status, 1, "found in: \(grep.outputText)")
+        // Every object of the repository, decompressed: blobs, trees (file names), commits.
+        let objects = try Subprocess.run(["git", "--git-dir", root + "/remote.git", "cat-file", "--batch-all-objects", "--batch"])
+        XCTAssertTrue(objects.succeeded)
+        XCTAssertGreaterThan(objects.output.count, 2000)
+        for word in ["alice-the-account", "very-secret-value", "example.com", "laptop"] {
+            XCTAssertNil(objects.output.firstRange(of: Array(word.utf8)), word)
+        }
+        XCTAssertNotNil(objects.output.firstRange(of: Array("@keychain-pkcs11".utf8)), "the search reads the objects")
     }
 
     func test_an_edited_file_on_the_remote_is_refused_and_nothing_applied() throws {

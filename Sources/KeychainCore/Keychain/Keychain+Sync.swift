@@ -19,7 +19,7 @@ extension Keychain {
     static let syncMetaPrefix = "sync."
     private static let syncSealInfo = Array("keychain-pkcs11 sync state".utf8)
 
-    /// Every token object marked synchronizable and not bound to this device, in one snapshot.
+    /// Every token object marked synchronizable that SyncRule lets leave this device, in one snapshot.
     public func synchronizableItems(master: MasterKey) throws(KeychainError) -> [SynchronizableItem] {
         try lock.withLock { () throws(KeychainError) -> [SynchronizableItem] in
             var items: [SynchronizableItem] = []
@@ -29,7 +29,8 @@ extension Keychain {
                     for row in try store.findObjects(protections: portable, objectClass: nil, terms: [], withRecords: false) {
                         var object = try object(id: row.id, master: master)
                         defer { object.wipeValues() }
-                        guard object.isToken, object.bool(.synchronizable), !object.bool(.tpm) else { continue }
+                        // The one rule of every door (SyncRule): device-bound items never leave.
+                        guard object.bool(.synchronizable), object.syncRefusal == nil else { continue }
                         items.append(SynchronizableItem(uid: row.uid, modified: row.modified, record: AttributeRecord.encode(object.recordAttributes)))
                     }
                 }
@@ -55,7 +56,7 @@ extension Keychain {
         do throws(KeychainError) { protection = try Protection(for: object) } catch {
             throw KeychainError(.recordCorrupted, "a synchronized item: \(error.reason)")
         }
-        guard uid.count == UniqueID.byteCount, object.isToken, object.objectClass != nil, object.bool(.synchronizable), !object.bool(.tpm),
+        guard uid.count == UniqueID.byteCount, object.isToken, object.objectClass != nil, object.bool(.synchronizable), object.syncRefusal == nil,
               !protection.isDeviceBound, object[.uniqueID] == Hex.digits(uid) else {
             throw KeychainError(.recordCorrupted, "a synchronized item is not a synchronizable token object of its own id")
         }
