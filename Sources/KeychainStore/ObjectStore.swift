@@ -110,6 +110,15 @@ extension KeychainDatabase {
         }
     }
 
+    /// The uid of the object whose keychain primary key has this digest, if there is one.
+    public func objectUID(primaryKey: [UInt8]) throws -> [UInt8]? {
+        try database.read {
+            var found: [UInt8]?
+            try database.query("SELECT uid FROM objects WHERE primary_key = ?", [.blob(primaryKey)]) { found = $0.blob(0) }
+            return found
+        }
+    }
+
     /// Sets an object's modification time (a row column the record does not cover): an item
     /// applied from another device keeps the time it was written there.
     public func setModified(id: Int64, to time: Int64) throws {

@@ -374,7 +374,9 @@ public final class SyncEngine {
             for item in localItems { local[item.uid] = item }
             defer { for uid in Array(local.keys) { local[uid]?.record.withUnsafeMutableBytes { wipe($0) } } }
 
-            var outgoing: [(state: SyncItemState, record: SecureBytes)] = []
+            // First what this device changed and how each item settles, then the stores.
+            var outgoing: [[UInt8]: (state: SyncItemState, record: SecureBytes)] = [:]
+            var incoming: [[UInt8]] = []
             let uids = Set(remote.keys).union(local.keys).union(known.keys)
             for uid in uids.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
                 let before = known[uid]
@@ -398,25 +400,65 @@ public final class SyncEngine {
                     if !SyncMerge.wins(proposed.state, over: remoteState) { change = nil }
                 }
                 if let change {
-                    outgoing.append(change)
-                    known[uid] = KnownState(state: change.state, digest: change.state.deleted ? [] : try SyncManifest.digest(of: change.record.bytes))
-                } else if let remoteState, let remoteItem = remote[uid]?.item, remoteState != before?.state {
-                    // Another device's version: stored here.
-                    let digest = remoteState.deleted ? [] : try SyncManifest.digest(of: remoteItem.record.bytes)
+                    outgoing[uid] = change
+                } else if let remoteState, remoteState != before?.state {
+                    incoming.append(uid)
+                }
+            }
+
+            // Another device's versions, stored here. One that collides with another item here
+            // (the same account and service, say, added on two devices) settles by the merge
+            // rule between the two items' states: the loser is deleted, on every device alike.
+            func state(of uid: [UInt8]) -> SyncItemState? { outgoing[uid]?.state ?? known[uid]?.state }
+            func tombstone(_ uid: [UInt8], after state: SyncItemState) -> (state: SyncItemState, record: SecureBytes) {
+                (SyncItemState(uid: uid, version: state.version + 1, modified: max(Self.nowMilliseconds(), state.modified + 1), writer: me, deleted: true),
+                 SecureBytes(count: 0))
+            }
+            for uid in incoming {
+                guard let (name, item) = remote[uid] else { continue }
+                let digest = item.state.deleted ? [] : try SyncManifest.digest(of: item.record.bytes)
+                var applied = false
+                for _ in 0..<2 where !applied {
+                    let failure: KeychainError?
                     do throws(KeychainError) {
-                        if remoteState.deleted {
+                        if item.state.deleted {
                             try keychain.removeSynchronized(uid: uid, master: master)
                         } else {
-                            try keychain.applySynchronized(uid: uid, record: remoteItem.record.bytes, modified: Int64(remoteState.modified / 1000), master: master)
+                            try keychain.applySynchronized(uid: uid, record: item.record.bytes, modified: Int64(item.state.modified / 1000), master: master)
                         }
-                        report.received += 1
-                        known[uid] = KnownState(state: remoteState, digest: digest)
-                    } catch where error.code == .duplicateItem {
-                        report.skipped.append(remote[uid]?.name ?? Hex.string(uid))
+                        failure = nil
                     } catch {
+                        failure = error
+                    }
+                    guard let failure else {
+                        applied = true
+                        report.received += 1
+                        known[uid] = KnownState(state: item.state, digest: digest)
+                        break
+                    }
+                    guard failure.code == .duplicateItem else { throw SyncError(.malformed, "storing an item from the circle: \(failure.reason)") }
+                    let other: [UInt8]?
+                    do { other = try keychain.synchronizedCollision(record: item.record.bytes, master: master) } catch {
                         throw SyncError(.malformed, "storing an item from the circle: \(error.reason)")
                     }
+                    guard let other, other != uid, let otherState = state(of: other) else {
+                        report.skipped.append(name)  // another item here that does not sync has its name
+                        break
+                    }
+                    report.settled += 1
+                    if SyncMerge.wins(item.state, over: otherState) {
+                        do { try keychain.removeSynchronized(uid: other, master: master) } catch {
+                            throw SyncError(.malformed, "storing an item from the circle: \(error.reason)")
+                        }
+                        outgoing[other] = tombstone(other, after: otherState)
+                        continue  // and store the winner
+                    }
+                    outgoing[uid] = tombstone(uid, after: item.state)
+                    break
                 }
+            }
+            for (uid, change) in outgoing {
+                known[uid] = KnownState(state: change.state, digest: change.state.deleted ? [] : try SyncManifest.digest(of: change.record.bytes))
             }
 
             // This device's name, sealed (members read it in `sync status`, the remote does not).
@@ -431,7 +473,7 @@ public final class SyncEngine {
 
             // This device's new versions, then its manifest over every file it now holds.
             try WorkTreeFiles.makeDirectory(repository.path("items"))
-            for change in outgoing {
+            for change in outgoing.values {
                 let name = try names.name(for: change.state.uid)
                 try WorkTreeFiles.write(try SyncItemFile.seal(SyncItem(state: change.state, record: change.record), name: name, keys: currentKeys),
                                         to: repository.path("items/\(name)"))

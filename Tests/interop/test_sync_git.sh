@@ -62,6 +62,18 @@ expect_status 6 "the item without --sync stayed on a" machine b find-generic-pas
 objects=$(KEYCHAIN_PKCS11_DIR="$WORK/b/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="$WORK/b/state/device-key" \
     pkcs11-tool --module "$MODULE" --token-label login --login --pin 1234 --list-objects --type data 2>&1) || fail "pkcs11-tool on b: $objects"
 expect_contains "$objects" "sync.example.com" "pkcs11-tool on b lists the synced item"
+# SecItemCopyMatching on b (the secitem executable, Apple's API): found with kSecAttrSynchronizable,
+# and not without it (Apple's rule: a query without the key sees non-synchronizable items only).
+SECITEM="$(dirname "$KEYCHAINCTL")/secitem"
+[ -x "$SECITEM" ] || fail "no secitem beside $KEYCHAINCTL"
+printf '#!/bin/sh\necho 1234\n' >prompt.sh && chmod +x prompt.sh
+secitem_b() {
+    KEYCHAIN_PKCS11_DIR="$WORK/b/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="$WORK/b/state/device-key" KEYCHAIN_PKCS11_AGENT="$WORK/b/no-agent.sock" \
+        KEYCHAIN_PKCS11_PROMPT="$WORK/prompt.sh" "$SECITEM" "$@"
+}
+out=$(secitem_b find sync.example.com alice-account --sync yes) || fail "secitem find --sync yes on b: $out"
+expect_eq "$out" "correct-horse-42" "SecItemCopyMatching on b reads the synced item"
+expect_status 6 "without kSecAttrSynchronizable the query does not see it" secitem_b find sync.example.com alice-account
 
 # c joins through the file:// remote; any member approves.
 out=$(machine c sync join --remote "$by_path" --device-name server --wait 0) || fail "sync join c: $out"

@@ -71,6 +71,26 @@ extension Keychain {
         try translatingErrors { try store.setModified(id: id, to: modified) }
     }
 
+    /// The uid of the item here that has the same keychain primary key as `record` (the same
+    /// account and service, say) — the item an apply of `record` collides with — if there is one.
+    public func synchronizedCollision(record: [UInt8], master: MasterKey) throws(KeychainError) -> [UInt8]? {
+        var attributes: [(type: UInt64, value: [UInt8])]
+        do { attributes = try record.withUnsafeBytes { try AttributeRecord.decode($0) } } catch {
+            throw KeychainError(.recordCorrupted, "a synchronized item's record does not decode")
+        }
+        var object = ObjectAttributes(recordAttributes: attributes)
+        for index in attributes.indices { wipe(&attributes[index].value) }
+        defer { object.wipeValues() }
+        let protection = try Protection(for: object)
+        return try lock.withLock { () throws(KeychainError) -> [UInt8]? in
+            let keys = try keysForStoring(protection, object: object, master: master)
+            return try translatingErrors {
+                guard let digest = try primaryKey(object, keys: keys) else { return nil }
+                return try store.objectUID(primaryKey: digest)
+            }
+        }
+    }
+
     /// Removes the item with `uid` (another device deleted it); nothing when there is none.
     public func removeSynchronized(uid: [UInt8], master: MasterKey) throws(KeychainError) {
         guard let id = try translatingErrors({ try store.objectID(uid: uid) }) else { return }
