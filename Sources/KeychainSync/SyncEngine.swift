@@ -33,6 +33,29 @@ public final class SyncEngine {
         self.workTree = workTree
     }
 
+    // MARK: one at a time
+
+    private var lockDepth = 0
+
+    /// Runs `body` holding the work tree's lock (flock on `<work tree>.lock`): keychaind's
+    /// scheduled syncs and a `keychainctl sync now` take turns, never two git processes of ours
+    /// in one work tree. Nested calls (setup's first sync) hold it once.
+    private func exclusive<R>(_ body: () throws(SyncError) -> R) throws(SyncError) -> R {
+        if lockDepth > 0 { return try body() }
+        let fd = open(workTree + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw SyncError(.malformed, "cannot open \(workTree).lock: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw SyncError(.malformed, "cannot lock \(workTree).lock: \(String(cString: strerror(errno)))") }
+        }
+        lockDepth += 1
+        defer { lockDepth -= 1 }
+        if let remote = try remote(), let device = try deviceID() {
+            try GitRepository(directory: workTree, remote: remote, device: Hex.string(device)).recover()
+        }
+        return try body()
+    }
+
     // MARK: state
 
     private func value(_ key: String) throws(SyncError) -> [UInt8]? {
@@ -91,6 +114,10 @@ public final class SyncEngine {
 
     /// Starts a circle on this device with `remote` (an empty repository, or one without a circle).
     public func setup(remote: String, deviceName: String) throws(SyncError) -> SyncReport {
+        try exclusive { () throws(SyncError) -> SyncReport in try setupLocked(remote: remote, deviceName: deviceName) }
+    }
+
+    private func setupLocked(remote: String, deviceName: String) throws(SyncError) -> SyncReport {
         guard try value("genesis") == nil else { throw SyncError(.malformed, "this keychain is already in a circle (sync leave first)") }
         let device = try random(16), circle = try random(16)
         let identity = try SoftwareDeviceIdentity.generate()
@@ -124,6 +151,10 @@ public final class SyncEngine {
     /// Asks to join the circle at `remote`: writes this device's request and returns the pairing
     /// code to compare with the one `approve` computes on a member.
     public func requestJoin(remote: String, deviceName: String) throws(SyncError) -> String {
+        try exclusive { () throws(SyncError) -> String in try requestJoinLocked(remote: remote, deviceName: deviceName) }
+    }
+
+    private func requestJoinLocked(remote: String, deviceName: String) throws(SyncError) -> String {
         guard try value("genesis") == nil else { throw SyncError(.malformed, "this keychain is already in a circle (sync leave first)") }
         let device = try random(16)
         let identity = try SoftwareDeviceIdentity.generate()
@@ -150,6 +181,10 @@ public final class SyncEngine {
     /// On a member: admits the device whose request gives `code`, and wraps the circle key to it.
     /// Returns the admitted device's id (hex).
     public func approve(code: String) throws(SyncError) -> String {
+        try exclusive { () throws(SyncError) -> String in try approveLocked(code: code) }
+    }
+
+    private func approveLocked(code: String) throws(SyncError) -> String {
         let wanted = code.uppercased().filter { $0 != "-" && $0 != " " }
         let repository = try repository()
         let identity = try identity()
@@ -238,6 +273,10 @@ public final class SyncEngine {
 
     /// The circle's members as the checked log says, with their names (after a fetch).
     public func devices() throws(SyncError) -> [Device] {
+        try exclusive { () throws(SyncError) -> [Device] in try devicesLocked() }
+    }
+
+    private func devicesLocked() throws(SyncError) -> [Device] {
         let repository = try repository()
         guard let me = try deviceID(), let genesis = try value("genesis") else { throw SyncError(.malformed, "this keychain is in no circle") }
         try fetchAndMerge(repository)
@@ -254,6 +293,10 @@ public final class SyncEngine {
     /// the remaining members only, so nothing written afterwards can be read by the removed device.
     /// Returns the removed device's id (hex).
     public func removeDevice(_ nameOrID: String) throws(SyncError) -> String {
+        try exclusive { () throws(SyncError) -> String in try removeDeviceLocked(nameOrID) }
+    }
+
+    private func removeDeviceLocked(_ nameOrID: String) throws(SyncError) -> String {
         let repository = try repository()
         guard let me = try deviceID(), let genesis = try value("genesis") else { throw SyncError(.malformed, "this keychain is in no circle") }
         let identity = try identity()
@@ -297,6 +340,10 @@ public final class SyncEngine {
     /// keeps), its sync state forgotten and its work tree deleted. Its items stay in the keychain.
     /// With `local` the remote is not touched (a circle gone or unreachable).
     public func leave(local: Bool = false) throws(SyncError) {
+        try exclusive { () throws(SyncError) in try leaveLocked(local: local) }
+    }
+
+    private func leaveLocked(local: Bool) throws(SyncError) {
         if !local, let me = try deviceID(), try isMember() { _ = try removeDevice(Hex.string(me)) }
         do { try keychain.clearSyncState() } catch { throw SyncError(.malformed, "forgetting the sync state: \(error.reason)") }
         _ = try? Subprocess.run(["rm", "-rf", "--", workTree])
@@ -307,6 +354,10 @@ public final class SyncEngine {
     /// Fetches, checks and merges the remote, applies other devices' changes here, sends this
     /// device's, and pushes (Docs/sync.md, "A sync"). Nothing is applied when a check fails.
     public func sync() throws(SyncError) -> SyncReport {
+        try exclusive { () throws(SyncError) -> SyncReport in try syncLocked() }
+    }
+
+    private func syncLocked() throws(SyncError) -> SyncReport {
         do {
             let report = try syncRound()
             try setInteger("settled", (try integer("settled") ?? 0) + UInt64(report.settled))
@@ -368,6 +419,10 @@ public final class SyncEngine {
 
             // What this device knew at its last sync, and what it holds now.
             var known = try knownStates()
+            // What was applied here is remembered at once (a sync killed before its push must not
+            // take those items for changes of this device next time); this device's own changes
+            // only once pushed (else they would never be sent).
+            var appliedKnown = known
             var local: [[UInt8]: SynchronizableItem] = [:]
             let localItems: [SynchronizableItem]
             do { localItems = try keychain.synchronizableItems(master: master) } catch { throw SyncError(.malformed, "reading the keychain: \(error.reason)") }
@@ -434,6 +489,7 @@ public final class SyncEngine {
                         applied = true
                         report.received += 1
                         known[uid] = KnownState(state: item.state, digest: digest)
+                        appliedKnown[uid] = KnownState(state: item.state, digest: digest)
                         break
                     }
                     guard failure.code == .duplicateItem else { throw SyncError(.malformed, "storing an item from the circle: \(failure.reason)") }
@@ -457,6 +513,7 @@ public final class SyncEngine {
                     break
                 }
             }
+            if report.received > 0 { try storeKnownStates(appliedKnown) }
             for (uid, change) in outgoing {
                 known[uid] = KnownState(state: change.state, digest: change.state.deleted ? [] : try SyncManifest.digest(of: change.record.bytes))
             }
