@@ -133,7 +133,7 @@ let package = Package(
         // Sync over git (issue 47, Docs/sync.md): the remote's formats, their checks and the merge rule.
         .target(name: "KeychainSync", dependencies: ["KeychainCore", "KeychainCrypto"]),
         // The unlock session's daemon (Docs/security.md); with --secret-service it also serves SecretService.
-        .executableTarget(name: "keychaind", dependencies: ["SecretService", "KeychainCore", "KeychainCrypto", "CSystemd"]),
+        .executableTarget(name: "keychaind", dependencies: ["SecretService", "KeychainCore", "KeychainCrypto", "KeychainSync", "CSystemd"]),
 
         // Fuzz targets (scripts/fuzz.sh builds them with libFuzzer; a normal build makes
         // replayers of the committed corpora, run by the tests).

@@ -27,6 +27,15 @@ public final class SyncEngine {
 
     public static let maximumRetries = 5
 
+    /// Where a keychain's circle work tree lives: beside the device key (the machine's own
+    /// state, not the keychain folder that backups copy), one per keychain serial.
+    public static func defaultWorkTree(serial: String) throws(SyncError) -> String {
+        let state = Configuration.current().deviceKeyPath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        let folder = (state.isEmpty ? "." : state) + "/sync"
+        try WorkTreeFiles.makeDirectory(folder)
+        return folder + "/" + serial
+    }
+
     public init(keychain: Keychain, master: MasterKey, workTree: String) {
         self.keychain = keychain
         self.master = master

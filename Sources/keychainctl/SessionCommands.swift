@@ -78,7 +78,7 @@ struct Lock: ParsableCommand {
 struct SessionPolicyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "session-policy",
-        abstract: "Show or set how keychaind treats a keychain: idle timeout, locking on sleep and session lock, locked search.",
+        abstract: "Show or set how keychaind treats a keychain: idle timeout, locking on sleep and session lock, locked search, sync interval.",
         discussion: """
         The idle timeout applies when 'keychainctl unlock' gives none; 'none' turns it off.
 
@@ -91,6 +91,11 @@ struct SessionPolicyCommand: ParsableCommand {
         this device's key: someone with the keychain file and the device key could test guesses \
         of attribute values (never read a secret, a label or a value); 'no' removes the index.
 
+        --sync-interval sets how often keychaind syncs the keychain with its circle (keychainctl \
+        sync) while it is unlocked in the session; it also syncs a few seconds after each change \
+        here, and waits longer after each failure (up to the interval). 'none' leaves only the \
+        syncs after a change; the default is 15m.
+
         Setting needs the user PIN (or the keychain unlocked in the session).
 
         Examples:
@@ -99,6 +104,7 @@ struct SessionPolicyCommand: ParsableCommand {
           keychainctl session-policy -k work --idle-timeout none \\
               --lock-on-sleep no
           keychainctl session-policy -k work --locked-search no
+          keychainctl session-policy --sync-interval 5m
         """
     )
 
@@ -113,6 +119,9 @@ struct SessionPolicyCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Let the Secret Service find passwords by attribute while the keychain is locked: yes or no.", valueName: "yes|no"))
     var lockedSearch: String?
 
+    @Option(help: ArgumentHelp("How often keychaind syncs the keychain with its circle (90s, 30m, 8h) or 'none'.", valueName: "duration"))
+    var syncInterval: String?
+
     func run() throws {
         let opened = try options.open()
         var policy = try opened.run { () throws(KeychainError) in try opened.keychain.sessionPolicy() }
@@ -121,8 +130,9 @@ struct SessionPolicyCommand: ParsableCommand {
             let master = try opened.unlock()
             _ = try opened.run { () throws(KeychainError) in try opened.keychain.setLockedLookup(lockedSearch == "yes", master: master) }
         }
-        if idleTimeout != nil || lockOnSleep != nil {
+        if idleTimeout != nil || lockOnSleep != nil || syncInterval != nil {
             if let idleTimeout { policy.idleTimeout = idleTimeout == "none" ? 0 : try parseDuration(idleTimeout) }
+            if let syncInterval { policy.syncInterval = syncInterval == "none" ? 0 : try parseDuration(syncInterval) }
             if let lockOnSleep {
                 guard ["yes", "no"].contains(lockOnSleep) else { throw fail("--lock-on-sleep takes yes or no.", status: ExitStatus.usage) }
                 policy.lockOnSleep = lockOnSleep == "yes"
@@ -133,7 +143,7 @@ struct SessionPolicyCommand: ParsableCommand {
             try opened.run { () throws(KeychainError) in try opened.keychain.setSessionPolicy(chosen) }
         }
         let searchable = try opened.run { () throws(KeychainError) in try opened.keychain.lockedLookupIsOn() }
-        print("Keychain '\(opened.label)': idle timeout \(policy.idleTimeout == 0 ? "none" : "\(policy.idleTimeout) s"), lock on sleep and session lock: \(policy.lockOnSleep ? "yes" : "no"), locked search: \(searchable ? "yes" : "no")")
+        print("Keychain '\(opened.label)': idle timeout \(policy.idleTimeout == 0 ? "none" : "\(policy.idleTimeout) s"), lock on sleep and session lock: \(policy.lockOnSleep ? "yes" : "no"), locked search: \(searchable ? "yes" : "no"), sync interval: \(policy.syncInterval == 0 ? "none" : "\(policy.syncInterval) s")")
     }
 }
 

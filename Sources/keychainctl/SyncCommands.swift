@@ -32,10 +32,9 @@ private func engine(_ options: KeychainOptions) throws -> (SyncEngine, OpenKeych
     let opened = try options.open()
     let master = try opened.unlock()
     let serial = try opened.tokenIdentity().serial
-    let state = Configuration.current().deviceKeyPath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-    let folder = (state.isEmpty ? "." : state) + "/sync"
-    do { try WorkTreeFiles.makeDirectory(folder) } catch { throw fail("\(error.reason).", status: ExitStatus.storage) }
-    return (SyncEngine(keychain: opened.keychain, master: master, workTree: folder + "/" + serial), opened)
+    let workTree: String
+    do { workTree = try SyncEngine.defaultWorkTree(serial: serial) } catch { throw fail("\(error.reason).", status: ExitStatus.storage) }
+    return (SyncEngine(keychain: opened.keychain, master: master, workTree: workTree), opened)
 }
 
 /// A sync error as a one-line message and its exit status: refusals of the remote's content are

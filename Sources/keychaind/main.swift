@@ -91,6 +91,15 @@ final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// The paths of the keychains held (for the sync scheduler).
+    func heldPaths() -> [String] { lock.withLock { Array(held.keys) } }
+
+    /// The held key without counting as a use: a scheduled sync does not keep a keychain from
+    /// its idle timeout.
+    func sessionKeyWithoutUse(path: String) -> SecureBytes? {
+        lock.withLock { held[path].map { entry in entry.key.withUnsafeBytes { SecureBytes($0) } } }
+    }
+
     /// Whether the keychain is held, without using it.
     func isHeld(path: String) -> Bool { lock.withLock { held[path] != nil } }
 
@@ -262,6 +271,7 @@ func serve(socketPath: String, withSecretService: Bool) -> Int32 {
     }
     let watcher = SystemBusWatcher { [daemon] reason in daemon.lockForEvent(reason) }
     _ = watcher.start()
+    SyncScheduler(daemon: daemon).start()
     let me = getuid()
     print("keychaind: listening on \(socketPath)", to: &standardError)
     while stopRequested == 0 {

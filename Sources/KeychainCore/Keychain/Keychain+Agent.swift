@@ -79,26 +79,35 @@ extension Keychain {
 }
 
 /// How the unlock session treats a keychain (`keychainctl session-policy`): an idle timeout
-/// (seconds without use before keychaind locks it; 0: none) and whether it is locked when the
-/// machine sleeps or the login session is locked (default: yes).
+/// (seconds without use before keychaind locks it; 0: none), whether it is locked when the
+/// machine sleeps or the login session is locked (default: yes), and how often keychaind syncs
+/// it with its circle while it is unlocked (seconds; 0: only after a change here; default 15 min).
 public struct SessionPolicy: Sendable, Equatable {
+    public static let defaultSyncInterval = 900
+
     public var idleTimeout: Int
     public var lockOnSleep: Bool
+    public var syncInterval: Int
 
-    public init(idleTimeout: Int = 0, lockOnSleep: Bool = true) {
+    public init(idleTimeout: Int = 0, lockOnSleep: Bool = true, syncInterval: Int = SessionPolicy.defaultSyncInterval) {
         self.idleTimeout = idleTimeout
         self.lockOnSleep = lockOnSleep
+        self.syncInterval = syncInterval
     }
 }
 
 extension Keychain {
     private static let idleTimeoutMeta = "session.idle_timeout"
     private static let lockOnSleepMeta = "session.lock_on_sleep"
+    private static let syncIntervalMeta = "session.sync_interval"
 
     public func sessionPolicy() throws(KeychainError) -> SessionPolicy {
         try lock.withLock { () throws(KeychainError) -> SessionPolicy in
-            let (idle, sleep) = try translatingErrors { try store.read { (try store.metaInteger(Self.idleTimeoutMeta), try store.metaInteger(Self.lockOnSleepMeta)) } }
-            return SessionPolicy(idleTimeout: Int(max(0, idle ?? 0)), lockOnSleep: (sleep ?? 1) != 0)
+            let (idle, sleep, interval) = try translatingErrors {
+                try store.read { (try store.metaInteger(Self.idleTimeoutMeta), try store.metaInteger(Self.lockOnSleepMeta), try store.metaInteger(Self.syncIntervalMeta)) }
+            }
+            return SessionPolicy(idleTimeout: Int(max(0, idle ?? 0)), lockOnSleep: (sleep ?? 1) != 0,
+                                 syncInterval: Int(max(0, interval ?? Int64(SessionPolicy.defaultSyncInterval))))
         }
     }
 
@@ -108,6 +117,7 @@ extension Keychain {
                 try store.write {
                     try store.setMeta(Self.idleTimeoutMeta, integer: Int64(max(0, policy.idleTimeout)))
                     try store.setMeta(Self.lockOnSleepMeta, integer: policy.lockOnSleep ? 1 : 0)
+                    try store.setMeta(Self.syncIntervalMeta, integer: Int64(max(0, policy.syncInterval)))
                 }
             }
         }
