@@ -79,7 +79,7 @@ public struct CircleEvent: Sendable, Equatable {
 }
 
 /// Who is in a circle, as its log says after checking every event.
-public struct CircleMembers: Sendable, Equatable {
+public struct CircleMembers: Sendable {
     public let circle: [UInt8]
     /// Device id (hex) → public key (SubjectPublicKeyInfo).
     public let members: [String: [UInt8]]
@@ -87,6 +87,20 @@ public struct CircleMembers: Sendable, Equatable {
     /// SHA-256 of the last event: the next event's `previous`.
     public let head: [UInt8]
     public let count: UInt32
+    /// Devices the log removed (hex ids).
+    public let removed: Set<String>
+    /// For each generation of the circle key, the device whose event started it (the founder for
+    /// the first, the remover for later ones) and its key: it wraps that generation to the members
+    /// first, and may have left since (`sync leave` removes the leaving device itself).
+    public let generationStarters: [UInt32: (device: String, key: [UInt8])]
+
+    /// The devices whose signature a key wrapped for generation `generation` may carry: the
+    /// current members, and the device that started that generation.
+    public func wrappers(of generation: UInt32) -> [String: [UInt8]] {
+        var accepted = members
+        if let starter = generationStarters[generation] { accepted[starter.device] = starter.key }
+        return accepted
+    }
 }
 
 public enum CircleLog {
@@ -105,6 +119,8 @@ public enum CircleLog {
         var circle: [UInt8] = []
         var generation: UInt32 = 0
         var head: [UInt8] = []
+        var removed = Set<String>()
+        var starters: [UInt32: (device: String, key: [UInt8])] = [:]
         for (position, file) in files.enumerated() {
             let label = "circle/log/\(position)"
             guard let (event, body, signature) = CircleEvent.parse(file), event.index == UInt32(position) else {
@@ -120,6 +136,7 @@ public enum CircleLog {
                 circle = event.circle
                 generation = event.generation
                 members[Hex.string(event.subject)] = event.subjectKey
+                starters[event.generation] = (Hex.string(event.subject), event.subjectKey)
             } else {
                 guard event.previous == head, event.circle == circle else {
                     throw SyncError(.tampered, "\(label) does not follow circle/log/\(position - 1)")
@@ -143,33 +160,44 @@ public enum CircleLog {
                         throw SyncError(.malformed, "\(label) removes a device that is not a member, or without a new generation")
                     }
                     members[Hex.string(event.subject)] = nil
+                    removed.insert(Hex.string(event.subject))
                     generation = event.generation
+                    starters[event.generation] = (Hex.string(event.signer), signerKey)
                 }
             }
             head = try hash(file)
         }
-        return CircleMembers(circle: circle, members: members, generation: generation, head: head, count: UInt32(files.count))
+        return CircleMembers(circle: circle, members: members, generation: generation, head: head, count: UInt32(files.count), removed: removed,
+                             generationStarters: starters)
     }
 
     /// The short code a joining device shows and a member recomputes from the request: the first
-    /// 40 bits of SHA-256(genesis hash ‖ device id ‖ public key), in 8 characters of RFC 4648 base 32.
+    /// 60 bits of SHA-256(genesis hash ‖ device id ‖ public key), in 12 characters of RFC 4648
+    /// base 32. 60 bits, so that whoever holds the remote cannot make a request of their own with
+    /// the same code while a join waits (2^60 hashes; 40 bits took minutes on one GPU).
+    public static let pairingCodeLength = 12
+
     public static func pairingCode(genesis: [UInt8], device: [UInt8], publicKeyInfo: [UInt8]) throws(SyncError) -> String {
         let digest = try SyncManifest.digest(of: Array("keychain-pkcs11 pairing".utf8) + genesis + device + publicKeyInfo)
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
-        let bits = digest.prefix(5).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        return String((0..<8).map { alphabet[Int((bits >> UInt64(35 - 5 * $0)) & 31)] })
+        let bits = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } >> 4
+        return String((0..<pairingCodeLength).map { alphabet[Int((bits >> UInt64(55 - 5 * $0)) & 31)] })
     }
 }
 
 /// A circle key wrapped to one member (Docs/sync.md: `circle/keys/<generation>/<device>`):
 /// ECDH between a fresh P-256 key and the member's, HKDF-SHA-256, AES-256-GCM; the associated
-/// data binds the circle, the generation and the member.
+/// data binds the circle, the generation and the member; signed by the member that wrapped it,
+/// so that whoever holds the remote cannot put a key of their own in its place (the wrapping
+/// needs only the recipient's public key, which the log shows).
 ///
-///     "KCW1" ‖ ephemeral key length (u16) ‖ ephemeral SubjectPublicKeyInfo ‖ box
+///     "KCW2" ‖ ephemeral key length (u16) ‖ ephemeral SubjectPublicKeyInfo ‖ box length (u32) ‖ box ‖
+///     wrapping member's id ‖ signature length (u16) ‖ signature
 public enum CircleKeyWrap {
-    static let magic: [UInt8] = Array("KCW1".utf8)
+    static let magic: [UInt8] = Array("KCW2".utf8)
 
-    public static func wrap(_ key: SecureBytes, generation: UInt32, circle: [UInt8], to device: [UInt8], publicKeyInfo: [UInt8]) throws(SyncError) -> [UInt8] {
+    public static func wrap(_ key: SecureBytes, generation: UInt32, circle: [UInt8], to device: [UInt8], publicKeyInfo: [UInt8],
+                            by wrapper: [UInt8], signer: DeviceIdentity) throws(SyncError) -> [UInt8] {
         let ephemeral = try SoftwareDeviceIdentity.generate()
         let shared = try ephemeral.sharedSecret(with: publicKeyInfo)
         let wrapping = try derive(shared, ephemeral: ephemeral.publicKeyInfo, recipient: publicKeyInfo)
@@ -181,21 +209,41 @@ public enum CircleKeyWrap {
         writer.append(magic)
         writer.append(UInt16(ephemeral.publicKeyInfo.count))
         writer.append(ephemeral.publicKeyInfo)
+        writer.append(UInt32(box.count))
         writer.append(box)
+        writer.append(wrapper)
+        let signed = writer.bytes + associatedData(circle: circle, generation: generation, device: device)
+        let signature = try signer.sign(signed)
+        writer.append(UInt16(signature.count))
+        writer.append(signature)
         return writer.bytes
     }
 
-    public static func unwrap(_ file: [UInt8], generation: UInt32, circle: [UInt8], device: [UInt8], identity: DeviceIdentity) throws(SyncError) -> SecureBytes {
+    /// Opens the key wrapped for `device`; `wrappers` are the devices whose signature is accepted
+    /// (the circle's current members, by hex id, with their public keys).
+    public static func unwrap(_ file: [UInt8], generation: UInt32, circle: [UInt8], device: [UInt8], identity: DeviceIdentity,
+                              wrappers: [String: [UInt8]]) throws(SyncError) -> SecureBytes {
+        let label = "circle/keys/\(generation)/\(Hex.string(device))"
         var reader = ByteReader(file)
-        guard reader.take(4) == magic, let length = reader.uint16(), let ephemeral = reader.take(Int(length)) else {
-            throw SyncError(.malformed, "circle/keys/\(generation)/\(Hex.string(device)) is not a wrapped key")
+        guard reader.take(4) == magic, let length = reader.uint16(), let ephemeral = reader.take(Int(length)), let boxLength = reader.uint32(),
+              let box = reader.take(Int(boxLength)), let wrapper = reader.take(SyncItemState.idSize) else {
+            throw SyncError(.malformed, "\(label) is not a wrapped key")
+        }
+        let signedEnd = reader.offset
+        guard let signatureLength = reader.uint16(), let signature = reader.take(Int(signatureLength)), reader.remaining == 0 else {
+            throw SyncError(.malformed, "\(label) is not a wrapped key")
+        }
+        guard let wrapperKey = wrappers[Hex.string(wrapper)],
+              DeviceSignature.verify(signature, of: Array(file[..<signedEnd]) + associatedData(circle: circle, generation: generation, device: device),
+                                     publicKeyInfo: wrapperKey) else {
+            throw SyncError(.badSignature, "\(label) is not signed by a member of the circle")
         }
         let shared = try identity.sharedSecret(with: ephemeral)
         let wrapping = try derive(shared, ephemeral: ephemeral, recipient: identity.publicKeyInfo)
         do {
-            return try AESGCM.open(Array(file[reader.offset...]), key: wrapping, associatedData: associatedData(circle: circle, generation: generation, device: device))
+            return try AESGCM.open(box, key: wrapping, associatedData: associatedData(circle: circle, generation: generation, device: device))
         } catch {
-            throw SyncError(.tampered, "circle/keys/\(generation)/\(Hex.string(device)) does not open with this device's key")
+            throw SyncError(.tampered, "\(label) does not open with this device's key")
         }
     }
 

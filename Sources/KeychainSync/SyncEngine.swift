@@ -145,7 +145,8 @@ public final class SyncEngine {
         try WorkTreeFiles.makeDirectory(repository.path("circle/log"))
         try WorkTreeFiles.write(genesisFile, to: repository.path("circle/log/0"))
         try WorkTreeFiles.makeDirectory(repository.path("circle/keys/1"))
-        try WorkTreeFiles.write(try CircleKeyWrap.wrap(key, generation: 1, circle: circle, to: device, publicKeyInfo: identity.publicKeyInfo),
+        try WorkTreeFiles.write(try CircleKeyWrap.wrap(key, generation: 1, circle: circle, to: device, publicKeyInfo: identity.publicKeyInfo,
+                                                       by: device, signer: identity),
                                 to: repository.path("circle/keys/1/\(Hex.string(device))"))
         try setValue("device", device)
         try setValue("remote", Array(remote.utf8))
@@ -217,7 +218,8 @@ public final class SyncEngine {
             for generation in UInt32(1)...members.generation {
                 guard let circleKey = try secret("key.\(generation)") else { throw SyncError(.unknownGeneration, "this device lacks generation \(generation) of the circle key") }
                 try WorkTreeFiles.makeDirectory(repository.path("circle/keys/\(generation)"))
-                try WorkTreeFiles.write(try CircleKeyWrap.wrap(circleKey, generation: generation, circle: members.circle, to: device, publicKeyInfo: key),
+                try WorkTreeFiles.write(try CircleKeyWrap.wrap(circleKey, generation: generation, circle: members.circle, to: device, publicKeyInfo: key,
+                                                               by: me, signer: identity),
                                         to: repository.path("circle/keys/\(generation)/\(Hex.string(device))"))
             }
             unlink(repository.path("circle/requests/\(Hex.string(device))"))
@@ -324,7 +326,8 @@ public final class SyncEngine {
             try WorkTreeFiles.makeDirectory(repository.path("circle/keys/\(generation)"))
             for (id, publicKey) in members.members where id != target.id {
                 guard let device = Hex.bytes(Array(id.utf8)) else { continue }
-                try WorkTreeFiles.write(try CircleKeyWrap.wrap(key, generation: generation, circle: members.circle, to: device, publicKeyInfo: publicKey),
+                try WorkTreeFiles.write(try CircleKeyWrap.wrap(key, generation: generation, circle: members.circle, to: device, publicKeyInfo: publicKey,
+                                                               by: me, signer: identity),
                                         to: repository.path("circle/keys/\(generation)/\(id)"))
             }
             unlink(repository.path("circle/names/\(target.id)"))
@@ -353,7 +356,10 @@ public final class SyncEngine {
     }
 
     private func leaveLocked(local: Bool) throws(SyncError) {
-        if !local, let me = try deviceID(), try isMember() { _ = try removeDevice(Hex.string(me)) }
+        if !local, let me = try deviceID(), try isMember() {
+            // A device already removed (or never admitted) has nothing to remove on the remote.
+            do { _ = try removeDevice(Hex.string(me)) } catch where error.kind == .notFound {}
+        }
         do { try keychain.clearSyncState() } catch { throw SyncError(.malformed, "forgetting the sync state: \(error.reason)") }
         _ = try? Subprocess.run(["rm", "-rf", "--", workTree])
     }
@@ -388,6 +394,9 @@ public final class SyncEngine {
             try fetchAndMerge(repository)
             let members = try CircleLog.verify(try logFiles(repository), genesis: genesis)
             guard let myKey = members.members[Hex.string(me)] else {
+                if members.removed.contains(Hex.string(me)) {
+                    throw SyncError(.withheld, "this device was removed from the circle: 'keychainctl sync leave --local' forgets the circle here")
+                }
                 throw SyncError(.withheld, "this device is not a member of the circle (yet): a member approves it with the pairing code")
             }
             guard myKey == identity.publicKeyInfo else { throw SyncError(.tampered, "the circle lists another key for this device") }
@@ -395,7 +404,8 @@ public final class SyncEngine {
             // Every generation's key wrapped to this device that it does not hold yet.
             for generation in UInt32(1)...max(1, members.generation) where try secret("key.\(generation)") == nil {
                 if let wrapped = WorkTreeFiles.read(repository.path("circle/keys/\(generation)/\(Hex.string(me))")) {
-                    try setSecret("key.\(generation)", try CircleKeyWrap.unwrap(wrapped, generation: generation, circle: members.circle, device: me, identity: identity))
+                    try setSecret("key.\(generation)", try CircleKeyWrap.unwrap(wrapped, generation: generation, circle: members.circle, device: me,
+                                                                                identity: identity, wrappers: members.wrappers(of: generation)))
                 }
             }
             guard let currentKeys = try circleKeys(members.generation) else {

@@ -63,28 +63,38 @@ final class CircleTests: XCTestCase {
         expect(.withheld) { _ = try CircleLog.verify([], genesis: genesis) }
     }
 
-    func test_the_pairing_code_is_eight_base32_characters_bound_to_the_key() throws {
+    func test_the_pairing_code_is_twelve_base32_characters_bound_to_the_key() throws {
         let a = try SoftwareDeviceIdentity.generate(), b = try SoftwareDeviceIdentity.generate()
         let genesis = [UInt8](repeating: 9, count: 32)
         let code = try CircleLog.pairingCode(genesis: genesis, device: second, publicKeyInfo: a.publicKeyInfo)
-        XCTAssertEqual(code.count, 8)
+        XCTAssertEqual(code.count, 12)
         XCTAssertTrue(code.allSatisfy { "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".contains($0) })
         XCTAssertEqual(code, try CircleLog.pairingCode(genesis: genesis, device: second, publicKeyInfo: a.publicKeyInfo))
         XCTAssertNotEqual(code, try CircleLog.pairingCode(genesis: genesis, device: second, publicKeyInfo: b.publicKeyInfo))
         XCTAssertNotEqual(code, try CircleLog.pairingCode(genesis: [UInt8](repeating: 8, count: 32), device: second, publicKeyInfo: a.publicKeyInfo))
     }
 
-    func test_a_wrapped_circle_key_opens_only_for_its_member_generation_and_circle() throws {
+    func test_a_wrapped_circle_key_opens_only_for_its_member_generation_and_circle_and_only_signed_by_a_member() throws {
         let member = try SoftwareDeviceIdentity.generate(), removed = try SoftwareDeviceIdentity.generate()
+        let approver = try SoftwareDeviceIdentity.generate(), mallory = try SoftwareDeviceIdentity.generate()
+        let wrappers = [Hex.string(founder): approver.publicKeyInfo]
         let key = SecureBytes(Array(repeating: 0x5A, count: 32))
-        let wrapped = try CircleKeyWrap.wrap(key, generation: 2, circle: circle, to: second, publicKeyInfo: member.publicKeyInfo)
-        XCTAssertEqual(try CircleKeyWrap.unwrap(wrapped, generation: 2, circle: circle, device: second, identity: member).bytes, key.bytes)
-        expect(.tampered) { _ = try CircleKeyWrap.unwrap(wrapped, generation: 2, circle: circle, device: second, identity: removed) }
-        expect(.tampered) { _ = try CircleKeyWrap.unwrap(wrapped, generation: 3, circle: circle, device: second, identity: member) }
-        expect(.tampered) { _ = try CircleKeyWrap.unwrap(wrapped, generation: 2, circle: circle, device: founder, identity: member) }
+        let wrapped = try CircleKeyWrap.wrap(key, generation: 2, circle: circle, to: second, publicKeyInfo: member.publicKeyInfo, by: founder, signer: approver)
+        XCTAssertEqual(try CircleKeyWrap.unwrap(wrapped, generation: 2, circle: circle, device: second, identity: member, wrappers: wrappers).bytes, key.bytes)
+        expect(.tampered) { _ = try CircleKeyWrap.unwrap(wrapped, generation: 2, circle: circle, device: second, identity: removed, wrappers: wrappers) }
+        expect(.badSignature) { _ = try CircleKeyWrap.unwrap(wrapped, generation: 3, circle: circle, device: second, identity: member, wrappers: wrappers) }
+        expect(.badSignature) { _ = try CircleKeyWrap.unwrap(wrapped, generation: 2, circle: circle, device: founder, identity: member, wrappers: wrappers) }
+        // The remote's holder wraps a key of their own to the member: the wrapping needs only the
+        // member's public key, but the signature is not a member's.
+        let planted = try CircleKeyWrap.wrap(SecureBytes(Array(repeating: 0x66, count: 32)), generation: 2, circle: circle, to: second,
+                                             publicKeyInfo: member.publicKeyInfo, by: founder, signer: mallory)
+        expect(.badSignature) { _ = try CircleKeyWrap.unwrap(planted, generation: 2, circle: circle, device: second, identity: member, wrappers: wrappers) }
+        let claimed = try CircleKeyWrap.wrap(SecureBytes(Array(repeating: 0x66, count: 32)), generation: 2, circle: circle, to: second,
+                                             publicKeyInfo: member.publicKeyInfo, by: intruder, signer: mallory)
+        expect(.badSignature) { _ = try CircleKeyWrap.unwrap(claimed, generation: 2, circle: circle, device: second, identity: member, wrappers: wrappers) }
         // The device key survives its sealed form.
         let copy = try SoftwareDeviceIdentity.read(privateKeyInfo: member.privateKeyInfo())
         XCTAssertEqual(copy.publicKeyInfo, member.publicKeyInfo)
-        XCTAssertEqual(try CircleKeyWrap.unwrap(wrapped, generation: 2, circle: circle, device: second, identity: copy).bytes, key.bytes)
+        XCTAssertEqual(try CircleKeyWrap.unwrap(wrapped, generation: 2, circle: circle, device: second, identity: copy, wrappers: wrappers).bytes, key.bytes)
     }
 }

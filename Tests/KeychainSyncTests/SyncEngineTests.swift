@@ -72,7 +72,7 @@ final class SyncEngineTests: XCTestCase {
 
     private func join(_ joiner: Device, approvedBy member: Device) throws {
         let code = try joiner.engine.requestJoin(remote: remote, deviceName: "desktop")
-        XCTAssertEqual(code.count, 8)
+        XCTAssertEqual(code.count, CircleLog.pairingCodeLength)
         _ = try member.engine.approve(code: code)
     }
 
@@ -128,7 +128,7 @@ final class SyncEngineTests: XCTestCase {
         _ = try b.engine.requestJoin(remote: remote, deviceName: "desktop")
         XCTAssertThrowsError(try b.engine.sync()) { XCTAssertEqual(($0 as? SyncError)?.kind, .withheld, "\($0)") }
         XCTAssertEqual(try secrets(b), [:])
-        XCTAssertThrowsError(try a.engine.approve(code: "AAAAAAAA"))
+        XCTAssertThrowsError(try a.engine.approve(code: "AAAAAAAAAAAA"))
     }
 
     func test_the_remote_holds_no_label_account_or_secret_in_clear() throws {
@@ -294,6 +294,30 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(try secrets(a), ["wifi": "from b"])
         XCTAssertEqual(try secrets(b), ["wifi": "from b"])
         XCTAssertEqual(try a.keychain.synchronizableItems(master: a.master).count, 1)
+    }
+
+    // The remote's holder replaces the key wrapped for a newly approved device with one of its
+    // own (wrapping needs only the device's public key, which the log shows): the device refuses
+    // it, and what it would have sent stays unsent.
+    func test_a_circle_key_planted_for_a_new_device_is_refused() throws {
+        let a = try device("a"), b = try device("b")
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
+        try addPassword(b, account: "b-secret", secret: "only for the circle")
+        let code = try b.engine.requestJoin(remote: remote, deviceName: "desktop")
+        _ = try a.engine.approve(code: code)
+        let clone = root + "/mallory"
+        XCTAssertTrue(try Subprocess.run(["git", "clone", "-q", remote, clone]).succeeded)
+        let event = try XCTUnwrap(CircleEvent.parse(try XCTUnwrap(WorkTreeFiles.read(clone + "/circle/log/1"))))
+        let mallory = try SoftwareDeviceIdentity.generate()
+        let planted = try CircleKeyWrap.wrap(SecureBytes(Array(repeating: 0x66, count: 32)), generation: 1, circle: event.event.circle,
+                                             to: event.event.subject, publicKeyInfo: event.event.subjectKey, by: event.event.signer, signer: mallory)
+        try WorkTreeFiles.write(planted, to: clone + "/circle/keys/1/" + Hex.string(event.event.subject))
+        let repository = GitRepository(directory: clone, remote: remote, device: "mallory")
+        try repository.commitAll("plant")
+        XCTAssertEqual(try repository.push(), .pushed)
+        XCTAssertThrowsError(try b.engine.sync()) { XCTAssertEqual(($0 as? SyncError)?.kind, .badSignature, "\($0)") }
+        XCTAssertFalse(try b.engine.isMember())
+        XCTAssertEqual(WorkTreeFiles.list(clone + "/items"), [])
     }
 
     private func uidOf(_ device: Device, account: String) throws -> [UInt8]? {

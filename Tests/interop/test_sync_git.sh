@@ -56,11 +56,11 @@ expect_contains "$out" "sent 1, received 0" "setup sends the one synchronizable 
 # b joins over ssh: it reads nothing before a member approves its code.
 out=$(machine b sync join --remote "$over_ssh" --device-name desktop --wait 0) || fail "sync join: $out"
 code=$(printf '%s\n' "$out" | sed -n 's/^pairing code: //p')
-expect_eq "${#code}" "8" "an 8-character pairing code"
+expect_eq "${#code}" "12" "a 12-character pairing code"
 expect_status 7 "an unapproved device reads nothing" machine b sync now
 expect_contains "$(cat "$WORK/last.err")" "not a member of the circle" "the refusal names the reason"
-expect_status 6 "a wrong code admits nobody" machine a sync approve AAAAAAAA
-expect_contains "$(cat "$WORK/last.err")" "no device asks to join with code AAAAAAAA" "the wrong code is named"
+expect_status 6 "a wrong code admits nobody" machine a sync approve AAAAAAAAAAAA
+expect_contains "$(cat "$WORK/last.err")" "no device asks to join with code AAAAAAAAAAAA" "the wrong code is named"
 expect_status 0 "approve" machine a sync approve "$code"
 out=$(machine b sync now) || fail "sync now on b: $out"
 expect_contains "$out" "received 1" "b receives the item"
