@@ -45,17 +45,8 @@ extension Keychain {
     /// `.recordCorrupted`: no device writes one). A different item with the same keychain primary
     /// key is `.duplicateItem`, as for any add.
     public func applySynchronized(uid: [UInt8], record: [UInt8], modified: Int64, master: MasterKey) throws(KeychainError) {
-        var attributes: [(type: UInt64, value: [UInt8])]
-        do { attributes = try record.withUnsafeBytes { try AttributeRecord.decode($0) } } catch {
-            throw KeychainError(.recordCorrupted, "a synchronized item's record does not decode")
-        }
-        var object = ObjectAttributes(recordAttributes: attributes)
-        for index in attributes.indices { wipe(&attributes[index].value) }
+        var (object, protection) = try Self.synchronizedObject(record)
         defer { object.wipeValues() }
-        let protection: Protection
-        do throws(KeychainError) { protection = try Protection(for: object) } catch {
-            throw KeychainError(.recordCorrupted, "a synchronized item: \(error.reason)")
-        }
         guard uid.count == UniqueID.byteCount, object.isToken, object.objectClass != nil, object.bool(.synchronizable), object.syncRefusal == nil,
               !protection.isDeviceBound, object[.uniqueID] == Hex.digits(uid) else {
             throw KeychainError(.recordCorrupted, "a synchronized item is not a synchronizable token object of its own id")
@@ -74,20 +65,29 @@ extension Keychain {
     /// The uid of the item here that has the same keychain primary key as `record` (the same
     /// account and service, say) — the item an apply of `record` collides with — if there is one.
     public func synchronizedCollision(record: [UInt8], master: MasterKey) throws(KeychainError) -> [UInt8]? {
-        var attributes: [(type: UInt64, value: [UInt8])]
-        do { attributes = try record.withUnsafeBytes { try AttributeRecord.decode($0) } } catch {
-            throw KeychainError(.recordCorrupted, "a synchronized item's record does not decode")
-        }
-        var object = ObjectAttributes(recordAttributes: attributes)
-        for index in attributes.indices { wipe(&attributes[index].value) }
+        var (object, protection) = try Self.synchronizedObject(record)
         defer { object.wipeValues() }
-        let protection = try Protection(for: object)
         return try lock.withLock { () throws(KeychainError) -> [UInt8]? in
             let keys = try keysForStoring(protection, object: object, master: master)
             return try translatingErrors {
                 guard let digest = try primaryKey(object, keys: keys) else { return nil }
                 return try store.objectUID(primaryKey: digest)
             }
+        }
+    }
+
+    /// The object a synchronized record holds and its protection (the caller wipes the object);
+    /// `.recordCorrupted` for a record that does not decode or names no protection.
+    private static func synchronizedObject(_ record: [UInt8]) throws(KeychainError) -> (ObjectAttributes, Protection) {
+        var attributes: [(type: UInt64, value: [UInt8])]
+        do { attributes = try record.withUnsafeBytes { try AttributeRecord.decode($0) } } catch {
+            throw KeychainError(.recordCorrupted, "a synchronized item's record does not decode")
+        }
+        var object = ObjectAttributes(recordAttributes: attributes)
+        for index in attributes.indices { wipe(&attributes[index].value) }
+        do throws(KeychainError) { return (object, try Protection(for: object)) } catch {
+            object.wipeValues()
+            throw KeychainError(.recordCorrupted, "a synchronized item: \(error.reason)")
         }
     }
 
