@@ -547,24 +547,32 @@ public final class SyncEngine {
                 }
             }
 
-            // This device's new versions, then its manifest over every file it now holds.
+            // This device's new versions, then its manifest over every file it now holds (`files`:
+            // what the check read, with this sync's files in place of the ones they replace).
             try WorkTreeFiles.makeDirectory(repository.path("items"))
             for change in outgoing.values {
                 let name = try names.name(for: change.state.uid)
-                try WorkTreeFiles.write(try SyncItemFile.seal(SyncItem(state: change.state, record: change.record), name: name, keys: currentKeys),
-                                        to: repository.path("items/\(name)"))
+                let file = try SyncItemFile.seal(SyncItem(state: change.state, record: change.record), name: name, keys: currentKeys)
+                try WorkTreeFiles.writeForCommit(file, to: repository.path("items/\(name)"))
+                files[name] = file
             }
             var entries: [SyncManifest.Entry] = []
-            for name in WorkTreeFiles.list(repository.path("items")) {
-                guard let file = WorkTreeFiles.read(repository.path("items/\(name)")) else { continue }
+            for (name, file) in files {
                 entries.append(SyncManifest.Entry(name: name, version: try SyncItemFile.header(file, name: name).version, digest: try SyncManifest.digest(of: file)))
             }
-            let counter = (try integer("counter") ?? 0) + 1
-            try WorkTreeFiles.makeDirectory(repository.path("manifests"))
-            try WorkTreeFiles.write(try SyncManifest(device: me, counter: counter, generation: members.generation, entries: entries).sealed(keys: currentKeys, signer: identity),
-                                    to: repository.path("manifests/\(Hex.string(me))"))
+            // A manifest that would say what this device's manifest on the remote says already is
+            // not written again (nor its counter raised): a sync with nothing new pushes nothing.
+            var counter = try integer("counter") ?? 0
+            let manifest = SyncManifest(device: me, counter: counter + 1, generation: members.generation, entries: entries)
+            let current = manifests.first { $0.device == me }
+            if !outgoing.isEmpty || current?.generation != manifest.generation || current?.entries != manifest.entries {
+                counter = manifest.counter
+                try WorkTreeFiles.makeDirectory(repository.path("manifests"))
+                try WorkTreeFiles.writeForCommit(try manifest.sealed(keys: currentKeys, signer: identity), to: repository.path("manifests/\(Hex.string(me))"))
+            }
             try repository.commitAll("sync")
-            switch try repository.push() {
+            let pushed: GitRepository.PushResult = try repository.hasUnpushedCommits() ? try repository.push() : .pushed
+            switch pushed {
             case .pushed:
                 try setInteger("counter", counter)
                 for (device, seen) in checked.counters where device != Hex.string(me) { try setInteger("seen.\(device)", seen) }

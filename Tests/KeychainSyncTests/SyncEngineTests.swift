@@ -102,6 +102,27 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual([idle.sent, idle.received, idle.settled], [0, 0, 0])
     }
 
+    func test_syncs_with_nothing_new_push_nothing() throws {
+        let a = try device("a"), b = try device("b")
+        try addPassword(a, account: "alice", secret: "s3cret")
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
+        try join(b, approvedBy: a)
+        XCTAssertEqual(try b.engine.sync().received, 1)
+        _ = try a.engine.sync()  // a reads b's manifest
+        let remoteHead = { try Subprocess.run(["git", "--git-dir", self.root + "/remote.git", "rev-parse", "main"]).outputText }
+        let head = try remoteHead()
+        for device in [a, b, a, b] {
+            let idle = try device.engine.sync()
+            XCTAssertEqual([idle.sent, idle.received, idle.settled], [0, 0, 0])
+        }
+        // No new manifest and no merge commit: two idle devices do not keep each other busy.
+        XCTAssertEqual(try remoteHead(), head)
+        try addPassword(b, account: "bob", secret: "2")
+        XCTAssertEqual(try b.engine.sync().sent, 1)
+        XCTAssertEqual(try a.engine.sync().received, 1)
+        XCTAssertEqual(try secrets(a), ["alice": "s3cret", "bob": "2"])
+    }
+
     func test_offline_edits_on_two_devices_converge_and_are_counted() throws {
         let a = try device("a"), b = try device("b")
         let uid = try addPassword(a, account: "alice", secret: "first")
