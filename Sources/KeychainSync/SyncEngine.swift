@@ -254,9 +254,11 @@ public final class SyncEngine {
 
     /// What `sync status` shows, without touching the remote.
     public func status() throws(SyncError) -> Status {
-        let known = try isMember() ? try knownStates() : [:]
+        // Membership is one decryption of a sealed key: read once.
+        let member = try isMember()
+        let known = member ? try knownStates() : [:]
         var pending = 0
-        if try isMember() {
+        if member {
             var seen = Set<[UInt8]>()
             let items: [SynchronizableItem]
             do { items = try keychain.synchronizableItems(master: master) } catch { throw SyncError(.malformed, "reading the keychain: \(error.reason)") }
@@ -269,7 +271,7 @@ public final class SyncEngine {
             pending += known.values.filter { !$0.state.deleted && !seen.contains($0.state.uid) }.count
         }
         return Status(remote: try remote(), device: try deviceID().map(Hex.string), deviceName: try value("name").map { String(decoding: $0, as: UTF8.self) },
-                      isMember: try isMember(), lastSync: try integer("last"), pending: pending, settled: try integer("settled") ?? 0,
+                      isMember: member, lastSync: try integer("last"), pending: pending, settled: try integer("settled") ?? 0,
                       lastError: try value("error").map { String(decoding: $0, as: UTF8.self) })
     }
 
