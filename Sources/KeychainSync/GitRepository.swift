@@ -194,6 +194,17 @@ public struct GitRepository: Sendable {
 
     /// Whether `main` holds a commit that `origin/main`, as last fetched, does not (or there is
     /// no `origin/main` yet): false when a push would have nothing to send.
+    /// The commits of the work tree's `HEAD` and of the fetched `origin/main` (nil where there is none).
+    public func revisions() throws(SyncError) -> (head: String?, remote: String?) {
+        let result = try git(["rev-parse", "HEAD", "refs/remotes/origin/main"], allowFailure: true)
+        let lines = result.outputText.split(separator: "\n").map(String.init)
+        guard result.succeeded, lines.count == 2 else {
+            let head = try git(["rev-parse", "-q", "--verify", "HEAD"], allowFailure: true)
+            return (head.succeeded ? head.outputText.split(separator: "\n").first.map(String.init) : nil, nil)
+        }
+        return (lines[0], lines[1])
+    }
+
     public func hasUnpushedCommits() throws(SyncError) -> Bool {
         let result = try git(["rev-list", "-n", "1", "origin/main..HEAD"], allowFailure: true)
         return !result.succeeded || !result.output.isEmpty

@@ -19,13 +19,17 @@ public struct SyncReport: Sendable, Equatable {
 
 /// The sync of one keychain with its circle (Docs/sync.md): setup, joining, approval and the sync
 /// itself, over the circle's git work tree. The keychain must be unlocked (its master key opens
-/// the circle's keys and the device's identity).
+/// the circle's keys and the device's identity), except for `quickSync`, which finds out without
+/// the key whether there is anything to do.
 public final class SyncEngine {
     public let keychain: Keychain
-    private let master: MasterKey
+    private let master: MasterKey?
     public let workTree: String
 
     public static let maximumRetries = 5
+    /// Items from other devices stored per keychain transaction (one commit each): few commits for
+    /// a large sync, and the keychain's lock never held for long.
+    public static let applyBatch = 64
 
     /// Where a keychain's circle work tree lives: beside the device key (the machine's own
     /// state, not the keychain folder that backups copy), one per keychain serial.
@@ -36,7 +40,8 @@ public final class SyncEngine {
         return folder + "/" + serial
     }
 
-    public init(keychain: Keychain, master: MasterKey, workTree: String) {
+    /// `master` nil: a locked keychain, for `quickSync` (and `status` of what needs no key).
+    public init(keychain: Keychain, master: MasterKey?, workTree: String) {
         self.keychain = keychain
         self.master = master
         self.workTree = workTree
@@ -48,8 +53,10 @@ public final class SyncEngine {
 
     /// Runs `body` holding the work tree's lock (flock on `<work tree>.lock`): keychaind's
     /// scheduled syncs and a `keychainctl sync now` take turns, never two git processes of ours
-    /// in one work tree. Nested calls (setup's first sync) hold it once.
-    private func exclusive<R>(_ body: () throws(SyncError) -> R) throws(SyncError) -> R {
+    /// in one work tree. Nested calls (setup's first sync) hold it once. `recovering`: first put
+    /// the work tree back at its last commit (what a killed sync left); the quick check, which
+    /// only fetches, does without.
+    private func exclusive<R>(recovering: Bool = true, _ body: () throws(SyncError) -> R) throws(SyncError) -> R {
         if lockDepth > 0 { return try body() }
         let fd = open(workTree + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw SyncError(.malformed, "cannot open \(workTree).lock: \(String(cString: strerror(errno)))") }
@@ -59,7 +66,7 @@ public final class SyncEngine {
         }
         lockDepth += 1
         defer { lockDepth -= 1 }
-        if let remote = try remote(), let device = try deviceID() {
+        if recovering, let remote = try remote(), let device = try deviceID() {
             try GitRepository(directory: workTree, remote: remote, device: Hex.string(device)).recover()
         }
         return try body()
@@ -67,20 +74,29 @@ public final class SyncEngine {
 
     // MARK: state
 
-    private func value(_ key: String) throws(SyncError) -> [UInt8]? {
+    func value(_ key: String) throws(SyncError) -> [UInt8]? {
         do { return try keychain.syncValue(key) } catch { throw SyncError(.malformed, "the keychain's sync state: \(error.reason)") }
     }
 
-    private func setValue(_ key: String, _ bytes: [UInt8]?) throws(SyncError) {
+    func setValue(_ key: String, _ bytes: [UInt8]?) throws(SyncError) {
         do { try keychain.setSyncValue(key, bytes) } catch { throw SyncError(.malformed, "the keychain's sync state: \(error.reason)") }
     }
 
-    private func secret(_ key: String) throws(SyncError) -> SecureBytes? {
+    func secret(_ key: String) throws(SyncError) -> SecureBytes? {
+        let master = try unlocked()
         do { return try keychain.syncSecret(key, master: master) } catch { throw SyncError(.tampered, error.reason) }
     }
 
-    private func setSecret(_ key: String, _ bytes: SecureBytes?) throws(SyncError) {
+    func setSecret(_ key: String, _ bytes: SecureBytes?) throws(SyncError) {
+        let master = try unlocked()
         do { try keychain.setSyncSecret(key, bytes, master: master) } catch { throw SyncError(.crypto, error.reason) }
+    }
+
+    /// The master key (`master` is nil for an engine over a locked keychain, which only
+    /// `quickSync` and the state that needs no key can use).
+    func unlocked() throws(SyncError) -> MasterKey {
+        guard let master else { throw SyncError(.malformed, "the keychain is locked: unlock it to sync") }
+        return master
     }
 
     private func integer(_ key: String) throws(SyncError) -> UInt64? {
@@ -96,10 +112,6 @@ public final class SyncEngine {
 
     public func remote() throws(SyncError) -> String? { try value("remote").map { String(decoding: $0, as: UTF8.self) } }
 
-    private func identity() throws(SyncError) -> SoftwareDeviceIdentity {
-        guard let stored = try secret("identity") else { throw SyncError(.malformed, "this keychain is in no circle") }
-        return try SoftwareDeviceIdentity.read(privateKeyInfo: stored)
-    }
 
     private func repository() throws(SyncError) -> GitRepository {
         guard let remote = try remote(), let device = try deviceID() else { throw SyncError(.malformed, "this keychain is in no circle") }
@@ -129,7 +141,7 @@ public final class SyncEngine {
     private func setupLocked(remote: String, deviceName: String) throws(SyncError) -> SyncReport {
         guard try value("genesis") == nil else { throw SyncError(.malformed, "this keychain is already in a circle (sync leave first)") }
         let device = try random(16), circle = try random(16)
-        let identity = try SoftwareDeviceIdentity.generate()
+        let identity = try makeIdentity()
         let repository = GitRepository(directory: workTree, remote: remote, device: Hex.string(device))
         try repository.prepare()
         if try repository.fetch() {
@@ -152,7 +164,7 @@ public final class SyncEngine {
         try setValue("remote", Array(remote.utf8))
         try setValue("circle", circle)
         try setValue("genesis", try CircleLog.hash(genesisFile))
-        try setSecret("identity", try identity.privateKeyInfo())
+        try keepIdentity(identity)
         try setSecret("key.1", key)
         try setValue("name", Array(deviceName.utf8))
         return try sync()
@@ -167,7 +179,7 @@ public final class SyncEngine {
     private func requestJoinLocked(remote: String, deviceName: String) throws(SyncError) -> String {
         guard try value("genesis") == nil else { throw SyncError(.malformed, "this keychain is already in a circle (sync leave first)") }
         let device = try random(16)
-        let identity = try SoftwareDeviceIdentity.generate()
+        let identity = try makeIdentity()
         let repository = GitRepository(directory: workTree, remote: remote, device: Hex.string(device))
         try repository.prepare()
         guard try repository.fetch() else { throw SyncError(.withheld, "\(remote) holds no circle yet (sync setup on the first device)") }
@@ -182,7 +194,7 @@ public final class SyncEngine {
         try setValue("device", device)
         try setValue("remote", Array(remote.utf8))
         try setValue("genesis", genesis)
-        try setSecret("identity", try identity.privateKeyInfo())
+        try keepIdentity(identity)
         try setValue("name", Array(deviceName.utf8))
         try publish(repository, message: "join request")
         return try CircleLog.pairingCode(genesis: genesis, device: device, publicKeyInfo: identity.publicKeyInfo)
@@ -261,6 +273,7 @@ public final class SyncEngine {
         if member {
             var seen = Set<[UInt8]>()
             let items: [SynchronizableItem]
+            let master = try unlocked()
             do { items = try keychain.synchronizableItems(master: master) } catch { throw SyncError(.malformed, "reading the keychain: \(error.reason)") }
             for var item in items {
                 seen.insert(item.uid)
@@ -370,8 +383,39 @@ public final class SyncEngine {
 
     /// Fetches, checks and merges the remote, applies other devices' changes here, sends this
     /// device's, and pushes (Docs/sync.md, "A sync"). Nothing is applied when a check fails.
-    public func sync() throws(SyncError) -> SyncReport {
-        try exclusive { () throws(SyncError) -> SyncReport in try syncLocked() }
+    /// With `tryingQuick`, `quickSync` answers first when there is nothing to do.
+    public func sync(tryingQuick: Bool = true) throws(SyncError) -> SyncReport {
+        if tryingQuick, let report = try quickSync() { return report }
+        return try exclusive { () throws(SyncError) -> SyncReport in try syncLocked() }
+    }
+
+    /// A sync with nothing to do, found out without the master key: the remote's `main` (fetched)
+    /// and the work tree's are still the commit the last completed sync left, and the keychain's
+    /// fingerprint is the one it recorded (no item written since, here or by another process). Then
+    /// the sync is done — an empty report, the time of this sync noted — after one `git fetch`.
+    /// nil: anything else (a change on either side, no sync completed yet, a fetch that failed), for
+    /// `sync` to do in full.
+    public func quickSync() throws(SyncError) -> SyncReport? {
+        try exclusive(recovering: false) { () throws(SyncError) -> SyncReport? in
+            guard let recorded = try value("quick"), let repository = try? repository() else { return nil }
+            guard let fingerprint = try? keychain.syncFingerprint(), (try? repository.fetch()) == true,
+                  let revisions = try? repository.revisions(), let head = revisions.head, revisions.remote == head,
+                  ConstantTime.equals(recorded, Array(head.utf8) + fingerprint) else { return nil }
+            try setInteger("last", Self.nowMilliseconds())
+            if try value("error") != nil { try setValue("error", nil) }
+            return SyncReport()
+        }
+    }
+
+    /// Records what `quickSync` compares, after a sync that completed: the work tree's commit when
+    /// it is the remote's, and the keychain's fingerprint when only this sync wrote to it (nil
+    /// forgets the record: the next sync runs in full).
+    private func recordQuickState(_ repository: GitRepository, fingerprint: [UInt8]?) throws(SyncError) {
+        var record: [UInt8]?
+        if let fingerprint, let revisions = try? repository.revisions(), let head = revisions.head, revisions.remote == head {
+            record = Array(head.utf8) + fingerprint
+        }
+        try setValue("quick", record)
     }
 
     private func syncLocked() throws(SyncError) -> SyncReport {
@@ -446,6 +490,10 @@ public final class SyncEngine {
             var appliedKnown = known
             var local: [[UInt8]: SynchronizableItem] = [:]
             let localItems: [SynchronizableItem]
+            let master = try unlocked()
+            // Read before the items: a write after it shows as a changed fingerprint.
+            let startFingerprint: [UInt8]
+            do { startFingerprint = try keychain.syncFingerprint() } catch { throw SyncError(.malformed, "reading the keychain: \(error.reason)") }
             do { localItems = try keychain.synchronizableItems(master: master) } catch { throw SyncError(.malformed, "reading the keychain: \(error.reason)") }
             for item in localItems { local[item.uid] = item }
             defer { for uid in Array(local.keys) { local[uid]?.record.withUnsafeMutableBytes { wipe($0) } } }
@@ -490,8 +538,9 @@ public final class SyncEngine {
                 (SyncItemState(uid: uid, version: state.version + 1, modified: max(Self.nowMilliseconds(), state.modified + 1), writer: me, deleted: true),
                  SecureBytes(count: 0))
             }
-            for uid in incoming {
-                guard let (name, item) = remote[uid] else { continue }
+            // One uid from `incoming`: stored, removed, or settled against the item it collides with.
+            func apply(_ uid: [UInt8]) throws(SyncError) {
+                guard let (name, item) = remote[uid] else { return }
                 let digest = item.state.deleted ? [] : try SyncManifest.digest(of: item.record.bytes)
                 var applied = false
                 for _ in 0..<2 where !applied {
@@ -534,7 +583,34 @@ public final class SyncEngine {
                     break
                 }
             }
-            if report.received > 0 { try storeKnownStates(appliedKnown) }
+            // In batches of `applyBatch`, each one keychain transaction with the record of what was
+            // applied: a batch is stored whole or not at all. The keychain's fingerprint is followed
+            // from batch to batch: when no other writer came in between, the fingerprint after the
+            // last batch is this sync's own, and a later sync with nothing new can say so at once.
+            var fingerprint = startFingerprint
+            var onlyOurs = true
+            var next = 0
+            while next < incoming.count {
+                let batch = incoming[next..<min(next + Self.applyBatch, incoming.count)]
+                next = batch.endIndex
+                var failure: SyncError?
+                do {
+                    try keychain.transaction { () throws(KeychainError) in
+                        if try keychain.syncFingerprint() != fingerprint { onlyOurs = false }
+                        do throws(SyncError) {
+                            let before = report.received
+                            for uid in batch { try apply(uid) }
+                            if report.received > before { try storeKnownStates(appliedKnown) }
+                        } catch {
+                            failure = error
+                            throw KeychainError(.storageFailure, error.reason)
+                        }
+                        fingerprint = try keychain.syncFingerprint()
+                    }
+                } catch {
+                    throw failure ?? SyncError(.malformed, "storing items from the circle: \(error.reason)")
+                }
+            }
             for (uid, change) in outgoing {
                 known[uid] = KnownState(state: change.state, digest: change.state.deleted ? [] : try SyncManifest.digest(of: change.record.bytes))
             }
@@ -580,6 +656,7 @@ public final class SyncEngine {
                 for (device, seen) in checked.counters where device != Hex.string(me) { try setInteger("seen.\(device)", seen) }
                 try storeKnownStates(known)
                 try setInteger("last", Self.nowMilliseconds())
+                try recordQuickState(repository, fingerprint: onlyOurs ? fingerprint : nil)
                 report.sent = outgoing.count
                 return report
             case .rejected where attempt < Self.maximumRetries:

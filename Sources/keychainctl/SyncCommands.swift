@@ -12,7 +12,8 @@ struct SyncCommand: ParsableCommand {
         Items marked synchronizable (--sync, kSecAttrSynchronizable, CKA_KC_SYNCHRONIZABLE) travel between the \
         devices of a circle through a git remote of your choice (ssh, https, a local bare repository), sealed: \
         the remote sees file names and sizes that reveal nothing, and cannot read, forge, replay or roll back \
-        what it holds without being caught. The keychain must be unlocked. See Docs/sync.md.
+        what it holds without being caught. The keychain must be unlocked, except for a 'sync now' with nothing \
+        new on either side, which finds that out without the PIN. See Docs/sync.md.
 
         Examples:
           keychainctl sync setup --remote git@example.com:me/kc.git \\
@@ -27,10 +28,11 @@ struct SyncCommand: ParsableCommand {
     )
 }
 
-/// The engine for the chosen keychain, unlocked; its work tree lives beside the device key.
-private func engine(_ options: KeychainOptions) throws -> (SyncEngine, OpenKeychain) {
+/// The engine for the chosen keychain, unlocked (or, `unlocking` false, over the locked keychain:
+/// for `quickSync` only); its work tree lives beside the device key.
+private func engine(_ options: KeychainOptions, unlocking: Bool = true) throws -> (SyncEngine, OpenKeychain) {
     let opened = try options.open()
-    let master = try opened.unlock()
+    let master = unlocking ? try opened.unlock() : nil
     let serial = try opened.tokenIdentity().serial
     let workTree: String
     do { workTree = try SyncEngine.defaultWorkTree(serial: serial) } catch { throw fail("\(error.reason).", status: ExitStatus.storage) }
@@ -169,8 +171,11 @@ struct SyncNow: ParsableCommand {
     @OptionGroup var options: KeychainOptions
 
     func run() throws {
-        let (engine, _) = try engine(options)
-        do { printReport(try engine.sync()) } catch { throw syncFailure(error) }
+        // Nothing new on either side: said after one fetch, without the PIN (and its KDF).
+        let (locked, opened) = try engine(options, unlocking: false)
+        do { if let report = try locked.quickSync() { return printReport(report) } } catch { throw syncFailure(error) }
+        let engine = SyncEngine(keychain: opened.keychain, master: try opened.unlock(), workTree: locked.workTree)
+        do { printReport(try engine.sync(tryingQuick: false)) } catch { throw syncFailure(error) }
     }
 }
 

@@ -348,4 +348,54 @@ final class SyncEngineTests: XCTestCase {
         }
         return nil
     }
+
+    func test_a_sync_with_nothing_new_is_answered_without_the_master_key() throws {
+        let a = try device("a"), b = try device("b")
+        try addPassword(a, account: "alice", secret: "s3cret")
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
+        try join(b, approvedBy: a)
+        XCTAssertEqual(try b.engine.sync().received, 1)
+        let lockedA = SyncEngine(keychain: a.keychain, master: nil, workTree: a.engine.workTree)
+        let lockedB = SyncEngine(keychain: b.keychain, master: nil, workTree: b.engine.workTree)
+        // b has just received (its own writes only) and pushed its manifest: nothing new for b.
+        XCTAssertEqual(try lockedB.quickSync(), SyncReport())
+        // a has not seen b's manifest yet: the remote moved, so a full sync, and only then quick.
+        XCTAssertNil(try lockedA.quickSync())
+        XCTAssertThrowsError(try lockedA.sync()) { XCTAssertTrue(($0 as? SyncError)?.reason.contains("locked") == true, "\($0)") }
+        _ = try a.engine.sync()
+        XCTAssertEqual(try lockedA.quickSync(), SyncReport())
+
+        // A change here is not missed: no quick answer, and the full sync sends it.
+        try addPassword(a, account: "bob", secret: "2")
+        XCTAssertNil(try lockedA.quickSync())
+        XCTAssertEqual(try a.engine.sync().sent, 1)
+        // A change on the remote is not missed either: b's fetch brings it.
+        XCTAssertNil(try lockedB.quickSync())
+        XCTAssertEqual(try b.engine.sync(tryingQuick: false).received, 1)
+        XCTAssertEqual(try secrets(b)["bob"], "2")
+        XCTAssertEqual(try lockedB.quickSync(), SyncReport())
+        // Any write to the keychain, even of an item that does not sync, asks for a full sync.
+        try addPassword(b, account: "local", secret: "stays", sync: false)
+        XCTAssertNil(try lockedB.quickSync())
+        let idle = try b.engine.sync()
+        XCTAssertEqual([idle.sent, idle.received, idle.settled], [0, 0, 0])
+        XCTAssertEqual(try lockedB.quickSync(), SyncReport())
+        // So does a commit in the work tree that the remote does not have.
+        _ = try Subprocess.run(["git", "-C", b.engine.workTree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"])
+        XCTAssertNil(try lockedB.quickSync())
+    }
+
+    func test_more_items_than_one_batch_are_received_in_one_sync() throws {
+        let a = try device("a"), b = try device("b")
+        let count = SyncEngine.applyBatch * 2 + 7
+        for index in 0..<count { try addPassword(a, account: "user\(index)", secret: "secret \(index)") }
+        XCTAssertEqual(try a.engine.setup(remote: remote, deviceName: "laptop").sent, count)
+        try join(b, approvedBy: a)
+        XCTAssertEqual(try b.engine.sync().received, count)
+        let expected = Dictionary(uniqueKeysWithValues: (0..<count).map { ("user\($0)", "secret \($0)") })
+        XCTAssertEqual(try secrets(b), expected)
+        // What was applied is remembered: nothing comes back as a change of b's.
+        let idle = try b.engine.sync(tryingQuick: false)
+        XCTAssertEqual([idle.sent, idle.received, idle.settled], [0, 0, 0])
+    }
 }

@@ -97,6 +97,22 @@ extension Keychain {
         try remove(id: id, master: master)
     }
 
+    /// What changes whenever anything a sync reads of this keychain may have changed, readable
+    /// without the master key: the integrity manifest's check value (every row write moves the
+    /// manifest's epoch, so its HMAC) and whether Secret Service items sync. A sync with nothing
+    /// new on either side compares it with the value its last sync recorded (Docs/sync.md).
+    public func syncFingerprint() throws(KeychainError) -> [UInt8] {
+        try lock.withLock { () throws(KeychainError) -> [UInt8] in
+            try translatingErrors {
+                try store.read { () throws -> [UInt8] in
+                    let manifest = try store.metaBlob(Self.manifestMeta) ?? []
+                    let secretService = try store.metaInteger(Self.secretServiceSyncMeta) ?? 0
+                    return Array(manifest.suffix(32)) + [UInt8(manifest.count & 0xff), secretService != 0 ? 1 : 0]
+                }
+            }
+        }
+    }
+
     /// A value of the sync's state (`sync.<key>` in the meta table), as stored.
     public func syncValue(_ key: String) throws(KeychainError) -> [UInt8]? {
         try translatingErrors { try store.metaBlob(Self.syncMetaPrefix + key) }
