@@ -150,7 +150,7 @@ let package = Package(
         .testTarget(name: "KeychainServicesTests", dependencies: ["KeychainServices", "KeychainCore", "KeychainCrypto", "PKCS11", "CPKCS11", "TPMTestSupport",
                                                                 .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "CPKCS11", "KeychainCore", "KeychainCrypto", "KeychainTPM", "TPMTestSupport"]),
-        .testTarget(name: "KeychainSyncTests", dependencies: ["KeychainSync", "KeychainCore", "KeychainStore", "KeychainCrypto"]),
+        .testTarget(name: "KeychainSyncTests", dependencies: ["KeychainSync", "KeychainCore", "KeychainStore", "KeychainCrypto", "TPMTestSupport"]),
         .testTarget(name: "SecretServiceTests", dependencies: ["SecretService", "KeychainCore", "KeychainCrypto", "CSystemd", "BusSupport"]),
         // Apple's published samples, ported: each sample file imports only Apple's module names.
         .testTarget(name: "AppleSampleTests", dependencies: ["Security", "LocalAuthentication", "CryptoKit", "KeychainCore", "TPMTestSupport"]),

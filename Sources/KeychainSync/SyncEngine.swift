@@ -133,15 +133,16 @@ public final class SyncEngine {
 
     // MARK: setting up and joining
 
-    /// Starts a circle on this device with `remote` (an empty repository, or one without a circle).
-    public func setup(remote: String, deviceName: String) throws(SyncError) -> SyncReport {
-        try exclusive { () throws(SyncError) -> SyncReport in try setupLocked(remote: remote, deviceName: deviceName) }
+    /// Starts a circle on this device with `remote` (an empty repository, or one without a circle),
+    /// its identity key where `identityKey` says (SyncIdentity.swift).
+    public func setup(remote: String, deviceName: String, identityKey: IdentityKeyChoice = .auto) throws(SyncError) -> SyncReport {
+        try exclusive { () throws(SyncError) -> SyncReport in try setupLocked(remote: remote, deviceName: deviceName, identityKey: identityKey) }
     }
 
-    private func setupLocked(remote: String, deviceName: String) throws(SyncError) -> SyncReport {
+    private func setupLocked(remote: String, deviceName: String, identityKey: IdentityKeyChoice) throws(SyncError) -> SyncReport {
         guard try value("genesis") == nil else { throw SyncError(.malformed, "this keychain is already in a circle (sync leave first)") }
         let device = try random(16), circle = try random(16)
-        let identity = try makeIdentity()
+        let identity = try makeIdentity(identityKey)
         let repository = GitRepository(directory: workTree, remote: remote, device: Hex.string(device))
         try repository.prepare()
         if try repository.fetch() {
@@ -172,14 +173,14 @@ public final class SyncEngine {
 
     /// Asks to join the circle at `remote`: writes this device's request and returns the pairing
     /// code to compare with the one `approve` computes on a member.
-    public func requestJoin(remote: String, deviceName: String) throws(SyncError) -> String {
-        try exclusive { () throws(SyncError) -> String in try requestJoinLocked(remote: remote, deviceName: deviceName) }
+    public func requestJoin(remote: String, deviceName: String, identityKey: IdentityKeyChoice = .auto) throws(SyncError) -> String {
+        try exclusive { () throws(SyncError) -> String in try requestJoinLocked(remote: remote, deviceName: deviceName, identityKey: identityKey) }
     }
 
-    private func requestJoinLocked(remote: String, deviceName: String) throws(SyncError) -> String {
+    private func requestJoinLocked(remote: String, deviceName: String, identityKey: IdentityKeyChoice) throws(SyncError) -> String {
         guard try value("genesis") == nil else { throw SyncError(.malformed, "this keychain is already in a circle (sync leave first)") }
         let device = try random(16)
-        let identity = try makeIdentity()
+        let identity = try makeIdentity(identityKey)
         let repository = GitRepository(directory: workTree, remote: remote, device: Hex.string(device))
         try repository.prepare()
         guard try repository.fetch() else { throw SyncError(.withheld, "\(remote) holds no circle yet (sync setup on the first device)") }
@@ -262,6 +263,8 @@ public final class SyncEngine {
         public let settled: UInt64
         /// Why the last sync failed, if it did (cleared by the next that completes).
         public let lastError: String?
+        /// Where this device's identity key lives (nil in no circle).
+        public let identityKey: IdentityKeyKind?
     }
 
     /// What `sync status` shows, without touching the remote.
@@ -285,7 +288,7 @@ public final class SyncEngine {
         }
         return Status(remote: try remote(), device: try deviceID().map(Hex.string), deviceName: try value("name").map { String(decoding: $0, as: UTF8.self) },
                       isMember: member, lastSync: try integer("last"), pending: pending, settled: try integer("settled") ?? 0,
-                      lastError: try value("error").map { String(decoding: $0, as: UTF8.self) })
+                      lastError: try value("error").map { String(decoding: $0, as: UTF8.self) }, identityKey: try identityKind())
     }
 
     // MARK: devices

@@ -19,6 +19,9 @@ public struct SyncError: Error, Sendable, Equatable, CustomStringConvertible {
         case notFound
         /// The random generator or OpenSSL failed.
         case crypto
+        /// This device's identity key is in a TPM that is not there (or is not the one that made
+        /// it), or a TPM was asked for and there is none.
+        case identityUnavailable
     }
 
     public let kind: Kind

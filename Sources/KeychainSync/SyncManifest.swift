@@ -6,7 +6,8 @@ import KeychainCrypto
 public protocol DeviceIdentity: Sendable {
     /// The device's public key, as a SubjectPublicKeyInfo (P-256).
     var publicKeyInfo: [UInt8] { get }
-    /// An ECDSA P-256 / SHA-256 signature of `data`, DER-encoded.
+    /// An ECDSA P-256 / SHA-256 signature of `data`: r‖s, 32 bytes each (as PKCS#11 and
+    /// KeychainCrypto's `SignatureOperation` give it; not DER).
     func sign(_ data: [UInt8]) throws(SyncError) -> [UInt8]
     /// The ECDH shared secret with the holder of `peer` (a P-256 SubjectPublicKeyInfo).
     func sharedSecret(with peer: [UInt8]) throws(SyncError) -> SecureBytes

@@ -58,6 +58,21 @@ private func printReport(_ report: SyncReport) {
     print(line)
 }
 
+extension IdentityKeyChoice: ExpressibleByArgument {}
+
+/// What `--identity-key` says in the help of setup and join.
+private let identityKeyHelp = ArgumentHelp(
+    "Where this device's identity key in the circle lives: auto (in the TPM when this machine has one, else in software), tpm (refused without a TPM), software.",
+    valueName: "where")
+
+/// `--identity-key tpm` on a machine whose TPM is missing or does not answer: refused before the
+/// keychain is opened, so nothing is written.
+private func requireTPM(for choice: IdentityKeyChoice) throws {
+    guard choice == .tpm, !EnclaveTPM.isAvailable else { return }
+    let why = EnclaveTPM.configuredTCTI.map { "the TPM (\($0)) does not answer" } ?? EnclaveTPM.noTPM
+    throw fail("--identity-key tpm: \(why); use --identity-key auto or software.", status: ExitStatus.usage)
+}
+
 private func defaultDeviceName() -> String {
     var buffer = [CChar](repeating: 0, count: 256)
     guard gethostname(&buffer, buffer.count - 1) == 0 else { return "device" }
@@ -78,10 +93,14 @@ struct SyncSetup: ParsableCommand {
     @Option(help: ArgumentHelp("What the circle calls this device (default: the host name).", valueName: "name"))
     var deviceName: String?
 
+    @Option(help: identityKeyHelp)
+    var identityKey: IdentityKeyChoice = .auto
+
     func run() throws {
+        try requireTPM(for: identityKey)
         let (engine, opened) = try engine(options)
         do {
-            let report = try engine.setup(remote: remote, deviceName: deviceName ?? defaultDeviceName())
+            let report = try engine.setup(remote: remote, deviceName: deviceName ?? defaultDeviceName(), identityKey: identityKey)
             print("keychain '\(opened.label)' now syncs with \(remote) as \(deviceName ?? defaultDeviceName())")
             printReport(report)
         } catch { throw syncFailure(error) }
@@ -109,10 +128,16 @@ struct SyncJoin: ParsableCommand {
     @Option(help: ArgumentHelp("How long to wait for the approval, in seconds (0: do not wait; 'sync now' completes the join later).", valueName: "seconds"))
     var wait: Int = 600
 
+    @Option(help: identityKeyHelp)
+    var identityKey: IdentityKeyChoice = .auto
+
     func run() throws {
+        try requireTPM(for: identityKey)
         let (engine, _) = try engine(options)
         let code: String
-        do { code = try engine.requestJoin(remote: remote, deviceName: deviceName ?? defaultDeviceName()) } catch { throw syncFailure(error) }
+        do {
+            code = try engine.requestJoin(remote: remote, deviceName: deviceName ?? defaultDeviceName(), identityKey: identityKey)
+        } catch { throw syncFailure(error) }
         print("pairing code: \(code)")
         print("on a device of the circle, run: keychainctl sync approve \(code)")
         fflush(nil)  // the code shows before the wait, also through a pipe
@@ -182,7 +207,7 @@ struct SyncNow: ParsableCommand {
 struct SyncStatus: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show the remote, the circle's devices, the last sync, pending changes, settled conflicts and the last error."
+        abstract: "Show the remote, the circle's devices, the last sync, pending changes, settled conflicts, where the identity key lives and the last error."
     )
 
     @OptionGroup var options: KeychainOptions
@@ -211,7 +236,8 @@ struct SyncStatus: ParsableCommand {
                           "\"device\":\(JSON.string(status.device ?? ""))", "\"deviceName\":\(status.deviceName.map(JSON.string) ?? "null")",
                           "\"approved\":\(status.isMember)", "\"devices\":[\(list.joined(separator: ","))]"]
             fields += ["\"lastSync\":\(last.map(JSON.string) ?? "null")", "\"pendingChanges\":\(status.pending)", "\"conflictsSettled\":\(status.settled)",
-                       "\"lastError\":\((status.lastError ?? fetchError).map(JSON.string) ?? "null")"]
+                       "\"lastError\":\((status.lastError ?? fetchError).map(JSON.string) ?? "null")",
+                       "\"identityKey\":\(status.identityKey.map { JSON.string($0.rawValue) } ?? "null")"]
             print("{" + fields.joined(separator: ",") + "}")
             return
         }
@@ -224,6 +250,7 @@ struct SyncStatus: ParsableCommand {
         print("last sync:         \(last ?? "never")")
         print("pending changes:   \(status.pending)")
         print("conflicts settled: \(status.settled)")
+        print("identity key:      \(status.identityKey == .tpm ? "TPM" : "software")")
         if let error = status.lastError ?? fetchError { print("last error:        \(error)") }
     }
 }
