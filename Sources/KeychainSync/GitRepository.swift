@@ -187,13 +187,14 @@ public struct GitRepository: Sendable {
     /// Stages everything in the work tree and commits it (nothing to commit is not an error).
     public func commitAll(_ message: String) throws(SyncError) {
         try git(["add", "-A"])
-        let status = try git(["status", "--porcelain"])
-        if status.output.isEmpty, try git(["rev-parse", "-q", "--verify", "MERGE_HEAD"], allowFailure: true).succeeded == false { return }
+        // Nothing staged (exit 0; 1 when something is) and no merge to conclude: no commit. (Not
+        // `status`, which also walks the tree for untracked files `add -A` has just taken.)
+        let staged = try git(["diff", "--cached", "--quiet"], allowFailure: true)
+        guard staged.status == 0 || staged.status == 1 else { throw SyncError(.malformed, "git diff: \(staged.errorText.trimmedLines)") }
+        if staged.status == 0, try git(["rev-parse", "-q", "--verify", "MERGE_HEAD"], allowFailure: true).succeeded == false { return }
         try git(["commit", "-q", "--no-verify", "-m", message])
     }
 
-    /// Whether `main` holds a commit that `origin/main`, as last fetched, does not (or there is
-    /// no `origin/main` yet): false when a push would have nothing to send.
     /// The commits of the work tree's `HEAD` and of the fetched `origin/main` (nil where there is none).
     public func revisions() throws(SyncError) -> (head: String?, remote: String?) {
         let result = try git(["rev-parse", "HEAD", "refs/remotes/origin/main"], allowFailure: true)
@@ -205,6 +206,8 @@ public struct GitRepository: Sendable {
         return (lines[0], lines[1])
     }
 
+    /// Whether `main` holds a commit that `origin/main`, as last fetched, does not (or there is
+    /// no `origin/main` yet): false when a push would have nothing to send.
     public func hasUnpushedCommits() throws(SyncError) -> Bool {
         let result = try git(["rev-list", "-n", "1", "origin/main..HEAD"], allowFailure: true)
         return !result.succeeded || !result.output.isEmpty
@@ -303,6 +306,20 @@ public enum WorkTreeFiles {
             if name != ".", name != "..", !name.hasSuffix(".partial") { names.append(name) }
         }
         return names.sorted()
+    }
+
+    /// Makes an empty file at `path` (if it is not there) that survives a crash or power loss:
+    /// the folder holding it is flushed after.
+    public static func makeDurableMarker(_ path: String) throws(SyncError) {
+        guard access(path, F_OK) != 0 else { return }
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw SyncError(.malformed, "cannot make \(path): \(String(cString: strerror(errno)))") }
+        close(fd)
+        let folder = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        let directory = open(folder.isEmpty ? (path.hasPrefix("/") ? "/" : ".") : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { throw SyncError(.malformed, "cannot open the folder of \(path): \(String(cString: strerror(errno)))") }
+        defer { close(directory) }
+        guard fsync(directory) == 0 else { throw SyncError(.malformed, "cannot flush the folder of \(path): \(String(cString: strerror(errno)))") }
     }
 
     public static func makeDirectory(_ path: String) throws(SyncError) {

@@ -398,4 +398,20 @@ final class SyncEngineTests: XCTestCase {
         let idle = try b.engine.sync(tryingQuick: false)
         XCTAssertEqual([idle.sent, idle.received, idle.settled], [0, 0, 0])
     }
+
+    func test_what_a_sync_cut_short_left_in_the_work_tree_is_cleared_by_the_next() throws {
+        let a = try device("a")
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
+        let marker = a.engine.workTree + ".unfinished"
+        XCTAssertNotEqual(access(marker, F_OK), 0, "a sync that completed leaves no marker")
+        // What a sync killed after writing its files leaves: files not committed, and the marker.
+        try WorkTreeFiles.write(Array("half-written".utf8), to: a.engine.workTree + "/items/stray")
+        XCTAssertEqual(close(open(marker, O_WRONLY | O_CREAT, 0o600)), 0)
+        try addPassword(a, account: "alice", secret: "s3cret")
+        XCTAssertEqual(try a.engine.sync().sent, 1)
+        XCTAssertNotEqual(access(a.engine.workTree + "/items/stray", F_OK), 0)
+        let listed = try Subprocess.run(["git", "--git-dir", root + "/remote.git", "ls-tree", "-r", "--name-only", "main"]).outputText
+        XCTAssertFalse(listed.contains("stray"))
+        XCTAssertNotEqual(access(marker, F_OK), 0)
+    }
 }
