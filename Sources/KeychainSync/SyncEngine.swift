@@ -340,6 +340,12 @@ public final class SyncEngine {
         for attempt in 0...Self.maximumRetries {
             let devices = try devices()
             let matches = devices.filter { $0.id == nameOrID.lowercased() || $0.name == nameOrID }
+            if matches.count == 1, let target = matches.first, target.id != Hex.string(me) {
+                // A sync first: the items the removed device wrote last are listed only by its
+                // manifest, which goes with it — this device's manifest, written by the sync over
+                // every file it checked, vouches for them in the removal's commit.
+                _ = try syncLocked()
+            }
             guard matches.count == 1, let target = matches.first, let subject = Hex.bytes(Array(target.id.utf8)) else {
                 throw SyncError(matches.isEmpty ? .notFound : .malformed, matches.isEmpty ? "no device of the circle is called \(nameOrID)" : "several devices are called \(nameOrID): give its id")
             }

@@ -414,4 +414,24 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertFalse(listed.contains("stray"))
         XCTAssertNotEqual(access(marker, F_OK), 0)
     }
+
+    func test_items_last_written_by_a_removed_device_stay_readable_for_the_others() throws {
+        let a = try device("a"), b = try device("b"), c = try device("c")
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
+        try join(b, approvedBy: a)
+        _ = try b.engine.sync()
+        try join(c, approvedBy: a)
+        _ = try c.engine.sync()
+        _ = try a.engine.sync()
+        // b writes an item and syncs; a removes b without having synced since.
+        try addPassword(b, account: "from b", secret: "1")
+        XCTAssertEqual(try b.engine.sync().sent, 1)
+        _ = try a.engine.removeDevice(Hex.string(try XCTUnwrap(try b.engine.deviceID())))
+        // The item b wrote is still vouched for: a (which synced as it removed b) and c read it,
+        // nothing is refused.
+        XCTAssertEqual(try a.engine.sync().received, 0)
+        XCTAssertEqual(try c.engine.sync().received, 1)
+        XCTAssertEqual(try secrets(c), ["from b": "1"])
+        XCTAssertEqual(try secrets(a), ["from b": "1"])
+    }
 }
