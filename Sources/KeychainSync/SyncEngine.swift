@@ -15,6 +15,8 @@ public struct SyncReport: Sendable, Equatable {
     public var skipped: [String] = []
     /// Pushes git refused because another device pushed first (each followed by a new round).
     public var retries = 0
+    /// Devices that had asked to leave, removed by this sync (their items vouched for, the key rotated).
+    public var devicesRemoved = 0
 }
 
 /// The sync of one keychain with its circle (Docs/sync.md): setup, joining, approval and the sync
@@ -333,14 +335,14 @@ public final class SyncEngine {
         try exclusive { () throws(SyncError) -> String in try removeDeviceLocked(nameOrID) }
     }
 
-    private func removeDeviceLocked(_ nameOrID: String) throws(SyncError) -> String {
+    private func removeDeviceLocked(_ nameOrID: String, syncingFirst: Bool = true) throws(SyncError) -> String {
         let repository = try repository()
         guard let me = try deviceID(), let genesis = try value("genesis") else { throw SyncError(.malformed, "this keychain is in no circle") }
         let identity = try identity()
         for attempt in 0...Self.maximumRetries {
             let devices = try devices()
             let matches = devices.filter { $0.id == nameOrID.lowercased() || $0.name == nameOrID }
-            if matches.count == 1, let target = matches.first, target.id != Hex.string(me) {
+            if syncingFirst, matches.count == 1, let target = matches.first, target.id != Hex.string(me) {
                 // A sync first: the items the removed device wrote last are listed only by its
                 // manifest, which goes with it — this device's manifest, written by the sync over
                 // every file it checked, vouches for them in the removal's commit.
@@ -350,6 +352,8 @@ public final class SyncEngine {
                 throw SyncError(matches.isEmpty ? .notFound : .malformed, matches.isEmpty ? "no device of the circle is called \(nameOrID)" : "several devices are called \(nameOrID): give its id")
             }
             let members = try CircleLog.verify(try logFiles(repository), genesis: genesis)
+            // The sync may have removed it already (it had asked to leave).
+            guard members.members[target.id] != nil else { return target.id }
             let generation = members.generation + 1
             let event = CircleEvent(kind: .remove, index: members.count, previous: members.head, circle: members.circle, generation: generation,
                                     subject: subject, subjectKey: members.members[target.id] ?? [], signer: me)
@@ -364,6 +368,7 @@ public final class SyncEngine {
             }
             unlink(repository.path("circle/names/\(target.id)"))
             unlink(repository.path("manifests/\(target.id)"))
+            unlink(repository.path("circle/leaving/\(target.id)"))
             try repository.commitAll("remove \(target.id)")
             switch try repository.push() {
             case .pushed:
@@ -389,11 +394,54 @@ public final class SyncEngine {
 
     private func leaveLocked(local: Bool) throws(SyncError) {
         if !local, let me = try deviceID(), try isMember() {
-            // A device already removed (or never admitted) has nothing to remove on the remote.
-            do { _ = try removeDevice(Hex.string(me)) } catch where error.kind == .notFound {}
+            try askToLeave(me)
         }
         do { try keychain.clearSyncState() } catch { throw SyncError(.malformed, "forgetting the sync state: \(error.reason)") }
         _ = try? Subprocess.run(["rm", "-rf", "--", workTree])
+    }
+
+    /// What a device that leaves signs: its request to the circle's members to remove it.
+    static func leaveStatement(circle: [UInt8], device: [UInt8]) -> [UInt8] {
+        Array("keychain-pkcs11 sync leave".utf8) + [0] + circle + device
+    }
+
+    /// Leaving: a last sync (this device's changes reach the circle), then a signed request,
+    /// `circle/leaving/<device>`, which the next member to sync carries out — a removal with its
+    /// rotation, by a device that vouches for the items this one wrote last (which only this
+    /// device's manifest may list; a device cannot vouch for its own after it has gone). The last
+    /// member of a circle removes itself. A device already removed has nothing to ask.
+    private func askToLeave(_ me: [UInt8]) throws(SyncError) {
+        let repository = try repository()
+        guard let genesis = try value("genesis") else { return }
+        try fetchAndMerge(repository)
+        let members = try CircleLog.verify(try logFiles(repository), genesis: genesis)
+        guard members.members[Hex.string(me)] != nil else { return }
+        guard members.members.count > 1 else {
+            do { _ = try removeDeviceLocked(Hex.string(me)) } catch where error.kind == .notFound {}
+            return
+        }
+        _ = try syncLocked()
+        let signature = try identity().sign(Self.leaveStatement(circle: members.circle, device: me))
+        try WorkTreeFiles.makeDirectory(repository.path("circle/leaving"))
+        try WorkTreeFiles.write(signature, to: repository.path("circle/leaving/\(Hex.string(me))"))
+        try publish(repository, message: "leave \(Hex.string(me))")
+    }
+
+    /// After a sync: removes each member that asked to leave (a request signed with its key as
+    /// the log has it; anything else under `circle/leaving` is passed over). Returns how many.
+    private func removeLeavingDevices() throws(SyncError) -> Int {
+        let repository = try repository()
+        guard let me = try deviceID(), let genesis = try value("genesis") else { return 0 }
+        var removed = 0
+        for name in WorkTreeFiles.list(repository.path("circle/leaving")) where name != Hex.string(me) {
+            let members = try CircleLog.verify(try logFiles(repository), genesis: genesis)
+            guard let key = members.members[name], let device = Hex.bytes(Array(name.utf8)),
+                  let signature = WorkTreeFiles.read(repository.path("circle/leaving/\(name)")),
+                  DeviceSignature.verify(signature, of: Self.leaveStatement(circle: members.circle, device: device), publicKeyInfo: key) else { continue }
+            _ = try removeDeviceLocked(name, syncingFirst: false)
+            removed += 1
+        }
+        return removed
     }
 
     // MARK: the sync
@@ -437,7 +485,8 @@ public final class SyncEngine {
 
     private func syncLocked() throws(SyncError) -> SyncReport {
         do {
-            let report = try syncRound()
+            var report = try syncRound()
+            report.devicesRemoved = try removeLeavingDevices()
             try setInteger("settled", (try integer("settled") ?? 0) + UInt64(report.settled))
             try setValue("error", nil)
             return report

@@ -55,6 +55,7 @@ private func syncFailure(_ error: SyncError) -> ExitCode {
 private func printReport(_ report: SyncReport) {
     var line = "sent \(report.sent), received \(report.received), conflicts settled \(report.settled)"
     if !report.skipped.isEmpty { line += ", skipped \(report.skipped.count) (another item here has the same account and service)" }
+    if report.devicesRemoved > 0 { line += ", removed \(report.devicesRemoved) device\(report.devicesRemoved == 1 ? "" : "s") that left" }
     print(line)
 }
 
@@ -278,7 +279,7 @@ struct SyncRemoveDevice: ParsableCommand {
 struct SyncLeave: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "leave",
-        abstract: "Leave the circle: this device is removed from it and forgets its keys; its items stay in the keychain."
+        abstract: "Leave the circle: a last sync, then this device asks to be removed (the next member to sync removes it and rotates the key) and forgets its keys; its items stay in the keychain."
     )
 
     @OptionGroup var options: KeychainOptions

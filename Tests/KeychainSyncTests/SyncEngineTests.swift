@@ -7,67 +7,23 @@ import XCTest
 
 /// Devices as users meet them, in one process: each a keychain with its own master and device
 /// key and its own git work tree, one bare repository as the remote (file://).
-final class SyncEngineTests: XCTestCase {
-    private var root = ""
-    private let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
-    private let soPIN = Array("so-secret".utf8), userPIN = Array("1234".utf8)
-    private var remote: String { "file://" + root + "/remote.git" }
-
-    override func setUpWithError() throws {
-        var template = Array("/tmp/kc-sync-engine.XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buffer -> String? in
-            guard let base = buffer.baseAddress, mkdtemp(base) != nil else { return nil }
-            return String(cString: base)
-        }
-        root = try XCTUnwrap(made)
-        XCTAssertTrue(try Subprocess.run(["git", "init", "-q", "--bare", "-b", "main", root + "/remote.git"]).succeeded)
-    }
-
-    override func tearDownWithError() throws { _ = try Subprocess.run(["rm", "-rf", root]) }
-
-    private struct Device {
-        let keychain: Keychain
-        let master: MasterKey
-        let engine: SyncEngine
-    }
-
-    private func device(_ name: String) throws -> Device {
-        let keychain = try soPIN.withUnsafeBytes { so in
-            try userPIN.withUnsafeBytes {
-                try Keychain.create(at: root + "/" + name + ".keychain", slotID: 1, label: "login", soPIN: so, userPIN: $0, kdf: kdf,
-                                    deviceKey: DeviceKeyFile(path: root + "/\(name)-state/device-key"))
-            }
-        }
-        let master = try userPIN.withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
-        return Device(keychain: keychain, master: master, engine: SyncEngine(keychain: keychain, master: master, workTree: root + "/\(name)-sync"))
-    }
-
-    @discardableResult
-    private func addPassword(_ device: Device, account: String, secret: String, sync: Bool = true) throws -> [UInt8] {
-        let id = try UniqueID.random()
-        let template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, [1]), (.isPrivate, [1]),
-                                  (.itemClass, AttributeValue.ulong(ItemClass.genericPassword.rawValue)), (.label, Array(account.utf8)),
-                                  (.account, Array(account.utf8)), (.application, Array("example.com".utf8)), (.value, Array(secret.utf8)),
-                                  (.synchronizable, AttributeValue.bool(sync))]
-        _ = try device.keychain.add(try ObjectTemplate.create(template, uniqueID: id.text, policy: .compatible), uid: id.bytes, master: device.master)
-        return id.bytes
-    }
-
-    /// Account → secret of every synchronizable item.
-    private func secrets(_ device: Device) throws -> [String: String] {
-        var result: [String: String] = [:]
-        for item in try device.keychain.synchronizableItems(master: device.master) {
-            let object = ObjectAttributes(recordAttributes: try item.record.withUnsafeBytes { try AttributeRecord.decode($0) })
-            result[String(decoding: object[.account] ?? [], as: UTF8.self)] = String(decoding: object[.value] ?? [], as: UTF8.self)
-        }
-        return result
-    }
-
+final class SyncEngineTests: SyncTestCase {
     private func edit(_ device: Device, uid: [UInt8], secret: String) throws {
         let id = try XCTUnwrap(try device.keychain.store.objectID(uid: uid))
         var object = try device.keychain.object(id: id, master: device.master)
         object[.value] = Array(secret.utf8)
         try device.keychain.replace(id: id, with: object, master: device.master)
+    }
+
+    /// a sets up a circle ("laptop"), b ("desktop") and c join, approved by a; each has synced once.
+    private func circleOfThree() throws -> (Device, Device, Device) {
+        let a = try device("a"), b = try device("b"), c = try device("c")
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
+        try join(b, approvedBy: a)
+        _ = try b.engine.sync()
+        try join(c, approvedBy: a)
+        _ = try c.engine.sync()
+        return (a, b, c)
     }
 
     private func join(_ joiner: Device, approvedBy member: Device) throws {
@@ -241,8 +197,41 @@ final class SyncEngineTests: XCTestCase {
         try b.engine.leave()
         XCTAssertNil(try b.engine.deviceID())
         XCTAssertEqual(try secrets(b), ["one": "1"])
+        // b asked to leave; a's next sync carries it out.
+        XCTAssertEqual(try a.engine.devices().map(\.name), ["laptop", "desktop"])
+        let report = try a.engine.sync()
+        XCTAssertEqual([report.received, report.devicesRemoved], [0, 1])
         XCTAssertEqual(try a.engine.devices().map(\.name), ["laptop"])
-        XCTAssertEqual(try a.engine.sync().received, 0)
+        let idle = try a.engine.sync()
+        XCTAssertEqual([idle.sent, idle.received, idle.devicesRemoved], [0, 0, 0])
+    }
+
+    func test_items_a_device_wrote_just_before_leaving_stay_readable_for_the_others() throws {
+        let (a, b, c) = try circleOfThree()
+        // b's last item: its leave syncs it first, and no other device has synced it when b goes.
+        try addPassword(b, account: "last from b", secret: "1")
+        let bID = Hex.string(try XCTUnwrap(try b.engine.deviceID()))
+        try b.engine.leave()
+        // a's sync receives it and removes b, its manifest vouching for b's last item; c, which
+        // never synced while b was a member, reads it after (with a self-removal, whose commit
+        // deleted b's manifest, both refused the remote: "listed by no device's manifest").
+        let report = try a.engine.sync()
+        XCTAssertEqual([report.received, report.devicesRemoved], [1, 1])
+        XCTAssertEqual(try c.engine.sync().received, 1)
+        XCTAssertEqual(try secrets(a), ["last from b": "1"])
+        XCTAssertEqual(try secrets(c), ["last from b": "1"])
+        XCTAssertFalse(try a.engine.devices().contains { $0.id == bID })
+        // A request to leave signed by someone else is passed over.
+        let clone = root + "/forger"
+        XCTAssertTrue(try Subprocess.run(["git", "clone", "-q", remote, clone]).succeeded)
+        let cID = try XCTUnwrap(try c.engine.deviceID())
+        try WorkTreeFiles.makeDirectory(clone + "/circle/leaving")
+        try WorkTreeFiles.write([UInt8](repeating: 7, count: 64), to: clone + "/circle/leaving/" + Hex.string(cID))
+        for arguments in [["add", "-A"], ["-c", "user.name=x", "-c", "user.email=x@x", "commit", "-q", "-m", "forged"], ["push", "-q", "origin", "main"]] {
+            XCTAssertTrue(try Subprocess.run(["git", "-C", clone] + arguments).succeeded, "\(arguments)")
+        }
+        XCTAssertEqual(try a.engine.sync().devicesRemoved, 0)
+        XCTAssertTrue(try a.engine.devices().contains { $0.id == Hex.string(cID) })
     }
 
     /// A small deterministic generator (the run can be replayed from its seed).
@@ -416,12 +405,7 @@ final class SyncEngineTests: XCTestCase {
     }
 
     func test_items_last_written_by_a_removed_device_stay_readable_for_the_others() throws {
-        let a = try device("a"), b = try device("b"), c = try device("c")
-        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
-        try join(b, approvedBy: a)
-        _ = try b.engine.sync()
-        try join(c, approvedBy: a)
-        _ = try c.engine.sync()
+        let (a, b, c) = try circleOfThree()
         _ = try a.engine.sync()
         // b writes an item and syncs; a removes b without having synced since.
         try addPassword(b, account: "from b", secret: "1")

@@ -9,27 +9,13 @@ import XCTest
 /// A device's identity key in the TPM (swtpm, fresh per test), or in software where there is none
 /// (Docs/sync.md, "Identities and keys"): the circle works the same, and the sealed sync state
 /// holds a TPM blob instead of a private key.
-final class SyncIdentityTests: XCTestCase {
-    private var root = ""
+final class SyncIdentityTests: SyncTestCase {
     private var tpm: SoftwareTPM?
-    private let kdf = ScryptParameters(logN: 8, blockSize: 8, parallelism: 1)
-    private let soPIN = Array("so-secret".utf8), userPIN = Array("1234".utf8)
-    private var remote: String { "file://" + root + "/remote.git" }
-
-    override func setUpWithError() throws {
-        var template = Array("/tmp/kc-sync-identity.XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buffer -> String? in
-            guard let base = buffer.baseAddress, mkdtemp(base) != nil else { return nil }
-            return String(cString: base)
-        }
-        root = try XCTUnwrap(made)
-        XCTAssertTrue(try Subprocess.run(["git", "init", "-q", "--bare", "-b", "main", root + "/remote.git"]).succeeded)
-    }
 
     override func tearDownWithError() throws {
         tpm?.stop()
         unsetenv("KEYCHAIN_PKCS11_TCTI")
-        _ = try Subprocess.run(["rm", "-rf", root])
+        try super.tearDownWithError()
     }
 
     private func startTPM() throws {
@@ -43,42 +29,6 @@ final class SyncIdentityTests: XCTestCase {
         let bound = try XCTUnwrap(SoftwareTPM.bindPort(0))
         close(bound.socket)
         setenv("KEYCHAIN_PKCS11_TCTI", "swtpm:host=127.0.0.1,port=\(bound.port)", 1)
-    }
-
-    private struct Device {
-        let keychain: Keychain
-        let master: MasterKey
-        let engine: SyncEngine
-    }
-
-    private func device(_ name: String) throws -> Device {
-        let keychain = try soPIN.withUnsafeBytes { so in
-            try userPIN.withUnsafeBytes {
-                try Keychain.create(at: root + "/" + name + ".keychain", slotID: 1, label: "login", soPIN: so, userPIN: $0, kdf: kdf,
-                                    deviceKey: DeviceKeyFile(path: root + "/\(name)-state/device-key"))
-            }
-        }
-        let master = try userPIN.withUnsafeBytes { try keychain.unlock(.user, pin: $0) }
-        return Device(keychain: keychain, master: master, engine: SyncEngine(keychain: keychain, master: master, workTree: root + "/\(name)-sync"))
-    }
-
-    private func addPassword(_ device: Device, account: String, secret: String) throws {
-        let id = try UniqueID.random()
-        let template: Template = [(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, [1]), (.isPrivate, [1]),
-                                  (.itemClass, AttributeValue.ulong(ItemClass.genericPassword.rawValue)), (.label, Array(account.utf8)),
-                                  (.account, Array(account.utf8)), (.application, Array("example.com".utf8)), (.value, Array(secret.utf8)),
-                                  (.synchronizable, AttributeValue.bool(true))]
-        _ = try device.keychain.add(try ObjectTemplate.create(template, uniqueID: id.text, policy: .compatible), uid: id.bytes, master: device.master)
-    }
-
-    /// Account → secret of every synchronizable item.
-    private func secrets(_ device: Device) throws -> [String: String] {
-        var result: [String: String] = [:]
-        for item in try device.keychain.synchronizableItems(master: device.master) {
-            let object = ObjectAttributes(recordAttributes: try item.record.withUnsafeBytes { try AttributeRecord.decode($0) })
-            result[String(decoding: object[.account] ?? [], as: UTF8.self)] = String(decoding: object[.value] ?? [], as: UTF8.self)
-        }
-        return result
     }
 
     private func kind(_ error: Error) -> SyncError.Kind? { (error as? SyncError)?.kind }
