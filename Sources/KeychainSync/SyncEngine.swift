@@ -52,6 +52,9 @@ public final class SyncEngine {
     // MARK: one at a time
 
     private var lockDepth = 0
+    /// `quickSync` fetched `origin/main` and found something to do: the full sync that follows
+    /// merges it without fetching again.
+    public private(set) var fetchedByQuickSync = false
 
     /// Runs `body` holding the work tree's lock (flock on `<work tree>.lock`): keychaind's
     /// scheduled syncs and a `keychainctl sync now` take turns, never two git processes of ours
@@ -346,7 +349,7 @@ public final class SyncEngine {
                 // A sync first: the items the removed device wrote last are listed only by its
                 // manifest, which goes with it — this device's manifest, written by the sync over
                 // every file it checked, vouches for them in the removal's commit.
-                _ = try syncLocked()
+                _ = try syncLocked(forcingManifest: true)
             }
             guard matches.count == 1, let target = matches.first, let subject = Hex.bytes(Array(target.id.utf8)) else {
                 throw SyncError(matches.isEmpty ? .notFound : .malformed, matches.isEmpty ? "no device of the circle is called \(nameOrID)" : "several devices are called \(nameOrID): give its id")
@@ -427,17 +430,24 @@ public final class SyncEngine {
         try publish(repository, message: "leave \(Hex.string(me))")
     }
 
-    /// After a sync: removes each member that asked to leave (a request signed with its key as
-    /// the log has it; anything else under `circle/leaving` is passed over). Returns how many.
+    /// The members (hex ids) that asked to leave with a request signed by their key as the log
+    /// has it; anything else under `circle/leaving` is passed over.
+    private func leavingRequests(_ repository: GitRepository, members: CircleMembers, me: [UInt8]) -> [String] {
+        WorkTreeFiles.list(repository.path("circle/leaving")).filter { name in
+            guard name != Hex.string(me), let key = members.members[name], let device = Hex.bytes(Array(name.utf8)),
+                  let signature = WorkTreeFiles.read(repository.path("circle/leaving/\(name)")) else { return false }
+            return DeviceSignature.verify(signature, of: Self.leaveStatement(circle: members.circle, device: device), publicKeyInfo: key)
+        }
+    }
+
+    /// After a sync (whose manifest, forced when there were requests, vouches for their items):
+    /// removes each member that asked to leave. Returns how many.
     private func removeLeavingDevices() throws(SyncError) -> Int {
         let repository = try repository()
         guard let me = try deviceID(), let genesis = try value("genesis") else { return 0 }
+        let members = try CircleLog.verify(try logFiles(repository), genesis: genesis)
         var removed = 0
-        for name in WorkTreeFiles.list(repository.path("circle/leaving")) where name != Hex.string(me) {
-            let members = try CircleLog.verify(try logFiles(repository), genesis: genesis)
-            guard let key = members.members[name], let device = Hex.bytes(Array(name.utf8)),
-                  let signature = WorkTreeFiles.read(repository.path("circle/leaving/\(name)")),
-                  DeviceSignature.verify(signature, of: Self.leaveStatement(circle: members.circle, device: device), publicKeyInfo: key) else { continue }
+        for name in leavingRequests(repository, members: members, me: me) {
             _ = try removeDeviceLocked(name, syncingFirst: false)
             removed += 1
         }
@@ -448,8 +458,11 @@ public final class SyncEngine {
 
     /// Fetches, checks and merges the remote, applies other devices' changes here, sends this
     /// device's, and pushes (Docs/sync.md, "A sync"). Nothing is applied when a check fails.
-    /// With `tryingQuick`, `quickSync` answers first when there is nothing to do.
-    public func sync(tryingQuick: Bool = true) throws(SyncError) -> SyncReport {
+    /// With `tryingQuick`, `quickSync` answers first when there is nothing to do. `fetched`: a
+    /// `quickSync` of another engine over this keychain fetched a moment ago (keychainctl's, before
+    /// it asked for the PIN): the remote is not fetched again.
+    public func sync(tryingQuick: Bool = true, fetched: Bool = false) throws(SyncError) -> SyncReport {
+        if fetched { fetchedByQuickSync = true }
         if tryingQuick, let report = try quickSync() { return report }
         return try exclusive { () throws(SyncError) -> SyncReport in try syncLocked() }
     }
@@ -463,9 +476,11 @@ public final class SyncEngine {
     public func quickSync() throws(SyncError) -> SyncReport? {
         try exclusive(recovering: false) { () throws(SyncError) -> SyncReport? in
             guard let recorded = try value("quick"), let repository = try? repository() else { return nil }
-            guard let fingerprint = try? keychain.syncFingerprint(), (try? repository.fetch()) == true,
-                  let revisions = try? repository.revisions(), let head = revisions.head, revisions.remote == head,
+            guard let fingerprint = try? keychain.syncFingerprint(), (try? repository.fetch()) == true else { return nil }
+            fetchedByQuickSync = true
+            guard let revisions = try? repository.revisions(), let head = revisions.head, revisions.remote == head,
                   ConstantTime.equals(recorded, Array(head.utf8) + fingerprint) else { return nil }
+            fetchedByQuickSync = false
             try setInteger("last", Self.nowMilliseconds())
             if try value("error") != nil { try setValue("error", nil) }
             return SyncReport()
@@ -483,9 +498,9 @@ public final class SyncEngine {
         try setValue("quick", record)
     }
 
-    private func syncLocked() throws(SyncError) -> SyncReport {
+    private func syncLocked(forcingManifest: Bool = false) throws(SyncError) -> SyncReport {
         do {
-            var report = try syncRound()
+            var report = try syncRound(forcingManifest: forcingManifest)
             report.devicesRemoved = try removeLeavingDevices()
             try setInteger("settled", (try integer("settled") ?? 0) + UInt64(report.settled))
             try setValue("error", nil)
@@ -497,13 +512,16 @@ public final class SyncEngine {
         }
     }
 
-    private func syncRound() throws(SyncError) -> SyncReport {
+    /// `forcingManifest`: write this device's manifest over every file it checked even when it
+    /// sends nothing (a removal, whose commit must vouch for the removed device's last items).
+    private func syncRound(forcingManifest: Bool) throws(SyncError) -> SyncReport {
         let repository = try repository()
         guard let me = try deviceID(), let genesis = try value("genesis") else { throw SyncError(.malformed, "this keychain is in no circle") }
         let identity = try identity()
         var report = SyncReport()
         for attempt in 0...Self.maximumRetries {
-            try fetchAndMerge(repository)
+            try fetchAndMerge(repository, fetching: attempt > 0 || !fetchedByQuickSync)
+            fetchedByQuickSync = false
             let members = try CircleLog.verify(try logFiles(repository), genesis: genesis)
             guard let myKey = members.members[Hex.string(me)] else {
                 if members.removed.contains(Hex.string(me)) {
@@ -512,6 +530,7 @@ public final class SyncEngine {
                 throw SyncError(.withheld, "this device is not a member of the circle (yet): a member approves it with the pairing code")
             }
             guard myKey == identity.publicKeyInfo else { throw SyncError(.tampered, "the circle lists another key for this device") }
+            let forceManifest = forcingManifest || !leavingRequests(repository, members: members, me: me).isEmpty
             try setValue("circle", members.circle)
             // Every generation's key wrapped to this device that it does not hold yet.
             for generation in UInt32(1)...max(1, members.generation) where try secret("key.\(generation)") == nil {
@@ -704,12 +723,15 @@ public final class SyncEngine {
             for (name, file) in files {
                 entries.append(SyncManifest.Entry(name: name, version: try SyncItemFile.header(file, name: name).version, digest: try SyncManifest.digest(of: file)))
             }
-            // A manifest that would say what this device's manifest on the remote says already is
-            // not written again (nor its counter raised): a sync with nothing new pushes nothing.
+            // A new manifest when this device sends something, when the generation moved, or when
+            // forced (a removal): a sync that only receives writes none, commits nothing and pushes
+            // nothing — the writers' manifests list what it received — and neither does a sync with
+            // nothing new. (Its own manifest then lists older versions of others' files: the check
+            // takes the newest version any manifest lists.)
             var counter = try integer("counter") ?? 0
             let manifest = SyncManifest(device: me, counter: counter + 1, generation: members.generation, entries: entries)
             let current = manifests.first { $0.device == me }
-            if !outgoing.isEmpty || current?.generation != manifest.generation || current?.entries != manifest.entries {
+            if !outgoing.isEmpty || current == nil || current?.generation != manifest.generation || (forceManifest && current?.entries != manifest.entries) {
                 counter = manifest.counter
                 try WorkTreeFiles.makeDirectory(repository.path("manifests"))
                 try WorkTreeFiles.writeForCommit(try manifest.sealed(keys: currentKeys, signer: identity), to: repository.path("manifests/\(Hex.string(me))"))
@@ -743,9 +765,12 @@ public final class SyncEngine {
 
     /// Fetches and merges; paths both sides changed are settled: an item file by the merge rule,
     /// this device's own manifest by this device, anything else by the remote's side.
-    private func fetchAndMerge(_ repository: GitRepository) throws(SyncError) {
-        try repository.prepare()
-        guard try repository.fetch() else { return }
+    /// `fetching` false: `origin/main` was fetched a moment ago (by `quickSync`); merge it.
+    private func fetchAndMerge(_ repository: GitRepository, fetching: Bool = true) throws(SyncError) {
+        if fetching {
+            try repository.prepare()
+            guard try repository.fetch() else { return }
+        }
         let conflicts = try repository.mergeFetched()
         guard !conflicts.isEmpty else { return }
         for path in conflicts {

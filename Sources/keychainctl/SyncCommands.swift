@@ -201,7 +201,7 @@ struct SyncNow: ParsableCommand {
         let (locked, opened) = try engine(options, unlocking: false)
         do { if let report = try locked.quickSync() { return printReport(report) } } catch { throw syncFailure(error) }
         let engine = SyncEngine(keychain: opened.keychain, master: try opened.unlock(), workTree: locked.workTree)
-        do { printReport(try engine.sync(tryingQuick: false)) } catch { throw syncFailure(error) }
+        do { printReport(try engine.sync(tryingQuick: false, fetched: locked.fetchedByQuickSync)) } catch { throw syncFailure(error) }
     }
 }
 

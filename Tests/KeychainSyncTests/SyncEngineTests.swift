@@ -418,4 +418,29 @@ final class SyncEngineTests: SyncTestCase {
         XCTAssertEqual(try secrets(c), ["from b": "1"])
         XCTAssertEqual(try secrets(a), ["from b": "1"])
     }
+
+    func test_a_sync_that_only_receives_pushes_nothing() throws {
+        let a = try device("a"), b = try device("b")
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
+        try join(b, approvedBy: a)
+        _ = try b.engine.sync()
+        _ = try a.engine.sync()
+        try addPassword(a, account: "alice", secret: "1")
+        XCTAssertEqual(try a.engine.sync().sent, 1)
+        let remoteHead = { try Subprocess.run(["git", "--git-dir", self.root + "/remote.git", "rev-parse", "main"]).outputText }
+        let head = try remoteHead()
+        XCTAssertEqual(try b.engine.sync().received, 1)
+        XCTAssertEqual(try remoteHead(), head, "b wrote no manifest, committed and pushed nothing")
+        // Both are where their last syncs left them: nothing new for either.
+        for device in [a, b] {
+            XCTAssertEqual(try SyncEngine(keychain: device.keychain, master: nil, workTree: device.engine.workTree).quickSync(), SyncReport())
+        }
+        // A quick check that fetched and found something leaves the fetch to the full sync.
+        try addPassword(b, account: "bob", secret: "2")
+        let locked = SyncEngine(keychain: b.keychain, master: nil, workTree: b.engine.workTree)
+        XCTAssertNil(try locked.quickSync())
+        XCTAssertTrue(locked.fetchedByQuickSync)
+        XCTAssertEqual(try b.engine.sync(tryingQuick: false, fetched: true).sent, 1)
+        XCTAssertEqual(try a.engine.sync().received, 1)
+    }
 }
