@@ -700,11 +700,14 @@ public final class SyncEngine {
                 known[uid] = KnownState(state: change.state, digest: change.state.deleted ? [] : try SyncManifest.digest(of: change.record.bytes))
             }
 
+            // Whether this sync writes anything to the work tree (else nothing to add or commit).
+            var wrote = !outgoing.isEmpty
             // This device's name, sealed (members read it in `sync status`, the remote does not).
             if let name = try value("name") {
                 let path = repository.path("circle/names/\(Hex.string(me))")
                 let stored = WorkTreeFiles.read(path).flatMap { try? DeviceNames.open($0, device: me, names: names) }
                 if stored != String(decoding: name, as: UTF8.self) {
+                    wrote = true
                     try WorkTreeFiles.makeDirectory(repository.path("circle/names"))
                     try WorkTreeFiles.write(try DeviceNames.seal(String(decoding: name, as: UTF8.self), device: me, names: names), to: path)
                 }
@@ -735,8 +738,9 @@ public final class SyncEngine {
                 counter = manifest.counter
                 try WorkTreeFiles.makeDirectory(repository.path("manifests"))
                 try WorkTreeFiles.writeForCommit(try manifest.sealed(keys: currentKeys, signer: identity), to: repository.path("manifests/\(Hex.string(me))"))
+                wrote = true
             }
-            try repository.commitAll("sync")
+            if wrote { try repository.commitAll("sync") }
             let pushed: GitRepository.PushResult = try repository.hasUnpushedCommits() ? try repository.push() : .pushed
             switch pushed {
             case .pushed:
