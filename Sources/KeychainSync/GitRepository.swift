@@ -197,6 +197,13 @@ public struct GitRepository: Sendable {
 
     /// The commits of the work tree's `HEAD` and of the fetched `origin/main` (nil where there is none).
     public func revisions() throws(SyncError) -> (head: String?, remote: String?) {
+        // Read from the refs' files when both are loose refs (as a fetch and a commit leave them):
+        // no process. Anything else (packed refs, a detached HEAD) asks git.
+        if WorkTreeFiles.read(directory + "/.git/HEAD").map({ String(decoding: $0, as: UTF8.self) }) == "ref: refs/heads/main\n",
+           let head = Self.objectName(WorkTreeFiles.read(directory + "/.git/refs/heads/main")),
+           let remote = Self.objectName(WorkTreeFiles.read(directory + "/.git/refs/remotes/origin/main")) {
+            return (head, remote)
+        }
         let result = try git(["rev-parse", "HEAD", "refs/remotes/origin/main"], allowFailure: true)
         let lines = result.outputText.split(separator: "\n").map(String.init)
         guard result.succeeded, lines.count == 2 else {
@@ -204,6 +211,14 @@ public struct GitRepository: Sendable {
             return (head.succeeded ? head.outputText.split(separator: "\n").first.map(String.init) : nil, nil)
         }
         return (lines[0], lines[1])
+    }
+
+    /// A loose ref file's object name: 40 or 64 lower-case hex digits and a newline; nil otherwise.
+    static func objectName(_ file: [UInt8]?) -> String? {
+        guard let file, file.last == 0x0a else { return nil }
+        let name = file.dropLast()
+        guard name.count == 40 || name.count == 64, name.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { return nil }
+        return String(decoding: name, as: UTF8.self)
     }
 
     /// Whether `main` holds a commit that `origin/main`, as last fetched, does not (or there is

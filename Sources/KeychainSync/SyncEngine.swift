@@ -300,7 +300,7 @@ public final class SyncEngine {
             pending += known.values.filter { !$0.state.deleted && !seen.contains($0.state.uid) }.count
         }
         return Status(remote: try remote(), device: try deviceID().map(Hex.string), deviceName: try value("name").map { String(decoding: $0, as: UTF8.self) },
-                      isMember: member, lastSync: try integer("last"), pending: pending, settled: try integer("settled") ?? 0,
+                      isMember: member, lastSync: try lastSync(), pending: pending, settled: try integer("settled") ?? 0,
                       lastError: try value("error").map { String(decoding: $0, as: UTF8.self) }, identityKey: try identityKind())
     }
 
@@ -401,6 +401,7 @@ public final class SyncEngine {
         }
         do { try keychain.clearSyncState() } catch { throw SyncError(.malformed, "forgetting the sync state: \(error.reason)") }
         _ = try? Subprocess.run(["rm", "-rf", "--", workTree])
+        unlink(workTree + ".checked")
     }
 
     /// What a device that leaves signs: its request to the circle's members to remove it.
@@ -481,10 +482,23 @@ public final class SyncEngine {
             guard let revisions = try? repository.revisions(), let head = revisions.head, revisions.remote == head,
                   ConstantTime.equals(recorded, Array(head.utf8) + fingerprint) else { return nil }
             fetchedByQuickSync = false
-            try setInteger("last", Self.nowMilliseconds())
+            // The time goes to a file beside the work tree: no keychain write (and its fsync) for
+            // a sync that changed nothing. `status` shows the later of the two.
+            let stamp = open(workTree + ".checked", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            if stamp >= 0 { close(stamp) }
             if try value("error") != nil { try setValue("error", nil) }
             return SyncReport()
         }
+    }
+
+    /// When the last sync completed (ms since 1970): the keychain's record of the last full sync,
+    /// or the time a quick one last found nothing to do, whichever is later.
+    private func lastSync() throws(SyncError) -> UInt64? {
+        let full = try integer("last")
+        var info = stat()
+        guard stat(workTree + ".checked", &info) == 0 else { return full }
+        let checked = UInt64(max(info.st_mtim.tv_sec, 0)) * 1000 + UInt64(max(info.st_mtim.tv_nsec, 0) / 1_000_000)
+        return max(full ?? 0, checked)
     }
 
     /// Records what `quickSync` compares, after a sync that completed: the work tree's commit when

@@ -93,4 +93,25 @@ final class GitRepositoryTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("git fetch"), "\(error)")
         }
     }
+
+    func test_revisions_read_from_loose_refs_agree_with_git_and_packed_refs_ask_git() throws {
+        let a = try device("a")
+        XCTAssertEqual(try a.revisions().head, nil)  // no commit yet
+        try WorkTreeFiles.makeDirectory(a.path("items"))
+        try WorkTreeFiles.write([1], to: a.path("items/one"))
+        try a.commitAll("sync")
+        XCTAssertEqual(try a.push(), .pushed)
+        let expected = try a.git(["rev-parse", "HEAD"]).outputText.split(separator: "\n").first.map(String.init)
+        XCTAssertNotNil(expected)
+        XCTAssertEqual(try a.revisions().head, expected)
+        XCTAssertEqual(try a.revisions().remote, expected)
+        // Packed refs (after git gc or pack-refs) are read by git itself.
+        try a.git(["pack-refs", "--all", "--prune"])
+        XCTAssertNotEqual(access(a.path(".git/refs/heads/main"), F_OK), 0)
+        XCTAssertEqual(try a.revisions().head, expected)
+        XCTAssertEqual(try a.revisions().remote, expected)
+        XCTAssertNil(GitRepository.objectName(Array("ref: refs/heads/main\n".utf8)))
+        XCTAssertNil(GitRepository.objectName(Array(String(repeating: "A", count: 40).utf8) + [0x0a]))
+        XCTAssertEqual(GitRepository.objectName(Array(String(repeating: "a", count: 40).utf8) + [0x0a]), String(repeating: "a", count: 40))
+    }
 }

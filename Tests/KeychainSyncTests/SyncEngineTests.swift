@@ -352,7 +352,11 @@ final class SyncEngineTests: SyncTestCase {
         XCTAssertNil(try lockedA.quickSync())
         XCTAssertThrowsError(try lockedA.sync()) { XCTAssertTrue(($0 as? SyncError)?.reason.contains("locked") == true, "\($0)") }
         _ = try a.engine.sync()
+        let full = try XCTUnwrap(try a.engine.status().lastSync)
+        usleep(20_000)
         XCTAssertEqual(try lockedA.quickSync(), SyncReport())
+        // The quick answer is a sync too: status's last sync moves (without a keychain write).
+        XCTAssertGreaterThan(try XCTUnwrap(try a.engine.status().lastSync), full)
 
         // A change here is not missed: no quick answer, and the full sync sends it.
         try addPassword(a, account: "bob", secret: "2")
