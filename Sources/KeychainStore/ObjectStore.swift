@@ -64,6 +64,7 @@ extension KeychainDatabase {
         static let insertIndex = "INSERT INTO object_index (object_id, attribute, digest) VALUES (?, ?, ?)"
         static let deleteIndex = "DELETE FROM object_index WHERE object_id = ?"
         static let update = "UPDATE objects SET protection = ?, record = ?, record_version = ?, primary_key = ?, modified = ?, epoch = ?, index_commit = ? WHERE id = ?"
+        static let updateRecord = "UPDATE objects SET record = ?, record_version = ?, modified = ?, epoch = ?, index_commit = ? WHERE id = ?"
         static let delete = "DELETE FROM objects WHERE id = ?"
         static let columns = "id, uid, class, protection, record, record_version, created, modified, primary_key, epoch, index_commit"
         static let states = "SELECT uid, class, protection, epoch, index_commit FROM objects WHERE record_version >= 2"
@@ -87,18 +88,34 @@ extension KeychainDatabase {
         }
     }
 
-    /// Replaces an object's record, protection and index entries.
+    /// Replaces an object's record, protection and index entries. `keysUnchanged`: the caller
+    /// knows the row's protection and primary key stay as they are, so their indexes are left alone;
+    /// index entries equal to the stored ones (an edit of a secret, say) are not rewritten either.
     public func updateObject(id: Int64, protection: UInt8, record: [UInt8], primaryKey: [UInt8]?, index: [IndexEntry], now: Int64,
-                             epoch: UInt64 = 0, indexCommit: [UInt8]? = nil) throws {
+                             epoch: UInt64 = 0, indexCommit: [UInt8]? = nil, keysUnchanged: Bool = false) throws {
         try database.write {
-            try database.run(SQL.update, [.integer(Int64(protection)), .blob(record), .integer(Int64(SealedRecord.currentVersion)), primaryKey.map { .blob($0) } ?? .null,
-                                          .integer(now), .integer(Int64(bitPattern: epoch)), indexCommit.map { .blob($0) } ?? .null, .integer(id)])
+            if keysUnchanged {
+                try database.run(SQL.updateRecord, [.blob(record), .integer(Int64(SealedRecord.currentVersion)), .integer(now), .integer(Int64(bitPattern: epoch)),
+                                                    indexCommit.map { .blob($0) } ?? .null, .integer(id)])
+            } else {
+                try database.run(SQL.update, [.integer(Int64(protection)), .blob(record), .integer(Int64(SealedRecord.currentVersion)), primaryKey.map { .blob($0) } ?? .null,
+                                              .integer(now), .integer(Int64(bitPattern: epoch)), indexCommit.map { .blob($0) } ?? .null, .integer(id)])
+            }
             guard database.changes == 1 else { throw StoreError(.notFound, "object \(id) no longer exists") }
+            let stored = try indexEntries(objectID: id)
+            guard !Self.sameEntries(stored, index) else { return }
             try database.run(SQL.deleteIndex, [.integer(id)])
             for entry in index {
                 try database.run(SQL.insertIndex, [.integer(id), .integer(Int64(bitPattern: entry.attribute)), .blob(entry.digest)])
             }
         }
+    }
+
+    /// The same entries, in any order.
+    static func sameEntries(_ one: [IndexEntry], _ other: [IndexEntry]) -> Bool {
+        guard one.count == other.count else { return false }
+        let order: (IndexEntry, IndexEntry) -> Bool = { $0.attribute != $1.attribute ? $0.attribute < $1.attribute : $0.digest.lexicographicallyPrecedes($1.digest) }
+        return zip(one.sorted(by: order), other.sorted(by: order)).allSatisfy { $0.attribute == $1.attribute && $0.digest == $1.digest }
     }
 
     /// The row id of the object with `uid`, if there is one (the unique index on uid answers).

@@ -94,6 +94,31 @@ final class KeychainDatabaseTests: XCTestCase {
         XCTAssertThrowsError(try database.deleteObject(id: a)) { XCTAssertEqual(($0 as? StoreError)?.code, .notFound) }
     }
 
+    func test_an_update_rewrites_index_entries_only_when_they_change() throws {
+        let database = try KeychainDatabase(path: directory + "/u.keychain-db", create: true)
+        let entries = [IndexEntry(attribute: 3, digest: [0xAA]), IndexEntry(attribute: 4, digest: [0xCC])]
+        let id = try database.insertObject(uid: [1], objectClass: 0, protection: 0, record: [1], primaryKey: [7], index: entries, now: 1)
+        let rowids = { () throws -> [Int64] in
+            var found: [Int64] = []
+            try database.database.query("SELECT rowid FROM object_index WHERE object_id = ? ORDER BY rowid", [.integer(id)]) { found.append($0.int64(0)) }
+            return found
+        }
+        let before = try rowids()
+        // The same entries in another order, keys unchanged: the record changes, the entries stay.
+        try database.updateObject(id: id, protection: 0, record: [2], primaryKey: [7], index: entries.reversed(), now: 2, keysUnchanged: true)
+        XCTAssertEqual(try database.fetchObject(id: id).record, [2])
+        XCTAssertEqual(try database.fetchObject(id: id).modified, 2)
+        XCTAssertEqual(try rowids(), before)
+        // Other entries and another protection and primary key: all of it written.
+        try database.updateObject(id: id, protection: 1, record: [3], primaryKey: [8], index: [IndexEntry(attribute: 3, digest: [0xBB])], now: 3)
+        let row = try database.fetchObject(id: id)
+        XCTAssertEqual([row.record, row.primaryKey ?? []], [[3], [8]])
+        XCTAssertEqual(row.protection, 1)
+        XCTAssertEqual(try database.indexEntries(objectID: id).map(\.digest), [[0xBB]])
+        XCTAssertEqual(try database.findObjects(protections: [1], objectClass: 0, terms: [IndexTerm(attribute: 3, digests: [[0xBB]])], withRecords: false).map(\.id), [id])
+        XCTAssertEqual(try database.findObjects(protections: [0, 1], objectClass: 0, terms: [IndexTerm(attribute: 3, digests: [[0xAA]])], withRecords: false).count, 0)
+    }
+
     func test_a_failed_write_transaction_leaves_nothing() throws {
         let database = try KeychainDatabase(path: directory + "/e.keychain-db", create: true)
         struct Abort: Error {}

@@ -229,7 +229,8 @@ extension Keychain {
                     let before = try store.fetchObject(id: id)
                     let sealed = try seal(object, uid: before.uid, protection: protection, keys: keys, epoch: epoch, master: master)
                     try store.updateObject(id: id, protection: protection.rawValue, record: sealed.record, primaryKey: sealed.primaryKey,
-                                           index: sealed.index, now: Self.now(), epoch: epoch, indexCommit: sealed.state.indexCommit)
+                                           index: sealed.index, now: Self.now(), epoch: epoch, indexCommit: sealed.state.indexCommit,
+                                           keysUnchanged: before.protection == protection.rawValue && before.primaryKey == sealed.primaryKey)
                     return ((), Self.state(of: before), sealed.state)
             }
         }
