@@ -74,11 +74,13 @@ extension KeychainDatabase {
     }
 
     /// Adds an object and its index entries in one transaction; returns its row id.
+    /// `modified`: the modification time when it is not `now` (an item another device wrote).
     public func insertObject(uid: [UInt8], objectClass: UInt64, protection: UInt8, record: [UInt8], primaryKey: [UInt8]?, index: [IndexEntry], now: Int64,
-                             epoch: UInt64 = 0, indexCommit: [UInt8]? = nil, recordVersion: UInt32 = SealedRecord.currentVersion) throws -> Int64 {
+                             epoch: UInt64 = 0, indexCommit: [UInt8]? = nil, recordVersion: UInt32 = SealedRecord.currentVersion,
+                             modified: Int64? = nil) throws -> Int64 {
         try database.write {
             try database.run(SQL.insert, [.blob(uid), .integer(Int64(bitPattern: objectClass)), .integer(Int64(protection)), .blob(record),
-                                          .integer(Int64(recordVersion)), primaryKey.map { .blob($0) } ?? .null, .integer(now), .integer(now),
+                                          .integer(Int64(recordVersion)), primaryKey.map { .blob($0) } ?? .null, .integer(now), .integer(modified ?? now),
                                           .integer(Int64(bitPattern: epoch)), indexCommit.map { .blob($0) } ?? .null])
             let id = database.lastInsertRowID
             for entry in index {
@@ -133,15 +135,6 @@ extension KeychainDatabase {
             var found: [UInt8]?
             try database.query("SELECT uid FROM objects WHERE primary_key = ?", [.blob(primaryKey)]) { found = $0.blob(0) }
             return found
-        }
-    }
-
-    /// Sets an object's modification time (a row column the record does not cover): an item
-    /// applied from another device keeps the time it was written there.
-    public func setModified(id: Int64, to time: Int64) throws {
-        try database.write {
-            try database.run("UPDATE objects SET modified = ? WHERE id = ?", [.integer(time), .integer(id)])
-            guard database.changes == 1 else { throw StoreError(.notFound, "object \(id) no longer exists") }
         }
     }
 

@@ -31,7 +31,7 @@ public final class SyncEngine {
     public static let maximumRetries = 5
     /// Items from other devices stored per keychain transaction (one commit each): few commits for
     /// a large sync, and the keychain's lock never held for long.
-    public static let applyBatch = 64
+    public static let applyBatch = 256
 
     /// Where a keychain's circle work tree lives: beside the device key (the machine's own
     /// state, not the keychain folder that backups copy), one per keychain serial.
@@ -593,7 +593,12 @@ public final class SyncEngine {
             // Read before the items: a write after it shows as a changed fingerprint.
             let startFingerprint: [UInt8]
             do { startFingerprint = try keychain.syncFingerprint() } catch { throw SyncError(.malformed, "reading the keychain: \(error.reason)") }
-            do { localItems = try keychain.synchronizableItems(master: master) } catch { throw SyncError(.malformed, "reading the keychain: \(error.reason)") }
+            // Rows not written since the last sync (the seal it recorded) are not opened again.
+            var knownSeals: [[UInt8]: [UInt8]] = [:]
+            for (uid, state) in known where !state.state.deleted { if let seal = state.seal { knownSeals[uid] = seal } }
+            do { localItems = try keychain.synchronizableItems(master: master, unchangedSince: knownSeals) } catch {
+                throw SyncError(.malformed, "reading the keychain: \(error.reason)")
+            }
             for item in localItems { local[item.uid] = item }
             defer { for uid in Array(local.keys) { local[uid]?.record.withUnsafeMutableBytes { wipe($0) } } }
 
@@ -607,8 +612,13 @@ public final class SyncEngine {
                 let base = max(before?.state.version ?? 0, remoteState?.version ?? 0)
                 // A change here since the last sync: an edit (the record differs) or a delete.
                 var change: (state: SyncItemState, record: SecureBytes)?
-                if let item = local[uid] {
+                if let item = local[uid], item.unchanged {
+                    // The row the last sync knew, not written since: no change here.
+                } else if let item = local[uid] {
                     let digest = try SyncManifest.digest(of: item.record)
+                    if let before, before.digest == digest, !before.state.deleted {
+                        known[uid]?.seal = item.seal  // unchanged: the next sync need not open it
+                    }
                     if before == nil || before?.digest != digest || before?.state.deleted == true {
                         let modified = max(UInt64(max(item.modified, 0)) * 1000, (before?.state.modified ?? 0) + 1)
                         change = (SyncItemState(uid: uid, version: base + 1, modified: modified, writer: me, deleted: false), SecureBytes(item.record))
@@ -644,11 +654,12 @@ public final class SyncEngine {
                 var applied = false
                 for _ in 0..<2 where !applied {
                     let failure: KeychainError?
+                    var seal: [UInt8]?
                     do throws(KeychainError) {
                         if item.state.deleted {
                             try keychain.removeSynchronized(uid: uid, master: master)
                         } else {
-                            try keychain.applySynchronized(uid: uid, record: item.record.bytes, modified: Int64(item.state.modified / 1000), master: master)
+                            seal = try keychain.applySynchronized(uid: uid, record: item.record.bytes, modified: Int64(item.state.modified / 1000), master: master)
                         }
                         failure = nil
                     } catch {
@@ -657,8 +668,8 @@ public final class SyncEngine {
                     guard let failure else {
                         applied = true
                         report.received += 1
-                        known[uid] = KnownState(state: item.state, digest: digest)
-                        appliedKnown[uid] = KnownState(state: item.state, digest: digest)
+                        known[uid] = KnownState(state: item.state, digest: digest, seal: seal)
+                        appliedKnown[uid] = KnownState(state: item.state, digest: digest, seal: seal)
                         break
                     }
                     guard failure.code == .duplicateItem else { throw SyncError(.malformed, "storing an item from the circle: \(failure.reason)") }
@@ -711,7 +722,10 @@ public final class SyncEngine {
                 }
             }
             for (uid, change) in outgoing {
-                known[uid] = KnownState(state: change.state, digest: change.state.deleted ? [] : try SyncManifest.digest(of: change.record.bytes))
+                // A change of a row read here keeps that row's seal (written again before the next
+                // sync, the row has another and is opened); a tombstone none.
+                let seal = change.state.deleted ? nil : local[uid].flatMap { $0.unchanged ? nil : $0.seal }
+                known[uid] = KnownState(state: change.state, digest: change.state.deleted ? [] : try SyncManifest.digest(of: change.record.bytes), seal: seal)
             }
 
             // Whether this sync writes anything to the work tree (else nothing to add or commit).
@@ -836,11 +850,15 @@ public final class SyncEngine {
         return UInt64(max(now.tv_sec, 0)) * 1000 + UInt64(max(now.tv_nsec, 0) / 1_000_000)
     }
 
-    // What this device knew of each item at its last sync: its state and the SHA-256 of its
-    // record (so a local edit shows as a different digest), sealed in the keychain.
+    // What this device knew of each item at its last sync: its state, the SHA-256 of its record
+    // (so a local edit shows as a different digest) and, where known, the seal of the row that
+    // held that record (`Keychain.rowSeal`: a row that still has it is not opened again), sealed in
+    // the keychain. Each entry: uid (16) ‖ version (u64) ‖ modified (u64) ‖ writer (16) ‖ flags
+    // (1: deleted; 2: a seal follows the digest) ‖ digest length (1) ‖ digest ‖ [seal (16)].
     struct KnownState {
         let state: SyncItemState
         let digest: [UInt8]
+        var seal: [UInt8]? = nil
     }
 
     private func knownStates() throws(SyncError) -> [[UInt8]: KnownState] {
@@ -851,7 +869,13 @@ public final class SyncEngine {
             while reader.remaining > 0 {
                 guard let uid = reader.take(16), let version = reader.uint64(), let modified = reader.uint64(), let writer = reader.take(16),
                       let flags = reader.uint8(), let length = reader.uint8(), let digest = reader.take(Int(length)) else { break }
-                states[uid] = KnownState(state: SyncItemState(uid: uid, version: version, modified: modified, writer: writer, deleted: flags & 1 != 0), digest: digest)
+                var seal: [UInt8]?
+                if flags & 2 != 0 {
+                    guard let stored = reader.take(16) else { break }
+                    seal = stored
+                }
+                states[uid] = KnownState(state: SyncItemState(uid: uid, version: version, modified: modified, writer: writer, deleted: flags & 1 != 0),
+                                         digest: digest, seal: seal)
             }
             return states
         }
@@ -864,9 +888,11 @@ public final class SyncEngine {
             writer.append(known.state.version)
             writer.append(known.state.modified)
             writer.append(known.state.writer)
-            writer.append(known.state.deleted ? UInt8(1) : 0)
+            let seal = known.seal.flatMap { $0.count == 16 ? $0 : nil }
+            writer.append((known.state.deleted ? UInt8(1) : 0) | (seal != nil ? 2 : 0))
             writer.append(UInt8(known.digest.count))
             writer.append(known.digest)
+            if let seal { writer.append(seal) }
         }
         try setSecret("known", SecureBytes(writer.bytes))
     }

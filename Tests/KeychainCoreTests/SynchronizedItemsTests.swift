@@ -62,9 +62,38 @@ final class SynchronizedItemsTests: XCTestCase {
         try a.replace(id: rowA, with: edited, master: masterA)
         try b.applySynchronized(uid: uid, record: try a.synchronizableItems(master: masterA)[0].record, modified: 1_000_000_100, master: masterB)
         XCTAssertEqual(try b.object(id: rowB, master: masterB)[.value], Array("n3w".utf8))
+        XCTAssertEqual(try b.store.fetchObject(id: rowB).modified, 1_000_000_100)  // the writer's time, in the update itself
         try b.removeSynchronized(uid: uid, master: masterB)
         XCTAssertNil(try b.store.objectID(uid: uid))
         try b.removeSynchronized(uid: uid, master: masterB)  // already gone: nothing to do
+    }
+
+    func test_rows_with_the_seal_a_sync_recorded_are_listed_unchanged_without_being_opened() throws {
+        let (a, masterA) = try device("a"), (b, masterB) = try device("b")
+        let (item, uid) = try password("alice", secret: "s3cret", sync: true)
+        let row = try a.add(item, uid: uid, master: masterA)
+        let (other, otherUID) = try password("carol", secret: "2", sync: true)
+        _ = try a.add(other, uid: otherUID, master: masterA)
+        let first = try a.synchronizableItems(master: masterA)
+        XCTAssertEqual(first.count, 2)
+        XCTAssertTrue(first.allSatisfy { !$0.unchanged && $0.seal.count == 16 && !$0.record.isEmpty })
+        let seals = Dictionary(uniqueKeysWithValues: first.map { ($0.uid, $0.seal) })
+        // Nothing written since: both listed unchanged, records left out.
+        let again = try a.synchronizableItems(master: masterA, unchangedSince: seals)
+        XCTAssertEqual(Set(again.map(\.uid)), [uid, otherUID])
+        XCTAssertTrue(again.allSatisfy { $0.unchanged && $0.record.isEmpty })
+        // A row written again, even with the same attributes, has another seal and is opened.
+        let same = try a.object(id: row, master: masterA)
+        try a.replace(id: row, with: same, master: masterA)
+        let after = try a.synchronizableItems(master: masterA, unchangedSince: seals)
+        let rewritten = try XCTUnwrap(after.first { $0.uid == uid })
+        XCTAssertFalse(rewritten.unchanged)
+        XCTAssertNotEqual(rewritten.seal, seals[uid])
+        XCTAssertEqual(rewritten.record, first.first { $0.uid == uid }?.record)
+        XCTAssertTrue(try XCTUnwrap(after.first { $0.uid == otherUID }).unchanged)
+        // Seals are per row, not per content: another keychain's copy never matches.
+        try b.applySynchronized(uid: uid, record: rewritten.record, modified: 1, master: masterB)
+        XCTAssertFalse(try XCTUnwrap(try b.synchronizableItems(master: masterB, unchangedSince: seals).first).unchanged)
     }
 
     func test_records_that_no_device_would_send_are_refused() throws {

@@ -7,8 +7,14 @@ public struct SynchronizableItem: Sendable {
     public let uid: [UInt8]
     /// The row's modification time, in seconds since 1970.
     public let modified: Int64
-    /// Its attributes as an `AttributeRecord` (unpadded): the caller wipes it.
+    /// Its attributes as an `AttributeRecord` (unpadded): the caller wipes it. Empty when
+    /// `unchanged`.
     public var record: [UInt8]
+    /// The row's seal (`Keychain.rowSeal`): it changes with every write of the row.
+    public let seal: [UInt8]
+    /// The row still has the seal the caller gave for it (`synchronizableItems(unchangedSince:)`):
+    /// not opened, its record left out.
+    public let unchanged: Bool
 }
 
 /// What the sync engine (KeychainSync, keychainctl, keychaind) reads and writes of a keychain: its
@@ -20,18 +26,27 @@ extension Keychain {
     private static let syncSealInfo = Array("keychain-pkcs11 sync state".utf8)
 
     /// Every token object marked synchronizable that SyncRule lets leave this device, in one snapshot.
-    public func synchronizableItems(master: MasterKey) throws(KeychainError) -> [SynchronizableItem] {
+    /// A row whose uid `unchangedSince` maps to the row's current seal was not written since the
+    /// caller read it synchronizable (the sync's record of what it last knew): it is listed
+    /// `unchanged`, without being opened.
+    public func synchronizableItems(master: MasterKey, unchangedSince known: [[UInt8]: [UInt8]] = [:]) throws(KeychainError) -> [SynchronizableItem] {
         try lock.withLock { () throws(KeychainError) -> [SynchronizableItem] in
             var items: [SynchronizableItem] = []
             let portable = Protection.allCases.filter { !$0.isDeviceBound }.map(\.rawValue)
             try translatingErrors {
                 try store.read {
-                    for row in try store.findObjects(protections: portable, objectClass: nil, terms: [], withRecords: false) {
+                    for row in try store.findObjects(protections: portable, objectClass: nil, terms: [], withRecords: true) {
+                        let seal = Self.rowSeal(row.record)
+                        if seal.count == AESGCM.tagSize, known[row.uid] == seal {
+                            items.append(SynchronizableItem(uid: row.uid, modified: row.modified, record: [], seal: seal, unchanged: true))
+                            continue
+                        }
                         var object = try object(id: row.id, master: master)
                         defer { object.wipeValues() }
                         // The one rule of every door (SyncRule): device-bound items never leave.
                         guard object.bool(.synchronizable), object.syncRefusal == nil else { continue }
-                        items.append(SynchronizableItem(uid: row.uid, modified: row.modified, record: AttributeRecord.encode(object.recordAttributes)))
+                        items.append(SynchronizableItem(uid: row.uid, modified: row.modified, record: AttributeRecord.encode(object.recordAttributes),
+                                                        seal: seal, unchanged: false))
                     }
                 }
             }
@@ -43,23 +58,20 @@ extension Keychain {
     /// uid replaced; the row keeps the writer's modification time. The record must describe a
     /// synchronizable token object that is not bound to a device (anything else is
     /// `.recordCorrupted`: no device writes one). A different item with the same keychain primary
-    /// key is `.duplicateItem`, as for any add.
-    public func applySynchronized(uid: [UInt8], record: [UInt8], modified: Int64, master: MasterKey) throws(KeychainError) {
+    /// key is `.duplicateItem`, as for any add. Returns the row's seal (`rowSeal`).
+    @discardableResult
+    public func applySynchronized(uid: [UInt8], record: [UInt8], modified: Int64, master: MasterKey) throws(KeychainError) -> [UInt8] {
         var (object, protection) = try Self.synchronizedObject(record)
         defer { object.wipeValues() }
         guard uid.count == UniqueID.byteCount, object.isToken, object.objectClass != nil, object.bool(.synchronizable), object.syncRefusal == nil,
               !protection.isDeviceBound, object[.uniqueID] == Hex.digits(uid) else {
             throw KeychainError(.recordCorrupted, "a synchronized item is not a synchronizable token object of its own id")
         }
-        let existing = try translatingErrors { try store.objectID(uid: uid) }
-        let id: Int64
-        if let existing {
-            try replace(id: existing, with: object, master: master, allowingPrivateChange: true)
-            id = existing
-        } else {
-            id = try add(object, uid: uid, master: master)
+        // The writer's modification time goes into the row with the write itself.
+        if let existing = try translatingErrors({ try store.objectID(uid: uid) }) {
+            return try replace(id: existing, with: object, master: master, allowingPrivateChange: true, modified: modified)
         }
-        try translatingErrors { try store.setModified(id: id, to: modified) }
+        return try add(object, uid: uid, master: master, modified: modified).seal
     }
 
     /// The uid of the item here that has the same keychain primary key as `record` (the same
