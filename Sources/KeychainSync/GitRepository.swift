@@ -130,16 +130,23 @@ public struct GitRepository: Sendable {
         }
     }
 
+    /// Removes the lock files a git killed mid-way leaves (a fetch's ref lock, say), which would
+    /// make the next git command here fail. Only for a caller holding the work tree's lock: no
+    /// git of ours runs here meanwhile.
+    public func removeStaleLocks() {
+        for stale in ["index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock", "refs/heads/main.lock",
+                      "refs/remotes/origin/main.lock", "FETCH_HEAD.lock", "shallow.lock"] {
+            unlink(directory + "/.git/" + stale)
+        }
+    }
+
     /// Puts the work tree back at its last commit: what a git or a sync killed mid-way leaves
     /// behind — git's lock files, an unfinished merge, files written but not committed — is
     /// dropped (a sync writes everything again from the keychain). Only for a caller holding the
     /// work tree's lock, when nothing of ours runs in it: a lock file here is stale.
     public func recover() throws(SyncError) {
         guard access(directory + "/.git", F_OK) == 0 else { return }
-        for stale in ["index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock", "refs/heads/main.lock",
-                      "refs/remotes/origin/main.lock", "FETCH_HEAD.lock"] {
-            unlink(directory + "/.git/" + stale)
-        }
+        removeStaleLocks()
         if access(directory + "/.git/MERGE_HEAD", F_OK) == 0 { try git(["merge", "--abort"], allowFailure: true) }
         if try hasCommits() { try git(["reset", "-q", "--hard", "HEAD"]) }
         try git(["clean", "-q", "-f", "-d"])

@@ -71,13 +71,18 @@ public final class SyncEngine {
         }
         lockDepth += 1
         defer { lockDepth -= 1 }
+        // Whatever runs next, a git killed here before (the quick check's fetch too) may have left
+        // a lock file that would fail it: those go first, always (a few unlinks).
+        var repository: GitRepository?
+        if let remote = try remote(), let device = try deviceID() { repository = GitRepository(directory: workTree, remote: remote, device: Hex.string(device)) }
+        repository?.removeStaleLocks()
         guard recovering else { return try body() }
         // The marker stands while a sync may leave the work tree changed: made (and made durable)
         // before, removed only after one that completed. Only then is the recovery (a reset of the
         // index and a clean of 1,000 files: tens of ms) run.
         let marker = workTree + ".unfinished"
-        if access(marker, F_OK) == 0, let remote = try remote(), let device = try deviceID() {
-            try GitRepository(directory: workTree, remote: remote, device: Hex.string(device)).recover()
+        if access(marker, F_OK) == 0, let repository {
+            try repository.recover()
         }
         try WorkTreeFiles.makeDurableMarker(marker)
         let result = try body()

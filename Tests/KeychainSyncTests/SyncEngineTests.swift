@@ -447,4 +447,22 @@ final class SyncEngineTests: SyncTestCase {
         XCTAssertEqual(try b.engine.sync(tryingQuick: false, fetched: true).sent, 1)
         XCTAssertEqual(try a.engine.sync().received, 1)
     }
+
+    func test_a_lock_file_a_killed_git_left_does_not_fail_the_next_sync() throws {
+        let a = try device("a"), b = try device("b")
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
+        try join(b, approvedBy: a)
+        _ = try b.engine.sync()
+        _ = try a.engine.sync()
+        try addPassword(a, account: "alice", secret: "1")
+        XCTAssertEqual(try a.engine.sync().sent, 1)
+        // b's quick check was killed in its fetch: the ref lock stays, and no marker (the quick
+        // check makes none). The next sync must neither fail nor stop at the quick check.
+        let lock = b.engine.workTree + "/.git/refs/remotes/origin/main.lock"
+        XCTAssertEqual(close(open(lock, O_WRONLY | O_CREAT, 0o600)), 0)
+        XCTAssertNotEqual(access(b.engine.workTree + ".unfinished", F_OK), 0)
+        XCTAssertEqual(try b.engine.sync().received, 1)
+        XCTAssertEqual(try secrets(b), ["alice": "1"])
+        XCTAssertNotEqual(access(lock, F_OK), 0)
+    }
 }
