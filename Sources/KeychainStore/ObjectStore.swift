@@ -39,6 +39,12 @@ public struct IndexEntry: Sendable {
     public let attribute: UInt64
     public let digest: [UInt8]
 
+    /// The canonical order of a row's entries (by attribute, then digest): what the index
+    /// commitment hashes and what compares two sets of entries.
+    public static func precedes(_ one: IndexEntry, _ other: IndexEntry) -> Bool {
+        one.attribute != other.attribute ? one.attribute < other.attribute : one.digest.lexicographicallyPrecedes(other.digest)
+    }
+
     public init(attribute: UInt64, digest: [UInt8]) {
         self.attribute = attribute
         self.digest = digest
@@ -116,8 +122,7 @@ extension KeychainDatabase {
     /// The same entries, in any order.
     static func sameEntries(_ one: [IndexEntry], _ other: [IndexEntry]) -> Bool {
         guard one.count == other.count else { return false }
-        let order: (IndexEntry, IndexEntry) -> Bool = { $0.attribute != $1.attribute ? $0.attribute < $1.attribute : $0.digest.lexicographicallyPrecedes($1.digest) }
-        return zip(one.sorted(by: order), other.sorted(by: order)).allSatisfy { $0.attribute == $1.attribute && $0.digest == $1.digest }
+        return zip(one.sorted(by: IndexEntry.precedes), other.sorted(by: IndexEntry.precedes)).allSatisfy { $0.attribute == $1.attribute && $0.digest == $1.digest }
     }
 
     /// The row id of the object with `uid`, if there is one (the unique index on uid answers).

@@ -53,7 +53,7 @@ public struct IndexCommitment: Sendable {
 
     public init(entries: [IndexEntry], primaryKey: [UInt8]?) throws {
         var message = Array("keychain-pkcs11 index entries".utf8)
-        let sorted = entries.sorted { $0.attribute != $1.attribute ? $0.attribute < $1.attribute : $0.digest.lexicographicallyPrecedes($1.digest) }
+        let sorted = entries.sorted(by: IndexEntry.precedes)
         for entry in sorted {
             message += withUnsafeBytes(of: entry.attribute.bigEndian) { Array($0) }
             message.append(UInt8(truncatingIfNeeded: entry.digest.count))

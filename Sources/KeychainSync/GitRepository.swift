@@ -1,4 +1,5 @@
 import Glibc
+import KeychainCrypto
 
 /// A program's exit and what it wrote, from `Subprocess.run`.
 public struct SubprocessResult: Sendable {
@@ -278,16 +279,10 @@ public enum WorkTreeFiles {
         let temporary = path + ".partial"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw SyncError(.malformed, "cannot write \(path): \(String(cString: strerror(errno)))") }
-        var written = 0
-        while written < bytes.count {
-            let count = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress?.advanced(by: written), bytes.count - written) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else {
-                close(fd)
-                unlink(temporary)
-                throw SyncError(.malformed, "cannot write \(path): \(String(cString: strerror(errno)))")
-            }
-            written += count
+        do { try System.writeAll(fd, bytes) } catch {
+            close(fd)
+            unlink(temporary)
+            throw SyncError(.malformed, "cannot write \(path): \(error.reason)")
         }
         guard fsync(fd) == 0, close(fd) == 0, rename(temporary, path) == 0 else {
             unlink(temporary)
@@ -305,15 +300,9 @@ public enum WorkTreeFiles {
         guard unlink(path) == 0 || errno == ENOENT else { throw SyncError(.malformed, "cannot replace \(path): \(String(cString: strerror(errno)))") }
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw SyncError(.malformed, "cannot write \(path): \(String(cString: strerror(errno)))") }
-        var written = 0
-        while written < bytes.count {
-            let count = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress?.advanced(by: written), bytes.count - written) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else {
-                close(fd)
-                throw SyncError(.malformed, "cannot write \(path): \(String(cString: strerror(errno)))")
-            }
-            written += count
+        do { try System.writeAll(fd, bytes) } catch {
+            close(fd)
+            throw SyncError(.malformed, "cannot write \(path): \(error.reason)")
         }
         guard close(fd) == 0 else { throw SyncError(.malformed, "cannot write \(path): \(String(cString: strerror(errno)))") }
     }

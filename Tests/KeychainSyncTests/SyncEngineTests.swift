@@ -15,6 +15,16 @@ final class SyncEngineTests: SyncTestCase {
         try device.keychain.replace(id: id, with: object, master: device.master)
     }
 
+    /// a sets up a circle ("laptop"), b ("desktop") joins, approved by a; b, then a, have synced.
+    private func circleOfTwo() throws -> (Device, Device) {
+        let a = try device("a"), b = try device("b")
+        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
+        try join(b, approvedBy: a)
+        _ = try b.engine.sync()
+        _ = try a.engine.sync()
+        return (a, b)
+    }
+
     /// a sets up a circle ("laptop"), b ("desktop") and c join, approved by a; each has synced once.
     private func circleOfThree() throws -> (Device, Device, Device) {
         let a = try device("a"), b = try device("b"), c = try device("c")
@@ -424,11 +434,7 @@ final class SyncEngineTests: SyncTestCase {
     }
 
     func test_a_sync_that_only_receives_pushes_nothing() throws {
-        let a = try device("a"), b = try device("b")
-        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
-        try join(b, approvedBy: a)
-        _ = try b.engine.sync()
-        _ = try a.engine.sync()
+        let (a, b) = try circleOfTwo()
         try addPassword(a, account: "alice", secret: "1")
         XCTAssertEqual(try a.engine.sync().sent, 1)
         let remoteHead = { try Subprocess.run(["git", "--git-dir", self.root + "/remote.git", "rev-parse", "main"]).outputText }
@@ -449,11 +455,7 @@ final class SyncEngineTests: SyncTestCase {
     }
 
     func test_a_lock_file_a_killed_git_left_does_not_fail_the_next_sync() throws {
-        let a = try device("a"), b = try device("b")
-        _ = try a.engine.setup(remote: remote, deviceName: "laptop")
-        try join(b, approvedBy: a)
-        _ = try b.engine.sync()
-        _ = try a.engine.sync()
+        let (a, b) = try circleOfTwo()
         try addPassword(a, account: "alice", secret: "1")
         XCTAssertEqual(try a.engine.sync().sent, 1)
         // b's quick check was killed in its fetch: the ref lock stays, and no marker (the quick
