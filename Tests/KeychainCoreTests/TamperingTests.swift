@@ -187,6 +187,49 @@ extension TamperingTests {
                        .recordCorrupted, "no write on top of it")
     }
 
+    /// Writes in one transaction keep the manifest in memory and store it once, before the
+    /// commit: reads inside are checked against the rows as they now are, the keychain's
+    /// fingerprint inside is the one it has after, a reader afterwards finds every row covered,
+    /// and a transaction that rolls back leaves the stored manifest as it was.
+    func test_writes_in_one_transaction_store_the_manifest_once_with_them() throws {
+        let (keychain, master) = try makeKeychain()
+        _ = try add(keychain, master, label: "kept", value: "value of kept")
+        let before = try keychain.store.metaBlob(Keychain.manifestMeta)
+        let objects = try (0..<6).map { try dataObjectTemplate("item \($0)") }
+        var ids: [Int64] = []
+        var storedInside: [[UInt8]?] = []
+        var fingerprintInside: [UInt8] = []
+        try keychain.transaction { () throws(KeychainError) in
+            for object in objects { ids.append(try keychain.add(object, uid: try translatingErrors { try Random.bytes(16) }, master: master)) }
+            try keychain.replace(id: ids[1], with: try ObjectTemplate.set([(.label, Array("renamed".utf8))], on: try keychain.object(id: ids[1], master: master)), master: master)
+            try keychain.remove(id: ids[2], master: master)
+            storedInside.append(try? keychain.store.metaBlob(Keychain.manifestMeta))
+            XCTAssertEqual(try keychain.object(id: ids[1], master: master)[.label], Array("renamed".utf8), "read inside, checked against the rows' new sums")
+            XCTAssertEqual(try keychain.find([(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue))], master: master).count, 6)
+            fingerprintInside = try keychain.syncFingerprint()
+        }
+        XCTAssertTrue(storedInside == [before], "nine row writes, no manifest stored before the commit")
+        XCTAssertEqual(try keychain.syncFingerprint(), fingerprintInside)
+        let after = try keychain.store.metaBlob(Keychain.manifestMeta)
+        XCTAssertNotEqual(after, before)
+        var reader = try Keychain.open(at: keychain.path)
+        var unlocked = try userPIN.withUnsafeBytes { try reader.unlock(.user, pin: $0) }
+        XCTAssertEqual(try reader.verifyIntegrity(master: unlocked), 6)
+
+        let more = try (0..<2).map { try dataObjectTemplate("rolled back \($0)") }
+        XCTAssertEqual(code {
+            try keychain.transaction { () throws(KeychainError) in
+                for object in more { _ = try keychain.add(object, uid: try translatingErrors { try Random.bytes(16) }, master: master) }
+                throw KeychainError(.argumentsBad, "abort")
+            }
+        }, .argumentsBad)
+        XCTAssertTrue(try keychain.store.metaBlob(Keychain.manifestMeta) == after, "a rolled-back transaction stores no manifest")
+        _ = try add(keychain, master, label: "after", value: "value after")
+        reader = try Keychain.open(at: keychain.path)
+        unlocked = try userPIN.withUnsafeBytes { try reader.unlock(.user, pin: $0) }
+        XCTAssertEqual(try reader.verifyIntegrity(master: unlocked), 7, "the write after the rollback starts from the stored manifest")
+    }
+
     private func dataObjectTemplate(_ label: String) throws -> ObjectAttributes {
         try ObjectTemplate.create([(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, [1]), (.isPrivate, [1]),
                                    (.label, Array(label.utf8)), (.value, [1])], uniqueID: Array(UUIDText.random().utf8), policy: .compatible)

@@ -117,6 +117,7 @@ extension Keychain {
     /// current-format row), or when there is no `mac` to check it with. A manifest altered, or
     /// missing while current-format rows need it, is damage.
     func storedManifest(mac: KeyedMAC?) throws -> Manifest? {
+        if let deferred = deferredManifest, let mac, deferred.mac === mac { return deferred.manifest }
         guard let stored = try store.metaBlob(Self.manifestMeta) else {
             guard try !store.hasCurrentFormatRows() else {
                 throw KeychainError(.recordCorrupted, "the keychain's integrity manifest is missing while its records need one: the file was altered")
@@ -147,6 +148,13 @@ extension Keychain {
         let encoded = try manifest.encoded(mac: mac)
         try store.setMeta(Self.manifestMeta, blob: encoded)
         verifiedManifest = (mac, encoded, manifest)
+    }
+
+    /// Stores the manifest the writes of the open transaction left in memory, if any.
+    func storeDeferredManifest() throws {
+        guard let deferred = deferredManifest else { return }
+        deferredManifest = nil
+        try storeManifest(deferred.manifest, mac: deferred.mac)
     }
 
     /// After a committed write: the device's record of this keychain's epoch moves on. What this

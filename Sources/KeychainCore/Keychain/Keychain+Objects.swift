@@ -65,13 +65,21 @@ extension Keychain {
     }
 
     /// Runs a write of one row in a transaction with the manifest: `body` gets the new epoch and
-    /// returns the row's old and new states; the manifest moves on with them.
+    /// returns the row's old and new states; the manifest moves on with them. Inside a caller's
+    /// `transaction` the manifest is kept in memory and stored once, before that one commits.
     func writeRow<R>(master: MasterKey?, _ body: (UInt64) throws -> (result: R, old: RowState?, new: RowState?)) throws(KeychainError) -> R {
         var written: Manifest?
+        let deferring = transactionDepth > 0
         let result = try transaction { () throws(KeychainError) -> R in
             try translatingErrors {
                 let mac = try integrityMAC(master: master, creating: master != nil)
-                var manifest = try manifestForWrite(mac: mac)
+                var manifest: Manifest
+                if let deferred = deferredManifest, deferred.mac === mac {
+                    manifest = deferred.manifest
+                } else {
+                    try storeDeferredManifest()
+                    manifest = try manifestForWrite(mac: mac)
+                }
                 let epoch = manifest.epoch + 1
                 let (result, old, new): (R, RowState?, RowState?)
                 do { (result, old, new) = try body(epoch) } catch let error as StoreError where error.code == .duplicate {
@@ -80,7 +88,13 @@ extension Keychain {
                 if let old { try manifest.toggle(old, mac: mac) }
                 if let new { try manifest.toggle(new, mac: mac) }
                 manifest.epoch = epoch
-                try storeManifest(manifest, mac: mac)
+                if deferring {
+                    deferredManifest = (mac, manifest)
+                    // What this process had checked is checked again against the new sums.
+                    integrityCache = nil
+                } else {
+                    try storeManifest(manifest, mac: mac)
+                }
                 written = manifest
                 return result
             }

@@ -171,6 +171,7 @@ extension Keychain {
             firstUnlock = nil
             alwaysKeys = nil
             integrityCache = nil
+            deferredManifest = nil
             integrityMACCache = nil
             device = nil
             deviceGeneration &+= 1

@@ -117,6 +117,8 @@ extension Keychain {
         try lock.withLock { () throws(KeychainError) -> [UInt8] in
             try translatingErrors {
                 try store.read { () throws -> [UInt8] in
+                    // Inside a transaction, with the manifest its writes left (as it will commit).
+                    try storeDeferredManifest()
                     let manifest = try store.metaBlob(Self.manifestMeta) ?? []
                     let secretService = try store.metaInteger(Self.secretServiceSyncMeta) ?? 0
                     return Array(manifest.suffix(32)) + [UInt8(manifest.count & 0xff), secretService != 0 ? 1 : 0]

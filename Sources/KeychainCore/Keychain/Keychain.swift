@@ -82,6 +82,12 @@ public final class Keychain: @unchecked Sendable {
     let epochCounter: EpochCounter
     /// The manifest of a write inside a transaction that has not committed yet.
     var pendingManifest: Manifest?
+    /// The manifest as the writes of an open `transaction` left it, stored once before that
+    /// transaction commits (not once per row): what this process reads of the manifest meanwhile
+    /// comes from here.
+    var deferredManifest: (mac: KeyedMAC, manifest: Manifest)?
+    /// How deep `transaction` calls are nested (writes inside one defer the manifest).
+    var transactionDepth = 0
 
     enum Meta {
         static let label = "token.label"
@@ -234,8 +240,15 @@ public final class Keychain: @unchecked Sendable {
         readDeviceKeyAhead()
         return try lock.withLock { () throws(KeychainError) -> R in
             let outermost = !store.inTransaction
+            transactionDepth += 1
+            defer { transactionDepth -= 1 }
             do {
-                let result = try store.write { () throws -> R in try body() }
+                let result = try store.write { () throws -> R in
+                    let result = try body()
+                    // The rows' manifest goes in with them, in the same commit.
+                    if transactionDepth == 1 { try storeDeferredManifest() }
+                    return result
+                }
                 if outermost, let manifest = pendingManifest {
                     pendingManifest = nil
                     didCommitWrite(manifest)
@@ -243,6 +256,7 @@ public final class Keychain: @unchecked Sendable {
                 return result
             } catch {
                 if outermost { pendingManifest = nil }
+                if transactionDepth == 1 { deferredManifest = nil }
                 // Keys first made inside the transaction (the Always key of a keychain's first Always
                 // item) were rolled back with it: forget the cached copies so none outlives its row.
                 alwaysKeys = nil
