@@ -5,6 +5,7 @@ import KeychainCrypto
 
 struct Backup: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "backup",
         abstract: "Write a whole keychain into one passphrase-encrypted file.",
         discussion: """
         Items bound to this device (…-this-device-only) are left out, by design, and counted. The \
@@ -44,6 +45,7 @@ struct Backup: ParsableCommand {
 
 struct Restore: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "restore",
         abstract: "Restore a backup into a keychain (all items or none).",
         discussion: """
         With --create a new keychain is made for it (asking for its SO and user PINs); otherwise \

@@ -3,6 +3,7 @@ import KeychainCore
 
 struct Create: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "create",
         abstract: "Create a keychain in the keychain directory.",
         discussion: """
         Asks for the SO PIN (administers the keychain, resets a forgotten user PIN) and the user PIN \

@@ -171,6 +171,7 @@ func ambiguous(_ found: [ItemDescription], hint: String = "") -> ExitCode {
 
 struct Items: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "items",
         abstract: "List the items of a keychain with their PKCS#11 URIs.",
         discussion: """
         Private items are listed after the user PIN is given; --public-only lists without it.
@@ -218,6 +219,7 @@ struct Items: ParsableCommand {
 
 struct Show: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "show",
         abstract: "Show one item's attributes (never its secret).",
         discussion: """
         Examples:
@@ -248,6 +250,7 @@ struct Show: ParsableCommand {
 
 struct Delete: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "delete",
         abstract: "Delete items named by a PKCS#11 URI or by attributes.",
         discussion: """
         Deletes one item; when several match, --all deletes every one of them. A selection that \

@@ -239,6 +239,7 @@ struct GenerateKey: ParsableCommand {
 
 struct Import: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "import",
         abstract: "Import certificates, private keys and PKCS#12 bundles.",
         discussion: """
         Reads PEM or DER certificates (and chains), PKCS#8 private keys (encrypted or not), PKCS#1 \
@@ -382,6 +383,7 @@ enum ExportFormat: String, ExpressibleByArgument, CaseIterable {
 
 struct Export: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "export",
         abstract: "Export a certificate, a public key, or an extractable private key (encrypted).",
         discussion: """
         Certificates: pem (default) or der. Public keys (or a private key's public half): pem \

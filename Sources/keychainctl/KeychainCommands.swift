@@ -5,6 +5,7 @@ import KeychainCrypto
 
 struct Info: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "info",
         abstract: "Show one keychain: slot, serial, file, flags, item counts, PIN policy and tries, KDF parameters.",
         discussion: """
         Examples:
@@ -250,6 +251,7 @@ struct ResetPIN: ParsableCommand {
 
 struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "verify",
         abstract: "Check a keychain file for damage and for changes made outside this software.",
         discussion: """
         Checks the SQLite file, the integrity manifest (every record's write epoch, record and search \

@@ -3,6 +3,7 @@ import KeychainCore
 
 struct List: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "list",
         abstract: "List the keychains with their slot, serial, flags and object counts.",
         discussion: """
         Examples:

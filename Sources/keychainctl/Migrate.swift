@@ -6,6 +6,7 @@ import KeychainCrypto
 
 struct Migrate: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "migrate",
         abstract: "Copy the objects of another PKCS#11 token (SoftHSM, another module) into a keychain.",
         discussion: """
         Loads the other module, logs in to its token with its user PIN (--from-pin-file, \

@@ -34,6 +34,7 @@ struct P11Kit: ParsableCommand {
 
     struct Register: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "register",
             abstract: "Write keychain-pkcs11.module into p11-kit's configuration.",
             discussion: """
             Afterwards 'p11-kit list-modules' shows the module, and programs that load p11-kit-proxy.so \
@@ -95,6 +96,7 @@ struct P11Kit: ParsableCommand {
 
     struct Unregister: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "unregister",
             abstract: "Remove keychain-pkcs11.module from p11-kit's configuration.",
             discussion: """
             Examples:

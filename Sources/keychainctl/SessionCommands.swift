@@ -9,6 +9,7 @@ import KeychainCore
 
 struct Unlock: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "unlock",
         abstract: "Unlock a keychain for this login session (keychaind keeps it unlocked).",
         discussion: """
         The user PIN comes from --pin-file, KEYCHAIN_PKCS11_PIN or a prompt, and is checked by \
@@ -47,6 +48,7 @@ struct Unlock: ParsableCommand {
 
 struct Lock: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "lock",
         abstract: "Lock a keychain (or all) in this login session.",
         discussion: """
         Processes that took the keychain from the session keep what they hold until they log \
@@ -149,6 +151,7 @@ struct SessionPolicyCommand: ParsableCommand {
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "status",
         abstract: "Show which keychains are unlocked in this login session.",
         discussion: """
         Examples:

@@ -10,6 +10,7 @@ import KeychainCrypto
 
 struct Sign: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "sign",
         abstract: "Sign a file with an ML-DSA private key of the keychain.",
         discussion: """
         Writes the FIPS 204 signature (hedged, so each run gives another one; 3309 bytes for ML-DSA-65, \
