@@ -164,7 +164,16 @@ public struct GitRepository: Sendable {
 
     /// Whether the work tree has a commit yet.
     public func hasCommits() throws(SyncError) -> Bool {
-        try git(["rev-parse", "-q", "--verify", "HEAD"], allowFailure: true).succeeded
+        if looseHead() != nil { return true }
+        return try git(["rev-parse", "-q", "--verify", "HEAD"], allowFailure: true).succeeded
+    }
+
+    /// `main`'s commit when HEAD is `main` and `main` a loose ref (as a commit leaves them), read
+    /// from the files: no process. nil for anything else (packed refs, a detached HEAD, no commit
+    /// yet), which the callers ask git about.
+    func looseHead() -> String? {
+        guard WorkTreeFiles.read(directory + "/.git/HEAD").map({ String(decoding: $0, as: UTF8.self) }) == "ref: refs/heads/main\n" else { return nil }
+        return Self.objectName(WorkTreeFiles.read(directory + "/.git/refs/heads/main"))
     }
 
     /// Merges the fetched `origin/main` into `main` without resolving anything: the paths both
@@ -205,11 +214,7 @@ public struct GitRepository: Sendable {
 
     /// The commits of the work tree's `HEAD` and of the fetched `origin/main` (nil where there is none).
     public func revisions() throws(SyncError) -> (head: String?, remote: String?) {
-        // Read from the refs' files when both are loose refs (as a fetch and a commit leave them):
-        // no process. Anything else (packed refs, a detached HEAD) asks git.
-        if WorkTreeFiles.read(directory + "/.git/HEAD").map({ String(decoding: $0, as: UTF8.self) }) == "ref: refs/heads/main\n",
-           let head = Self.objectName(WorkTreeFiles.read(directory + "/.git/refs/heads/main")),
-           let remote = Self.objectName(WorkTreeFiles.read(directory + "/.git/refs/remotes/origin/main")) {
+        if let head = looseHead(), let remote = Self.objectName(WorkTreeFiles.read(directory + "/.git/refs/remotes/origin/main")) {
             return (head, remote)
         }
         let result = try git(["rev-parse", "HEAD", "refs/remotes/origin/main"], allowFailure: true)
@@ -232,6 +237,8 @@ public struct GitRepository: Sendable {
     /// Whether `main` holds a commit that `origin/main`, as last fetched, does not (or there is
     /// no `origin/main` yet): false when a push would have nothing to send.
     public func hasUnpushedCommits() throws(SyncError) -> Bool {
+        // Nothing to push when main is where the fetch left origin/main (read from the refs' files).
+        if let head = looseHead(), Self.objectName(WorkTreeFiles.read(directory + "/.git/refs/remotes/origin/main")) == head { return false }
         let result = try git(["rev-list", "-n", "1", "origin/main..HEAD"], allowFailure: true)
         return !result.succeeded || !result.output.isEmpty
     }
@@ -264,15 +271,25 @@ public enum WorkTreeFiles {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        var result: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
+        // One read of the file's size (one more finds its end); a file that grows meanwhile is
+        // read on in steps.
+        var status = stat()
+        let expected = fstat(fd, &status) == 0 ? max(Int(status.st_size), 0) : 0
+        var result = [UInt8](repeating: 0, count: expected + 1)
+        var filled = 0
         while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if filled == result.count { result += [UInt8](repeating: 0, count: max(result.count, 4096)) }
+            let count = result.withUnsafeMutableBytes { buffer -> Int in
+                guard let base = buffer.baseAddress else { return -1 }
+                return Glibc.read(fd, base + filled, buffer.count - filled)
+            }
             if count < 0, errno == EINTR { continue }
             if count < 0 { return nil }
-            if count == 0 { return result }
-            result += buffer[..<count]
+            if count == 0 { break }
+            filled += count
         }
+        result.removeLast(result.count - filled)
+        return result
     }
 
     public static func write(_ bytes: [UInt8], to path: String) throws(SyncError) {

@@ -117,6 +117,21 @@ public final class SyncEngine {
         return master
     }
 
+    /// Runs `body`'s writes of the sync's state as one keychain transaction (one commit, one flush).
+    private func inOneTransaction(_ body: () throws(SyncError) -> Void) throws(SyncError) {
+        var failure: SyncError?
+        do {
+            try keychain.transaction { () throws(KeychainError) in
+                do throws(SyncError) { try body() } catch {
+                    failure = error
+                    throw KeychainError(.storageFailure, error.reason)
+                }
+            }
+        } catch {
+            throw failure ?? SyncError(.malformed, "the keychain's sync state: \(error.reason)")
+        }
+    }
+
     private func integer(_ key: String) throws(SyncError) -> UInt64? {
         try value(key).flatMap { bytes in bytes.count == 8 ? bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } : nil }
     }
@@ -524,8 +539,8 @@ public final class SyncEngine {
         do {
             var report = try syncRound(forcingManifest: forcingManifest)
             report.devicesRemoved = try removeLeavingDevices()
-            try setInteger("settled", (try integer("settled") ?? 0) + UInt64(report.settled))
-            try setValue("error", nil)
+            if report.settled > 0 { try setInteger("settled", (try integer("settled") ?? 0) + UInt64(report.settled)) }
+            if try value("error") != nil { try setValue("error", nil) }
             return report
         } catch {
             try? setValue("error", Array(error.reason.utf8))
@@ -553,7 +568,7 @@ public final class SyncEngine {
             }
             guard myKey == identity.publicKeyInfo else { throw SyncError(.tampered, "the circle lists another key for this device") }
             let forceManifest = forcingManifest || !leavingRequests(repository, members: members, me: me).isEmpty
-            try setValue("circle", members.circle)
+            if try value("circle") != members.circle { try setValue("circle", members.circle) }
             // Every generation's key wrapped to this device that it does not hold yet.
             for generation in UInt32(1)...max(1, members.generation) where try secret("key.\(generation)") == nil {
                 if let wrapped = WorkTreeFiles.read(repository.path("circle/keys/\(generation)/\(Hex.string(me))")) {
@@ -576,17 +591,37 @@ public final class SyncEngine {
                       let file = WorkTreeFiles.read(repository.path("manifests/\(name)")) else { continue }  // a removed device's manifest
                 manifests.append(try SyncManifest.open(file, device: device, publicKeyInfo: key, keys: lookup))
             }
+            // The item files, read and hashed on every processor.
             var files: [String: [UInt8]] = [:]
-            for name in WorkTreeFiles.list(repository.path("items")) { files[name] = WorkTreeFiles.read(repository.path("items/\(name)")) }
+            var fileDigests: [String: [UInt8]] = [:]
+            let itemNames = WorkTreeFiles.list(repository.path("items"))
+            let read = Parallel.map(itemNames) { name -> (file: [UInt8]?, digest: [UInt8]?) in
+                let file = WorkTreeFiles.read(repository.path("items/\(name)"))
+                return (file, file.flatMap { try? SyncManifest.digest(of: $0) })
+            }
+            for (name, (file, digest)) in zip(itemNames, read) {
+                files[name] = file
+                fileDigests[name] = digest
+            }
             var remembered: [String: UInt64] = [:]
             for device in members.members.keys where device != Hex.string(me) { if let seen = try integer("seen.\(device)") { remembered[device] = seen } }
             if let own = try integer("counter") { remembered[Hex.string(me)] = own }
-            let checked = try RemoteCheck.check(manifests: manifests, remembered: remembered, files: files)
-            var remote: [[UInt8]: (name: String, item: SyncItem)] = [:]
-            for (name, entry) in checked.listed {
-                guard let file = files[name] else { continue }
-                let item = try SyncItemFile.open(file, name: name, listedVersion: entry.version, names: names, keys: lookup)
-                remote[item.state.uid] = (name, item)
+            let checked = try RemoteCheck.check(manifests: manifests, remembered: remembered, files: files, digests: fileDigests)
+            // Opened on every processor, with the digest of each record (what this device then knows of it).
+            let listed = checked.listed.filter { files[$0.key] != nil }.sorted { $0.key < $1.key }
+            let opened = Parallel.map(listed) { name, entry -> Result<(item: SyncItem, digest: [UInt8]), SyncError> in
+                do throws(SyncError) {
+                    guard let file = files[name] else { throw SyncError(.withheld, "items/\(name) is gone") }
+                    let item = try SyncItemFile.open(file, name: name, listedVersion: entry.version, names: names, keys: lookup)
+                    return .success((item, item.state.deleted ? [] : try SyncManifest.digest(of: item.record)))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            var remote: [[UInt8]: (name: String, item: SyncItem, digest: [UInt8])] = [:]
+            for ((name, _), result) in zip(listed, opened) {
+                let (item, digest) = try result.get()
+                remote[item.state.uid] = (name, item, digest)
             }
 
             // What this device knew at its last sync, and what it holds now.
@@ -656,9 +691,10 @@ public final class SyncEngine {
                  SecureBytes(count: 0))
             }
             // One uid from `incoming`: stored, removed, or settled against the item it collides with.
+            // Items prepared to store (`Keychain.prepareSynchronized`), a batch at a time.
+            var prepared: [[UInt8]: PreparedSynchronizedItem] = [:]
             func apply(_ uid: [UInt8]) throws(SyncError) {
-                guard let (name, item) = remote[uid] else { return }
-                let digest = item.state.deleted ? [] : try SyncManifest.digest(of: item.record.bytes)
+                guard let (name, item, digest) = remote[uid] else { return }
                 var applied = false
                 for _ in 0..<2 where !applied {
                     let failure: KeychainError?
@@ -667,7 +703,10 @@ public final class SyncEngine {
                         if item.state.deleted {
                             try keychain.removeSynchronized(uid: uid, master: master)
                         } else {
-                            seal = try keychain.applySynchronized(uid: uid, record: item.record.bytes, modified: Int64(item.state.modified / 1000), master: master)
+                            if let ready = prepared.removeValue(forKey: uid) { seal = try keychain.applySynchronized(ready, master: master) }
+                            if seal == nil {
+                                seal = try keychain.applySynchronized(uid: uid, record: item.record, modified: Int64(item.state.modified / 1000), master: master)
+                            }
                         }
                         failure = nil
                     } catch {
@@ -682,7 +721,7 @@ public final class SyncEngine {
                     }
                     guard failure.code == .duplicateItem else { throw SyncError(.malformed, "storing an item from the circle: \(failure.reason)") }
                     let other: [UInt8]?
-                    do { other = try keychain.synchronizedCollision(record: item.record.bytes, master: master) } catch {
+                    do { other = try keychain.synchronizedCollision(record: item.record, master: master) } catch {
                         throw SyncError(.malformed, "storing an item from the circle: \(error.reason)")
                     }
                     guard let other, other != uid, let otherState = state(of: other) else {
@@ -707,10 +746,31 @@ public final class SyncEngine {
             // last batch is this sync's own, and a later sync with nothing new can say so at once.
             var fingerprint = startFingerprint
             var onlyOurs = true
+            // Each batch's items are decoded and their rows made (`Keychain.prepareSynchronized`)
+            // on the other processors while the batch before is stored; one that fails there is
+            // stored the long way, which reports why.
+            let context = incoming.isEmpty ? nil : keychain.synchronizedContext(master: master)
+            let received = remote  // what the other thread reads: a copy no one changes
+            func prepare(_ batch: ArraySlice<[UInt8]>) -> [[UInt8]: PreparedSynchronizedItem] {
+                guard let context, !batch.isEmpty else { return [:] }
+                let records = batch.compactMap { uid in
+                    received[uid].flatMap { $0.item.state.deleted ? nil : SynchronizedRecord(uid: uid, record: $0.item.record, modified: Int64($0.item.state.modified / 1000)) }
+                }
+                var ready: [[UInt8]: PreparedSynchronizedItem] = [:]
+                for (record, result) in zip(records, keychain.prepareSynchronized(records, context: context)) {
+                    if case .success(let item) = result { ready[record.uid] = item }
+                }
+                return ready
+            }
             var next = 0
+            var preparedAhead = prepare(incoming[0..<min(Self.applyBatch, incoming.count)])
             while next < incoming.count {
                 let batch = incoming[next..<min(next + Self.applyBatch, incoming.count)]
                 next = batch.endIndex
+                prepared = preparedAhead
+                let following = incoming[next..<min(next + Self.applyBatch, incoming.count)]
+                let ahead = Parallel.start { prepare(following) }
+                defer { preparedAhead = ahead.join() ?? [:] }
                 var failure: SyncError?
                 do {
                     try keychain.transaction { () throws(KeychainError) in
@@ -733,11 +793,12 @@ public final class SyncEngine {
                 // A change of a row read here keeps that row's seal (written again before the next
                 // sync, the row has another and is opened); a tombstone none.
                 let seal = change.state.deleted ? nil : local[uid].flatMap { $0.unchanged ? nil : $0.seal }
-                known[uid] = KnownState(state: change.state, digest: change.state.deleted ? [] : try SyncManifest.digest(of: change.record.bytes), seal: seal)
+                known[uid] = KnownState(state: change.state, digest: change.state.deleted ? [] : try SyncManifest.digest(of: change.record), seal: seal)
             }
 
             // Whether this sync writes anything to the work tree (else nothing to add or commit).
             var wrote = !outgoing.isEmpty
+            var manifestEntries: [SyncManifest.Entry]?
             // This device's name, sealed (members read it in `sync status`, the remote does not).
             if let name = try value("name") {
                 let path = repository.path("circle/names/\(Hex.string(me))")
@@ -758,19 +819,25 @@ public final class SyncEngine {
                 try WorkTreeFiles.writeForCommit(file, to: repository.path("items/\(name)"))
                 files[name] = file
             }
-            var entries: [SyncManifest.Entry] = []
-            for (name, file) in files {
-                entries.append(SyncManifest.Entry(name: name, version: try SyncItemFile.header(file, name: name).version, digest: try SyncManifest.digest(of: file)))
-            }
             // A new manifest when this device sends something, when the generation moved, or when
             // forced (a removal): a sync that only receives writes none, commits nothing and pushes
             // nothing — the writers' manifests list what it received — and neither does a sync with
             // nothing new. (Its own manifest then lists older versions of others' files: the check
             // takes the newest version any manifest lists.)
             var counter = try integer("counter") ?? 0
-            let manifest = SyncManifest(device: me, counter: counter + 1, generation: members.generation, entries: entries)
             let current = manifests.first { $0.device == me }
-            if !outgoing.isEmpty || current == nil || current?.generation != manifest.generation || (forceManifest && current?.entries != manifest.entries) {
+            if !outgoing.isEmpty || current == nil || current?.generation != members.generation || forceManifest {
+                for change in outgoing.values { fileDigests[try names.name(for: change.state.uid)] = nil }
+                var entries: [SyncManifest.Entry] = []
+                for (name, file) in files {
+                    let digest: [UInt8]
+                    if let read = fileDigests[name] { digest = read } else { digest = try SyncManifest.digest(of: file) }
+                    entries.append(SyncManifest.Entry(name: name, version: try SyncItemFile.header(file, name: name).version, digest: digest))
+                }
+                manifestEntries = entries
+            }
+            if let entries = manifestEntries, !outgoing.isEmpty || current == nil || current?.generation != members.generation || current?.entries != entries {
+                let manifest = SyncManifest(device: me, counter: counter + 1, generation: members.generation, entries: entries)
                 counter = manifest.counter
                 try WorkTreeFiles.makeDirectory(repository.path("manifests"))
                 try WorkTreeFiles.writeForCommit(try manifest.sealed(keys: currentKeys, signer: identity), to: repository.path("manifests/\(Hex.string(me))"))
@@ -780,11 +847,16 @@ public final class SyncEngine {
             let pushed: GitRepository.PushResult = try repository.hasUnpushedCommits() ? try repository.push() : .pushed
             switch pushed {
             case .pushed:
-                try setInteger("counter", counter)
-                for (device, seen) in checked.counters where device != Hex.string(me) { try setInteger("seen.\(device)", seen) }
-                try storeKnownStates(known)
-                try setInteger("last", Self.nowMilliseconds())
-                try recordQuickState(repository, fingerprint: onlyOurs ? fingerprint : nil)
+                // What this sync leaves for the next, in one keychain transaction.
+                try inOneTransaction { () throws(SyncError) in
+                    if try integer("counter") != counter { try setInteger("counter", counter) }
+                    for (device, seen) in checked.counters where device != Hex.string(me) {
+                        if try integer("seen.\(device)") != seen { try setInteger("seen.\(device)", seen) }
+                    }
+                    try storeKnownStates(known)
+                    try setInteger("last", Self.nowMilliseconds())
+                    try recordQuickState(repository, fingerprint: onlyOurs ? fingerprint : nil)
+                }
                 report.sent = outgoing.count
                 return report
             case .rejected where attempt < Self.maximumRetries:

@@ -109,6 +109,11 @@ public struct SyncManifest: Sendable, Equatable {
         do { return try Digest.hash(.sha256, file) } catch { throw SyncError(.crypto, "SHA-256: \(error)") }
     }
 
+    /// The digest of a record kept on secure pages (no copy of it leaves them).
+    public static func digest(of record: SecureBytes) throws(SyncError) -> [UInt8] {
+        do { return try record.withUnsafeBytes { try Digest.hash(.sha256, $0) } } catch { throw SyncError(.crypto, "SHA-256: \(error)") }
+    }
+
     public func sealed(keys: CircleKeys, signer: DeviceIdentity) throws(SyncError) -> [UInt8] {
         guard device.count == SyncItemState.idSize, keys.generation == generation else {
             throw SyncError(.malformed, "a manifest's device id has \(SyncItemState.idSize) bytes and its generation is its keys'")

@@ -32,7 +32,9 @@ public enum RemoteCheck {
     /// `manifests`: every manifest of the remote, opened (signatures checked). `remembered`: the
     /// highest counter this device saw from each device (hex id), including devices whose
     /// manifest must still be there. `files`: every item file of the remote by name.
-    public static func check(manifests: [SyncManifest], remembered: [String: UInt64], files: [String: [UInt8]]) throws(SyncError) -> Result {
+    /// `digests` holds the files' SHA-256 digests where the caller has them already.
+    public static func check(manifests: [SyncManifest], remembered: [String: UInt64], files: [String: [UInt8]],
+                             digests known: [String: [UInt8]] = [:]) throws(SyncError) -> Result {
         var counters = remembered
         var present = Set<String>()
         for manifest in manifests {
@@ -68,7 +70,9 @@ public enum RemoteCheck {
             guard let file = files[name] else {
                 throw SyncError(.withheld, "items/\(name) is listed by manifests/\(by) (version \(entry.version)) but the remote does not have it")
             }
-            guard !(digests[name] ?? []).contains(try SyncManifest.digest(of: file)) else { continue }
+            let digest: [UInt8]
+            if let given = known[name] { digest = given } else { digest = try SyncManifest.digest(of: file) }
+            guard !(digests[name] ?? []).contains(digest) else { continue }
             if let header = try? SyncItemFile.header(file, name: name), header.version < entry.version {
                 throw SyncError(.replayed, "items/\(name) holds version \(header.version) of its item, manifests/\(by) lists version \(entry.version) (an old file put back)")
             }

@@ -49,7 +49,7 @@ final class SynchronizedItemsTests: XCTestCase {
 
         let items = try a.synchronizableItems(master: masterA)
         XCTAssertEqual(items.map(\.uid), [uid])
-        try b.applySynchronized(uid: uid, record: items[0].record, modified: 1_000_000_000, master: masterB)
+        try b.applySynchronized(uid: uid, record: SecureBytes(items[0].record), modified: 1_000_000_000, master: masterB)
         let rowB = try XCTUnwrap(try b.store.objectID(uid: uid))
         XCTAssertEqual(try b.object(id: rowB, master: masterB)[.value], Array("s3cret".utf8))
         XCTAssertEqual(try b.store.fetchObject(id: rowB).modified, 1_000_000_000)
@@ -60,12 +60,52 @@ final class SynchronizedItemsTests: XCTestCase {
         var edited = try a.object(id: rowA, master: masterA)
         edited[.value] = Array("n3w".utf8)
         try a.replace(id: rowA, with: edited, master: masterA)
-        try b.applySynchronized(uid: uid, record: try a.synchronizableItems(master: masterA)[0].record, modified: 1_000_000_100, master: masterB)
+        try b.applySynchronized(uid: uid, record: SecureBytes(try a.synchronizableItems(master: masterA)[0].record), modified: 1_000_000_100, master: masterB)
         XCTAssertEqual(try b.object(id: rowB, master: masterB)[.value], Array("n3w".utf8))
         XCTAssertEqual(try b.store.fetchObject(id: rowB).modified, 1_000_000_100)  // the writer's time, in the update itself
         try b.removeSynchronized(uid: uid, master: masterB)
         XCTAssertNil(try b.store.objectID(uid: uid))
         try b.removeSynchronized(uid: uid, master: masterB)  // already gone: nothing to do
+    }
+
+    /// Items prepared on several threads (`prepareSynchronized`) and stored in one transaction
+    /// get the rows the long way gives (the same search and locked-lookup entries); a prepared
+    /// item whose keychain changed meanwhile (here: the locked-lookup index turned off) is not
+    /// stored but handed back, and the long way then stores it under the new setting.
+    func test_prepared_items_store_as_the_long_way_and_are_made_again_after_a_change() throws {
+        let (a, masterA) = try device("a"), (b, masterB) = try device("b")
+        for index in 0..<80 {
+            let (item, uid) = try password("user\(index)", secret: "secret \(index)", sync: true)
+            _ = try a.add(item, uid: uid, master: masterA)
+        }
+        let items = try a.synchronizableItems(master: masterA).sorted { $0.uid.lexicographicallyPrecedes($1.uid) }
+        let records = items.map { SynchronizedRecord(uid: $0.uid, record: SecureBytes($0.record), modified: 1_000_000_000) }
+        let prepared = try b.prepareSynchronized(records, master: masterB).map { try $0.get() }
+        XCTAssertEqual(prepared.map(\.uid), items.map(\.uid), "one result per item, in order")
+
+        var seals: [[UInt8]?] = []
+        try b.transaction { () throws(KeychainError) in
+            for item in prepared.prefix(40) { seals.append(try b.applySynchronized(item, master: masterB)) }
+        }
+        XCTAssertEqual(seals.compactMap { $0 }.count, 40)
+        XCTAssertEqual(try b.lockedSearch(["account": "user3"])?.count, 1, "locked-lookup entries made on another thread")
+        // The long way over the same record leaves the same entries.
+        let first = try XCTUnwrap(try b.store.objectID(uid: items[0].uid))
+        let entries = try b.store.indexEntries(objectID: first)
+        try b.applySynchronized(uid: items[0].uid, record: SecureBytes(items[0].record), modified: 1_000_000_000, master: masterB)
+        XCTAssertTrue(KeychainDatabase.sameEntries(try b.store.indexEntries(objectID: first), entries))
+
+        XCTAssertGreaterThan(try b.setLockedLookup(false, master: masterB), 0)
+        XCTAssertNil(try b.applySynchronized(prepared[40], master: masterB), "made with the index on: made again")
+        XCTAssertNil(try b.store.objectID(uid: items[40].uid), "and nothing written")
+        for item in items.dropFirst(40) {
+            try b.applySynchronized(uid: item.uid, record: SecureBytes(item.record), modified: 1_000_000_000, master: masterB)
+        }
+        let reader = try Keychain.open(at: b.path, deviceKey: DeviceKeyFile(path: root + "/b-state/device-key"))
+        let unlocked = try userPIN.withUnsafeBytes { try reader.unlock(.user, pin: $0) }
+        XCTAssertEqual(try reader.verifyIntegrity(master: unlocked), 80)
+        XCTAssertEqual(try reader.synchronizableItems(master: unlocked).map(\.record).sorted { $0.lexicographicallyPrecedes($1) },
+                       items.map(\.record).sorted { $0.lexicographicallyPrecedes($1) })
     }
 
     func test_rows_with_the_seal_a_sync_recorded_are_listed_unchanged_without_being_opened() throws {
@@ -92,7 +132,7 @@ final class SynchronizedItemsTests: XCTestCase {
         XCTAssertEqual(rewritten.record, first.first { $0.uid == uid }?.record)
         XCTAssertTrue(try XCTUnwrap(after.first { $0.uid == otherUID }).unchanged)
         // Seals are per row, not per content: another keychain's copy never matches.
-        try b.applySynchronized(uid: uid, record: rewritten.record, modified: 1, master: masterB)
+        try b.applySynchronized(uid: uid, record: SecureBytes(rewritten.record), modified: 1, master: masterB)
         XCTAssertFalse(try XCTUnwrap(try b.synchronizableItems(master: masterB, unchangedSince: seals).first).unchanged)
     }
 
@@ -105,12 +145,12 @@ final class SynchronizedItemsTests: XCTestCase {
             do { try body(); return nil } catch let error as KeychainError { return error.code } catch { return nil }
         }
         // Under another id than its own CKA_UNIQUE_ID.
-        XCTAssertEqual(code { try b.applySynchronized(uid: try UniqueID.random().bytes, record: record, modified: 1, master: masterB) }, .recordCorrupted)
-        XCTAssertEqual(code { try b.applySynchronized(uid: uid, record: [1, 2, 3], modified: 1, master: masterB) }, .recordCorrupted)
+        XCTAssertEqual(code { try b.applySynchronized(uid: try UniqueID.random().bytes, record: SecureBytes(record), modified: 1, master: masterB) }, .recordCorrupted)
+        XCTAssertEqual(code { try b.applySynchronized(uid: uid, record: SecureBytes([1, 2, 3]), modified: 1, master: masterB) }, .recordCorrupted)
         // Not synchronizable.
         let (local, localUID) = try password("bob", secret: "x", sync: false)
         let localRecord = AttributeRecord.encode(local.recordAttributes)
-        XCTAssertEqual(code { try b.applySynchronized(uid: localUID, record: localRecord, modified: 1, master: masterB) }, .recordCorrupted)
+        XCTAssertEqual(code { try b.applySynchronized(uid: localUID, record: SecureBytes(localRecord), modified: 1, master: masterB) }, .recordCorrupted)
         XCTAssertNil(try b.store.objectID(uid: localUID))
     }
 

@@ -35,6 +35,14 @@ extension Keychain {
         return index
     }
 
+    /// The key `object`'s locked-lookup entries are made with now (with the Always key it comes
+    /// from), or nil when it gets none (inside the caller's transaction, or under the lock).
+    func lockedLookupKey(for object: ObjectAttributes, master: MasterKey?) throws -> (base: RecordKeys, index: BlindIndex)? {
+        guard object.mayHaveLockedLookupEntries, try keepsLockedLookup(), let index = lockedLookupIndex(master: master),
+              let base = lockedLookupCache?.base else { return nil }
+        return (base, index)
+    }
+
     /// Whether rows written now carry locked-lookup entries (read inside the caller's transaction).
     func keepsLockedLookup() throws -> Bool {
         (try store.metaInteger(Self.lockedLookupMeta) ?? 1) != 0
@@ -43,8 +51,14 @@ extension Keychain {
     /// The locked-lookup entries `object` gets: none unless it is a password the Secret Service
     /// serves (a data object whose secret needs nothing beyond the unlocked keychain).
     func lockedLookupEntries(_ object: ObjectAttributes, master: MasterKey?) throws -> [IndexEntry] {
-        guard object.objectClass == .data, object.requiredCredential == .none, try keepsLockedLookup(),
-              let index = lockedLookupIndex(master: master) else { return [] }
+        guard object.mayHaveLockedLookupEntries, try keepsLockedLookup() else { return [] }
+        return try Self.lockedLookupEntries(object, index: lockedLookupIndex(master: master))
+    }
+
+    /// `object`'s locked-lookup entries under `index` (none without one, or when it is no
+    /// password the Secret Service serves).
+    static func lockedLookupEntries(_ object: ObjectAttributes, index: BlindIndex?) throws -> [IndexEntry] {
+        guard object.mayHaveLockedLookupEntries, let index else { return [] }
         var entries = [IndexEntry(attribute: Self.lockedLookupAttribute, digest: try index.digest(attribute: Self.lockedLookupAttribute, value: Self.lockedLookupMarker))]
         for (name, value) in SecretServiceItems.attributes(of: object).sorted(by: { $0.key < $1.key }) {
             let term = LookupAttributes.term((name, value))
@@ -181,4 +195,10 @@ extension Keychain {
             }
         }
     }
+}
+
+extension ObjectAttributes {
+    /// Whether the object is a password the Secret Service serves (a data object whose secret needs
+    /// nothing beyond the unlocked keychain): only those get locked-lookup entries.
+    var mayHaveLockedLookupEntries: Bool { objectClass == .data && requiredCredential == .none }
 }

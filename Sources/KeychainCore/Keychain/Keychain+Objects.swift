@@ -11,6 +11,17 @@ struct SealedRow {
     let state: RowState
 }
 
+/// A row before its seal (`Keychain.rowContent`): the seal adds the write's epoch.
+struct RowContent {
+    let objectClass: UInt64
+    let protection: Protection
+    let index: [IndexEntry]
+    let primaryKey: [UInt8]?
+    let commitment: IndexCommitment
+    /// The record's attributes, encoded and padded: secret, on secure pages.
+    let plaintext: SecureBytes
+}
+
 /// Stored objects: sealing, index entries, adding, reading, replacing, removing and searching.
 extension Keychain {
     func indexEntries(_ object: ObjectAttributes, keys: RecordKeys) throws -> [IndexEntry] {
@@ -40,18 +51,30 @@ extension Keychain {
     /// The sealed record of `object` with its index entries and primary-key digest, which the
     /// record's associated data commits to.
     func seal(_ object: ObjectAttributes, uid: [UInt8], protection: Protection, keys: RecordKeys, epoch: UInt64, master: MasterKey?) throws -> SealedRow {
-        let index = try indexEntries(object, keys: keys) + lockedLookupEntries(object, master: master)
+        let lookup = try object.mayHaveLockedLookupEntries && keepsLockedLookup() ? lockedLookupIndex(master: master) : nil
+        return try Self.seal(try rowContent(object, protection: protection, keys: keys, lookupIndex: lookup), uid: uid, keys: keys, epoch: epoch)
+    }
+
+    /// Everything a row of `object` holds but its seal: search entries (with its locked-lookup
+    /// entries under `lookupIndex`), primary-key digest, their commitment and the record's
+    /// plaintext. Uses no keychain state: any thread may make one.
+    func rowContent(_ object: ObjectAttributes, protection: Protection, keys: RecordKeys, lookupIndex: BlindIndex?) throws -> RowContent {
+        let index = try indexEntries(object, keys: keys) + Self.lockedLookupEntries(object, index: lookupIndex)
         let primaryKey = try primaryKey(object, keys: keys)
         // Records that may hold a secret are padded to a size class (Docs/security.md).
         var plaintext = AttributeRecord.encode(object.recordAttributes, padded: protection != .public)
         defer { wipe(&plaintext) }
-        let secure = SecureBytes(plaintext)
-        let commitment = try IndexCommitment(entries: index, primaryKey: primaryKey)
-        let record = try SealedRecord.seal(secure, base: keys.recordBase, uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0),
-                                           protection: protection.rawValue, index: commitment, epoch: epoch)
-        return SealedRow(record: record, index: index, primaryKey: primaryKey,
-                         state: RowState(uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue, epoch: epoch,
-                                         indexCommit: commitment.bytes))
+        return RowContent(objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection, index: index, primaryKey: primaryKey,
+                          commitment: try IndexCommitment(entries: index, primaryKey: primaryKey), plaintext: SecureBytes(plaintext))
+    }
+
+    /// The sealed record of a row's content, written at `epoch`.
+    static func seal(_ content: RowContent, uid: [UInt8], keys: RecordKeys, epoch: UInt64) throws -> SealedRow {
+        let record = try SealedRecord.seal(content.plaintext, base: keys.recordBase, uid: uid, objectClass: content.objectClass,
+                                           protection: content.protection.rawValue, index: content.commitment, epoch: epoch)
+        return SealedRow(record: record, index: content.index, primaryKey: content.primaryKey,
+                         state: RowState(uid: uid, objectClass: content.objectClass, protection: content.protection.rawValue, epoch: epoch,
+                                         indexCommit: content.commitment.bytes))
     }
 
     /// What tells one write of a row from any other: its sealed record's AES-GCM tag (a random

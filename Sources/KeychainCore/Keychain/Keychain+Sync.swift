@@ -60,24 +60,125 @@ extension Keychain {
     /// `.recordCorrupted`: no device writes one). A different item with the same keychain primary
     /// key is `.duplicateItem`, as for any add. Returns the row's seal (`rowSeal`).
     @discardableResult
-    public func applySynchronized(uid: [UInt8], record: [UInt8], modified: Int64, master: MasterKey) throws(KeychainError) -> [UInt8] {
-        var (object, protection) = try Self.synchronizedObject(record)
-        defer { object.wipeValues() }
-        guard uid.count == UniqueID.byteCount, object.isToken, object.objectClass != nil, object.bool(.synchronizable), object.syncRefusal == nil,
-              !protection.isDeviceBound, object[.uniqueID] == Hex.digits(uid) else {
+    public func applySynchronized(uid: [UInt8], record: SecureBytes, modified: Int64, master: MasterKey) throws(KeychainError) -> [UInt8] {
+        // Made again when the keychain's keys changed between the two steps (another process).
+        for _ in 0..<2 {
+            if let seal = try applySynchronized(try prepareSynchronized(uid: uid, record: record, modified: modified, master: master), master: master) {
+                return seal
+            }
+        }
+        throw KeychainError(.storageFailure, "the keychain's keys changed while a synchronized item was stored: sync again")
+    }
+
+    /// The first step of `applySynchronized`: the record decoded and checked, and everything its
+    /// row holds but the seal (search entries, primary-key digest, the plaintext), which needs
+    /// the write's epoch.
+    public func prepareSynchronized(uid: [UInt8], record: SecureBytes, modified: Int64, master: MasterKey) throws(KeychainError) -> PreparedSynchronizedItem {
+        guard let result = prepareSynchronized([SynchronizedRecord(uid: uid, record: record, modified: modified)], master: master).first else {
+            throw KeychainError(.recordCorrupted, "a synchronized item was not prepared")
+        }
+        return try result.get()
+    }
+
+    /// `prepareSynchronized` of many items (a sync's batch), the records decoded and their rows
+    /// made on every processor. One result per item, in order.
+    public func prepareSynchronized(_ items: [SynchronizedRecord], master: MasterKey) -> [Result<PreparedSynchronizedItem, KeychainError>] {
+        prepareSynchronized(items, context: synchronizedContext(master: master))
+    }
+
+    /// What preparing synchronized items needs of this keychain, read once under the lock: the
+    /// record keys of every class an item that syncs may have, and the locked-lookup key.
+    public func synchronizedContext(master: MasterKey) -> SynchronizedContext {
+        readDeviceKeyAhead { alwaysKeys == nil }
+        return lock.withLock { () -> SynchronizedContext in
+            var keys: [Protection: Result<RecordKeys, KeychainError>] = [:]
+            for protection in Protection.allCases where !protection.isDeviceBound {
+                keys[protection] = Result { () throws(KeychainError) in try keysForStoring(protection, object: ObjectAttributes(), master: master) }
+            }
+            let lookup = Result { () throws(KeychainError) -> (base: RecordKeys, index: BlindIndex)? in
+                try translatingErrors { try keepsLockedLookup() ? lockedLookupIndex(master: master).flatMap { index in lockedLookupCache.map { ($0.base, index) } } : nil }
+            }
+            return SynchronizedContext(keys: keys, lookup: lookup)
+        }
+    }
+
+    /// `prepareSynchronized` with the keychain's part read before (`synchronizedContext`): takes
+    /// no lock, so it may run while another thread stores (the store finds out when the keys
+    /// changed in between, and the item is prepared again).
+    public func prepareSynchronized(_ items: [SynchronizedRecord], context: SynchronizedContext) -> [Result<PreparedSynchronizedItem, KeychainError>] {
+        Parallel.map(items) { item -> Result<PreparedSynchronizedItem, KeychainError> in
+            Result { () throws(KeychainError) -> PreparedSynchronizedItem in
+                var object = try Self.checkedSynchronizedObject(item)
+                defer { object.wipeValues() }
+                let protection = try Protection(for: object)
+                guard let keys = try context.keys[protection]?.get() else { throw KeychainError(.recordCorrupted, "a synchronized item names no protection") }
+                let lookupKey = object.mayHaveLockedLookupEntries ? try context.lookup.get() : nil
+                let content = try translatingErrors { try rowContent(object, protection: protection, keys: keys, lookupIndex: lookupKey?.index) }
+                let changesSealedSecret = object.hasSealedSecrets
+                    && object.values.keys.contains(where: { AttributeTable.rule($0)?.flags.contains(.sensitive) == true })
+                return PreparedSynchronizedItem(uid: item.uid, modified: item.modified, content: content, keys: keys, lookupBase: lookupKey?.base,
+                                                mayHaveLockedLookupEntries: object.mayHaveLockedLookupEntries, changesSealedSecret: changesSealedSecret)
+            }
+        }
+    }
+
+    /// A synchronized item's object, checked: a synchronizable token object of its own uid, not
+    /// bound to a device (the caller wipes it).
+    private static func checkedSynchronizedObject(_ item: SynchronizedRecord) throws(KeychainError) -> ObjectAttributes {
+        var (object, protection) = try item.record.withUnsafeBytes { bytes throws(KeychainError) in try Self.synchronizedObject(bytes) }
+        guard item.uid.count == UniqueID.byteCount, object.isToken, object.objectClass != nil, object.bool(.synchronizable), object.syncRefusal == nil,
+              !protection.isDeviceBound, object[.uniqueID] == Hex.digits(item.uid) else {
+            object.wipeValues()
             throw KeychainError(.recordCorrupted, "a synchronized item is not a synchronizable token object of its own id")
         }
-        // The writer's modification time goes into the row with the write itself.
-        if let existing = try translatingErrors({ try store.objectID(uid: uid) }) {
-            return try replace(id: existing, with: object, master: master, allowingPrivateChange: true, modified: modified)
+        // Never written by a device: a write-only attribute.
+        if object[.applicationPassword] != nil {
+            object.wipeValues()
+            throw KeychainError(.recordCorrupted, "a synchronized item carries an application password")
         }
-        return try add(object, uid: uid, master: master, modified: modified).seal
+        return object
+    }
+
+    /// The second step of `applySynchronized`: the prepared row sealed and written (inside the
+    /// caller's transaction, if any). nil, with nothing written, when the keys or the locked-lookup
+    /// index it was made with are no longer this keychain's (prepare it again).
+    public func applySynchronized(_ item: PreparedSynchronizedItem, master: MasterKey) throws(KeychainError) -> [UInt8]? {
+        readDeviceKeyAhead { alwaysKeys == nil }
+        return try lock.withLock { () throws(KeychainError) -> [UInt8]? in
+            let protection = item.content.protection
+            guard try keys(for: protection, master: master) === item.keys else { return nil }
+            if item.mayHaveLockedLookupEntries {
+                let base = try translatingErrors { try keepsLockedLookup() ? lockedLookupIndex(master: master).flatMap { _ in lockedLookupCache?.base } : nil }
+                guard base === item.lookupBase else { return nil }
+            }
+            let uid = item.uid
+            guard let id = try translatingErrors({ try store.objectID(uid: uid) }) else {
+                return try writeRow(master: master) { epoch in
+                    let sealed = try Self.seal(item.content, uid: uid, keys: item.keys, epoch: epoch)
+                    _ = try store.insertObject(uid: uid, objectClass: item.content.objectClass, protection: protection.rawValue, record: sealed.record,
+                                               primaryKey: sealed.primaryKey, index: sealed.index, now: Self.now(), epoch: epoch,
+                                               indexCommit: sealed.state.indexCommit, modified: item.modified)
+                    return (Self.rowSeal(sealed.record), nil, sealed.state)
+                }
+            }
+            if item.changesSealedSecret {
+                throw KeychainError(.attributeReadOnly, "the secret of an item with an application password changes only by deleting and adding it again")
+            }
+            return try writeRow(master: master) { epoch in
+                let before = try store.fetchObject(id: id)
+                let sealed = try Self.seal(item.content, uid: before.uid, keys: item.keys, epoch: epoch)
+                try store.updateObject(id: id, protection: protection.rawValue, record: sealed.record, primaryKey: sealed.primaryKey,
+                                       index: sealed.index, now: item.modified, epoch: epoch, indexCommit: sealed.state.indexCommit,
+                                       keysUnchanged: before.protection == protection.rawValue && before.primaryKey == sealed.primaryKey)
+                return (Self.rowSeal(sealed.record), Self.state(of: before), sealed.state)
+            }
+        }
     }
 
     /// The uid of the item here that has the same keychain primary key as `record` (the same
     /// account and service, say) — the item an apply of `record` collides with — if there is one.
-    public func synchronizedCollision(record: [UInt8], master: MasterKey) throws(KeychainError) -> [UInt8]? {
-        var (object, protection) = try Self.synchronizedObject(record)
+    public func synchronizedCollision(record: SecureBytes, master: MasterKey) throws(KeychainError) -> [UInt8]? {
+        var (object, protection) = try record.withUnsafeBytes { bytes throws(KeychainError) in try Self.synchronizedObject(bytes) }
         defer { object.wipeValues() }
         return try lock.withLock { () throws(KeychainError) -> [UInt8]? in
             let keys = try keysForStoring(protection, object: object, master: master)
@@ -90,9 +191,9 @@ extension Keychain {
 
     /// The object a synchronized record holds and its protection (the caller wipes the object);
     /// `.recordCorrupted` for a record that does not decode or names no protection.
-    private static func synchronizedObject(_ record: [UInt8]) throws(KeychainError) -> (ObjectAttributes, Protection) {
+    private static func synchronizedObject(_ record: UnsafeRawBufferPointer) throws(KeychainError) -> (ObjectAttributes, Protection) {
         var attributes: [(type: UInt64, value: [UInt8])]
-        do { attributes = try record.withUnsafeBytes { try AttributeRecord.decode($0) } } catch {
+        do { attributes = try AttributeRecord.decode(record) } catch {
             throw KeychainError(.recordCorrupted, "a synchronized item's record does not decode")
         }
         var object = ObjectAttributes(recordAttributes: attributes)
@@ -165,4 +266,43 @@ extension Keychain {
             throw KeychainError(.storageFailure, "HKDF: \(error)")
         }
     }
+}
+
+/// An item from another device to store: its uid, its record (`AttributeRecord`) and the
+/// writer's modification time (seconds since 1970).
+public struct SynchronizedRecord: Sendable {
+    public let uid: [UInt8]
+    public let record: SecureBytes
+    public let modified: Int64
+
+    public init(uid: [UInt8], record: SecureBytes, modified: Int64) {
+        self.uid = uid
+        self.record = record
+        self.modified = modified
+    }
+}
+
+/// See `Keychain.synchronizedContext`.
+public final class SynchronizedContext: @unchecked Sendable {
+    let keys: [Protection: Result<RecordKeys, KeychainError>]
+    let lookup: Result<(base: RecordKeys, index: BlindIndex)?, KeychainError>
+
+    init(keys: [Protection: Result<RecordKeys, KeychainError>], lookup: Result<(base: RecordKeys, index: BlindIndex)?, KeychainError>) {
+        self.keys = keys
+        self.lookup = lookup
+    }
+}
+
+/// A synchronized item ready to store (`Keychain.prepareSynchronized`). Its plaintext stays on
+/// secure pages, wiped when the last copy goes.
+public struct PreparedSynchronizedItem: @unchecked Sendable {
+    let uid: [UInt8]
+    let modified: Int64
+    let content: RowContent
+    /// What it was made with: a keychain whose keys are others now makes it again.
+    let keys: RecordKeys
+    let lookupBase: RecordKeys?
+    let mayHaveLockedLookupEntries: Bool
+    /// It would replace the secret of an item sealed under an application password.
+    let changesSealedSecret: Bool
 }
