@@ -14,9 +14,11 @@
 #                    process (each old file unlinked and a new one written, as the sync writes
 #                    them); `git add -A`, `git commit`, `git push`
 #   pull       sync  `keychainctl sync now` on B: fetches and merges A's push, checks it, stores
-#                    the N items in B's keychain, and commits and pushes B's manifest (which lists
-#                    the new versions)
+#                    the N items in B's keychain (a sync that only receives commits and pushes
+#                    nothing: A's manifest lists the new versions)
 #              git   in clone 2: `git pull` (fetch + merge) of clone 1's push
+#   push + pull      the N items from A to B end to end: the round's push and pull added up on
+#                    each side (git alone: commit, push and pull)
 #   no change  sync  `keychainctl sync now` on B again, when nothing changed anywhere
 #              git   in clone 2: `git pull` with nothing new + `git push` with nothing to push
 #
@@ -253,6 +255,11 @@ rows = {}
 for line in open(results):
     who, measure, value, unit = line.split()
     rows.setdefault((who, measure), []).append(float(value))
+# The items from A to B end to end: each round's push and pull added up, on each side.
+for who in ("sync", "git"):
+    pushes, pulls = rows.get((who, "push"), []), rows.get((who, "pull"), [])
+    if pushes and len(pushes) == len(pulls):
+        rows[(who, "transfer")] = [a + b for a, b in zip(pushes, pulls)]
 def paired(measure):
     """The median and the range of the rounds' ratios sync/git (the results list each round's pair in order)."""
     ours, bound = rows.get(("sync", measure), []), rows.get(("git", measure), [])
@@ -274,7 +281,7 @@ def ratio(a, b):
 print(f"sync of {items:,} items over file://: medians of {rounds} alternating rounds (sync/git: the median of the rounds' ratios)")
 print(f"{'row':40} {'sync/git':>9} {'rounds':>12} {'sync (keychainctl)':>19} {'git alone':>11}")
 for measure, title in (("push", f"push: {items:,} changed items (A)"), ("pull", f"pull: {items:,} changed items (B)"),
-                       ("nochange", "no-change sync (B)")):
+                       ("transfer", f"push + pull: {items:,} items A to B"), ("nochange", "no-change sync (B)")):
     median, spread = paired(measure)
     print(f"{title:40} {median:>9} {spread:>12} {fmt(med('sync', measure)):>19} {fmt(med('git', measure)):>11}")
 print()

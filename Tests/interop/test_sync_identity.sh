@@ -5,7 +5,9 @@
 # (KEYCHAIN_PKCS11_TCTI=none): `sync join --identity-key tpm` fails with exit status 64 and its
 # reason, and writes nothing (no sync state, no request on the remote); `--identity-key auto`
 # then joins in software, and items cross both ways. With its TPM gone, machine a's syncs fail
-# saying the key is in this machine's TPM, and `sync leave --local` still forgets the circle.
+# saying the key is in this machine's TPM — `sync now`, and keychaind's own syncs, which keep it as
+# the last error and back off while the daemon goes on — and `sync leave --local` still forgets
+# the circle.
 . "$HERE/lib.sh"
 . "$HERE/servers.sh"
 
@@ -81,6 +83,37 @@ expect_contains "$(cat "$WORK/last.err")" "identity key is in this machine's TPM
 expect_contains "$(cat "$WORK/last.err")" "sync leave --local" "and what to do"
 out=$(machine a none sync status) || fail "status without the TPM: $out"
 expect_contains "$out" "identity key:      TPM" "status reads without the TPM"
+
+# keychaind's own syncs without the TPM: the one after unlock fails with the same words, kept as
+# the last error and said on keychaind's stderr with the back-off (30 s first); a change made during
+# the back-off waits for it; the daemon goes on serving its session.
+keychaind=$(dirname "$KEYCHAINCTL")/keychaind
+[ -x "$keychaind" ] || fail "no keychaind beside keychainctl"
+mkdir -m 700 "$WORK/a/agent" || fail "agent folder"
+a_session() {
+    KEYCHAIN_PKCS11_DIR="$WORK/a/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="$WORK/a/state/device-key" KEYCHAIN_PKCS11_AGENT="$WORK/a/agent/agent.sock" \
+        HOME="$WORK/a/home" KEYCHAIN_PKCS11_TCTI=none "$@"
+}
+machine a none session-policy --sync-interval 120s >/dev/null || fail "session-policy --sync-interval"
+KEYCHAIN_PKCS11_DIR="$WORK/a/keychains" KEYCHAIN_PKCS11_DEVICE_KEY="$WORK/a/state/device-key" KEYCHAIN_PKCS11_AGENT="$WORK/a/agent/agent.sock" \
+    HOME="$WORK/a/home" KEYCHAIN_PKCS11_TCTI=none "$keychaind" --foreground --socket "$WORK/a/agent/agent.sock" 2>"$WORK/a/daemon.log" &
+daemon=$!
+trap 'stop_swtpms; kill "$daemon" 2>/dev/null' EXIT
+for _ in $(seq 1 50); do [ -S "$WORK/a/agent/agent.sock" ] && break; sleep 0.1; done
+a_session "$KEYCHAINCTL" unlock --pin-file "$WORK/user.pin" >/dev/null || fail "unlock a in its session: $(cat "$WORK/a/daemon.log")"
+for _ in $(seq 1 40); do grep -q "failed (1 in a row" "$WORK/a/daemon.log" && break; sleep 0.5; done
+expect_contains "$(cat "$WORK/a/daemon.log")" "failed (1 in a row; next try in 30 s)" "keychaind's sync after unlock fails and backs off"
+expect_contains "$(cat "$WORK/a/daemon.log")" "identity key is in this machine's TPM" "in the same words as sync now"
+error=$(a_session "$KEYCHAINCTL" sync status --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["lastError"] or "")') || fail "sync status in the session"
+expect_contains "$error" "identity key is in this machine's TPM" "the last error in words"
+printf 'while-the-tpm-is-gone' >d.txt
+a_session "$KEYCHAINCTL" add-generic-password -a dave -s d.example.com --sync --password-file d.txt >/dev/null || fail "add on a in its session"
+sleep 5
+expect_eq "$(grep -c "keychaind: sync of" "$WORK/a/daemon.log")" "1" "a change during the back-off waits for it (no second try within 5 s)"
+kill -0 "$daemon" 2>/dev/null || fail "keychaind exited after its failed sync: $(cat "$WORK/a/daemon.log")"
+expect_eq "$(a_session "$KEYCHAINCTL" find-generic-password -a dave -s d.example.com -w)" "while-the-tpm-is-gone" "the session goes on serving"
+kill "$daemon" 2>/dev/null
+wait "$daemon" 2>/dev/null
 out=$(machine a none sync leave --local) || fail "sync leave --local without the TPM: $out"
 expect_contains "$(machine a none sync status)" "is in no circle" "a forgot the circle"
 echo "ok"
