@@ -88,7 +88,7 @@ final class SynchronizedItemsTests: XCTestCase {
             for item in prepared.prefix(40) { seals.append(try b.applySynchronized(item, master: masterB)) }
         }
         XCTAssertEqual(seals.compactMap { $0 }.count, 40)
-        XCTAssertEqual(try b.lockedSearch(["account": "user3"])?.count, 1, "locked-lookup entries made on another thread")
+        XCTAssertEqual(try b.lockedSearch([:])?.count, 40, "locked-lookup entries made on another thread")
         // The long way over the same record leaves the same entries.
         let first = try XCTUnwrap(try b.store.objectID(uid: items[0].uid))
         let entries = try b.store.indexEntries(objectID: first)

@@ -22,19 +22,10 @@ public enum Parallel {
                 let work = SharedWork(count: input.count) { index in
                     (results.baseAddress.map { $0 + index })?.initialize(to: transform(input[index]))
                 }
-                var started: [pthread_t] = []
-                for _ in 1..<threads {
-                    let context = Unmanaged.passRetained(work)
-                    var thread = pthread_t()
-                    let status = pthread_create(&thread, nil, { context in
-                        guard let context else { return nil }
-                        Unmanaged<SharedWork>.fromOpaque(context).takeRetainedValue().run()
-                        return nil
-                    }, context.toOpaque())
-                    if status == 0 { started.append(thread) } else { context.release() }
-                }
+                let helpers = (1..<threads).map { _ in ThreadTask { work.run() } }
+                for helper in helpers { helper.start() }
                 work.run()
-                for thread in started { pthread_join(thread, nil) }
+                for helper in helpers { helper.join() }
             }
         }
         let output = Array(results)
