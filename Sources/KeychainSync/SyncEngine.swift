@@ -524,15 +524,12 @@ public final class SyncEngine {
         return max(full ?? 0, checked)
     }
 
-    /// Records what `quickSync` compares, after a sync that completed: the work tree's commit when
+    /// What `quickSync` compares, recorded after a sync that completed: the work tree's commit when
     /// it is the remote's, and the keychain's fingerprint when only this sync wrote to it (nil
     /// forgets the record: the next sync runs in full).
-    private func recordQuickState(_ repository: GitRepository, fingerprint: [UInt8]?) throws(SyncError) {
-        var record: [UInt8]?
-        if let fingerprint, let revisions = try? repository.revisions(), let head = revisions.head, revisions.remote == head {
-            record = Array(head.utf8) + fingerprint
-        }
-        try setValue("quick", record)
+    private func quickRecord(_ repository: GitRepository, fingerprint: [UInt8]?) -> [UInt8]? {
+        guard let fingerprint, let revisions = try? repository.revisions(), let head = revisions.head, revisions.remote == head else { return nil }
+        return Array(head.utf8) + fingerprint
     }
 
     private func syncLocked(forcingManifest: Bool = false) throws(SyncError) -> SyncReport {
@@ -693,6 +690,7 @@ public final class SyncEngine {
             // One uid from `incoming`: stored, removed, or settled against the item it collides with.
             // Items prepared to store (`Keychain.prepareSynchronized`), a batch at a time.
             var prepared: [[UInt8]: PreparedSynchronizedItem] = [:]
+            var contextIsStale = false
             func apply(_ uid: [UInt8]) throws(SyncError) {
                 guard let (name, item, digest) = remote[uid] else { return }
                 var applied = false
@@ -703,7 +701,12 @@ public final class SyncEngine {
                         if item.state.deleted {
                             try keychain.removeSynchronized(uid: uid, master: master)
                         } else {
-                            if let ready = prepared.removeValue(forKey: uid) { seal = try keychain.applySynchronized(ready, master: master) }
+                            if let ready = prepared.removeValue(forKey: uid) {
+                                seal = try keychain.applySynchronized(ready, master: master)
+                                // The keychain's keys were made again (a failed write drops them):
+                                // the next batches are prepared with the new ones.
+                                if seal == nil { contextIsStale = true }
+                            }
                             if seal == nil {
                                 seal = try keychain.applySynchronized(uid: uid, record: item.record, modified: Int64(item.state.modified / 1000), master: master)
                             }
@@ -749,7 +752,8 @@ public final class SyncEngine {
             // Each batch's items are decoded and their rows made (`Keychain.prepareSynchronized`)
             // on the other processors while the batch before is stored; one that fails there is
             // stored the long way, which reports why.
-            let context = incoming.isEmpty ? nil : keychain.synchronizedContext(master: master)
+            // Changed only while no other thread prepares (between batches).
+            var context = incoming.isEmpty ? nil : keychain.synchronizedContext(master: master)
             let received = remote  // what the other thread reads: a copy no one changes
             func prepare(_ batch: ArraySlice<[UInt8]>) -> [[UInt8]: PreparedSynchronizedItem] {
                 guard let context, !batch.isEmpty else { return [:] }
@@ -767,6 +771,12 @@ public final class SyncEngine {
             while next < incoming.count {
                 let batch = incoming[next..<min(next + Self.applyBatch, incoming.count)]
                 next = batch.endIndex
+                if contextIsStale {
+                    // No other thread runs here: the context is read again, the batch prepared again.
+                    contextIsStale = false
+                    context = keychain.synchronizedContext(master: master)
+                    preparedAhead = prepare(batch)
+                }
                 prepared = preparedAhead
                 let following = incoming[next..<min(next + Self.applyBatch, incoming.count)]
                 let ahead = Parallel.start { prepare(following) }
@@ -847,7 +857,9 @@ public final class SyncEngine {
             let pushed: GitRepository.PushResult = try repository.hasUnpushedCommits() ? try repository.push() : .pushed
             switch pushed {
             case .pushed:
-                // What this sync leaves for the next, in one keychain transaction.
+                // What this sync leaves for the next, in one keychain transaction (the refs read
+                // before it: no git runs while it holds the keychain).
+                let quick = quickRecord(repository, fingerprint: onlyOurs ? fingerprint : nil)
                 try inOneTransaction { () throws(SyncError) in
                     if try integer("counter") != counter { try setInteger("counter", counter) }
                     for (device, seen) in checked.counters where device != Hex.string(me) {
@@ -855,7 +867,7 @@ public final class SyncEngine {
                     }
                     try storeKnownStates(known)
                     try setInteger("last", Self.nowMilliseconds())
-                    try recordQuickState(repository, fingerprint: onlyOurs ? fingerprint : nil)
+                    try setValue("quick", quick)
                 }
                 report.sent = outgoing.count
                 return report

@@ -230,6 +230,25 @@ extension TamperingTests {
         XCTAssertEqual(try reader.verifyIntegrity(master: unlocked), 7, "the write after the rollback starts from the stored manifest")
     }
 
+    /// A nested write that fails inside a transaction (here a second row with the same uid) drops
+    /// the cached keys; reads after it in the same transaction still see the manifest the
+    /// transaction's writes left, not the older one stored before it.
+    func test_a_failed_nested_write_leaves_the_transactions_manifest_to_its_reads() throws {
+        let (keychain, master) = try makeKeychain()
+        let objects = try (0..<2).map { try dataObjectTemplate("item \($0)") }
+        let uid = try Random.bytes(16)
+        var label: [UInt8]?
+        try keychain.transaction { () throws(KeychainError) in
+            let id = try keychain.add(objects[0], uid: uid, master: master)
+            XCTAssertEqual(code { _ = try keychain.add(objects[1], uid: uid, master: master) }, .duplicateItem)
+            label = try keychain.object(id: id, master: master)[.label]
+        }
+        XCTAssertEqual(label, Array("item 0".utf8))
+        let reader = try Keychain.open(at: keychain.path)
+        let unlocked = try userPIN.withUnsafeBytes { try reader.unlock(.user, pin: $0) }
+        XCTAssertEqual(try reader.verifyIntegrity(master: unlocked), 1)
+    }
+
     private func dataObjectTemplate(_ label: String) throws -> ObjectAttributes {
         try ObjectTemplate.create([(.objectClass, AttributeValue.ulong(ObjectClass.data.rawValue)), (.token, [1]), (.isPrivate, [1]),
                                    (.label, Array(label.utf8)), (.value, [1])], uniqueID: Array(UUIDText.random().utf8), policy: .compatible)

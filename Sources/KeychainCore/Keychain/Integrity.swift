@@ -117,7 +117,13 @@ extension Keychain {
     /// current-format row), or when there is no `mac` to check it with. A manifest altered, or
     /// missing while current-format rows need it, is damage.
     func storedManifest(mac: KeyedMAC?) throws -> Manifest? {
-        if let deferred = deferredManifest, let mac, deferred.mac === mac { return deferred.manifest }
+        if let deferred = deferredManifest {
+            if let mac, deferred.mac === mac { return deferred.manifest }
+            // Inside a transaction whose writes left it in memory, under a key object made again
+            // since (a failed nested transaction drops the cached keys): stored first, so that
+            // what is read below is what the rows now are.
+            try storeDeferredManifest()
+        }
         guard let stored = try store.metaBlob(Self.manifestMeta) else {
             guard try !store.hasCurrentFormatRows() else {
                 throw KeychainError(.recordCorrupted, "the keychain's integrity manifest is missing while its records need one: the file was altered")

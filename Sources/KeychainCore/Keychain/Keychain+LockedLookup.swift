@@ -35,14 +35,6 @@ extension Keychain {
         return index
     }
 
-    /// The key `object`'s locked-lookup entries are made with now (with the Always key it comes
-    /// from), or nil when it gets none (inside the caller's transaction, or under the lock).
-    func lockedLookupKey(for object: ObjectAttributes, master: MasterKey?) throws -> (base: RecordKeys, index: BlindIndex)? {
-        guard object.mayHaveLockedLookupEntries, try keepsLockedLookup(), let index = lockedLookupIndex(master: master),
-              let base = lockedLookupCache?.base else { return nil }
-        return (base, index)
-    }
-
     /// Whether rows written now carry locked-lookup entries (read inside the caller's transaction).
     func keepsLockedLookup() throws -> Bool {
         (try store.metaInteger(Self.lockedLookupMeta) ?? 1) != 0

@@ -91,14 +91,15 @@ extension Keychain {
     public func synchronizedContext(master: MasterKey) -> SynchronizedContext {
         readDeviceKeyAhead { alwaysKeys == nil }
         return lock.withLock { () -> SynchronizedContext in
-            var keys: [Protection: Result<RecordKeys, KeychainError>] = [:]
+            var classKeys: [Protection: Result<RecordKeys, KeychainError>] = [:]
             for protection in Protection.allCases where !protection.isDeviceBound {
-                keys[protection] = Result { () throws(KeychainError) in try keysForStoring(protection, object: ObjectAttributes(), master: master) }
+                // Nothing made here (an Always key a keychain lacks): an item that needs it goes the long way.
+                classKeys[protection] = Result { () throws(KeychainError) in try keys(for: protection, master: master) }
             }
             let lookup = Result { () throws(KeychainError) -> (base: RecordKeys, index: BlindIndex)? in
                 try translatingErrors { try keepsLockedLookup() ? lockedLookupIndex(master: master).flatMap { index in lockedLookupCache.map { ($0.base, index) } } : nil }
             }
-            return SynchronizedContext(keys: keys, lookup: lookup)
+            return SynchronizedContext(keys: classKeys, lookup: lookup)
         }
     }
 
@@ -143,8 +144,9 @@ extension Keychain {
     /// caller's transaction, if any). nil, with nothing written, when the keys or the locked-lookup
     /// index it was made with are no longer this keychain's (prepare it again).
     public func applySynchronized(_ item: PreparedSynchronizedItem, master: MasterKey) throws(KeychainError) -> [UInt8]? {
-        readDeviceKeyAhead { alwaysKeys == nil }
-        return try lock.withLock { () throws(KeychainError) -> [UInt8]? in
+        // The checks and the write in one write transaction (the caller's, in a sync): no other
+        // process changes the keys or the locked-lookup setting in between.
+        try transaction { () throws(KeychainError) -> [UInt8]? in
             let protection = item.content.protection
             guard try keys(for: protection, master: master) === item.keys else { return nil }
             if item.mayHaveLockedLookupEntries {
