@@ -176,6 +176,9 @@ public struct GitRepository: Sendable {
         return Self.objectName(WorkTreeFiles.read(directory + "/.git/refs/heads/main"))
     }
 
+    /// The fetched `origin/main`'s commit when it is a loose ref, read from its file; nil otherwise.
+    func looseRemote() -> String? { Self.objectName(WorkTreeFiles.read(directory + "/.git/refs/remotes/origin/main")) }
+
     /// Merges the fetched `origin/main` into `main` without resolving anything: the paths both
     /// sides changed are returned, with the merge left open for the caller to settle and commit.
     public func mergeFetched() throws(SyncError) -> [String] {
@@ -214,7 +217,7 @@ public struct GitRepository: Sendable {
 
     /// The commits of the work tree's `HEAD` and of the fetched `origin/main` (nil where there is none).
     public func revisions() throws(SyncError) -> (head: String?, remote: String?) {
-        if let head = looseHead(), let remote = Self.objectName(WorkTreeFiles.read(directory + "/.git/refs/remotes/origin/main")) {
+        if let head = looseHead(), let remote = looseRemote() {
             return (head, remote)
         }
         let result = try git(["rev-parse", "HEAD", "refs/remotes/origin/main"], allowFailure: true)
@@ -238,7 +241,7 @@ public struct GitRepository: Sendable {
     /// no `origin/main` yet): false when a push would have nothing to send.
     public func hasUnpushedCommits() throws(SyncError) -> Bool {
         // Nothing to push when main is where the fetch left origin/main (read from the refs' files).
-        if let head = looseHead(), Self.objectName(WorkTreeFiles.read(directory + "/.git/refs/remotes/origin/main")) == head { return false }
+        if let head = looseHead(), looseRemote() == head { return false }
         let result = try git(["rev-list", "-n", "1", "origin/main..HEAD"], allowFailure: true)
         return !result.succeeded || !result.output.isEmpty
     }

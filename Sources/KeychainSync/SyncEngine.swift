@@ -708,7 +708,7 @@ public final class SyncEngine {
                                 if seal == nil { contextIsStale = true }
                             }
                             if seal == nil {
-                                seal = try keychain.applySynchronized(uid: uid, record: item.record, modified: Int64(item.state.modified / 1000), master: master)
+                                seal = try keychain.applySynchronized(uid: uid, record: item.record, modified: item.state.modifiedSeconds, master: master)
                             }
                         }
                         failure = nil
@@ -758,7 +758,7 @@ public final class SyncEngine {
             func prepare(_ batch: ArraySlice<[UInt8]>) -> [[UInt8]: PreparedSynchronizedItem] {
                 guard let context, !batch.isEmpty else { return [:] }
                 let records = batch.compactMap { uid in
-                    received[uid].flatMap { $0.item.state.deleted ? nil : SynchronizedRecord(uid: uid, record: $0.item.record, modified: Int64($0.item.state.modified / 1000)) }
+                    received[uid].flatMap { $0.item.state.deleted ? nil : SynchronizedRecord(uid: uid, record: $0.item.record, modified: $0.item.state.modifiedSeconds) }
                 }
                 var ready: [[UInt8]: PreparedSynchronizedItem] = [:]
                 for (record, result) in zip(records, keychain.prepareSynchronized(records, context: context)) {
@@ -808,7 +808,6 @@ public final class SyncEngine {
 
             // Whether this sync writes anything to the work tree (else nothing to add or commit).
             var wrote = !outgoing.isEmpty
-            var manifestEntries: [SyncManifest.Entry]?
             // This device's name, sealed (members read it in `sync status`, the remote does not).
             if let name = try value("name") {
                 let path = repository.path("circle/names/\(Hex.string(me))")
@@ -836,7 +835,8 @@ public final class SyncEngine {
             // takes the newest version any manifest lists.)
             var counter = try integer("counter") ?? 0
             let current = manifests.first { $0.device == me }
-            if !outgoing.isEmpty || current == nil || current?.generation != members.generation || forceManifest {
+            let newManifest = !outgoing.isEmpty || current == nil || current?.generation != members.generation
+            if newManifest || forceManifest {
                 for change in outgoing.values { fileDigests[try names.name(for: change.state.uid)] = nil }
                 var entries: [SyncManifest.Entry] = []
                 for (name, file) in files {
@@ -844,14 +844,13 @@ public final class SyncEngine {
                     if let read = fileDigests[name] { digest = read } else { digest = try SyncManifest.digest(of: file) }
                     entries.append(SyncManifest.Entry(name: name, version: try SyncItemFile.header(file, name: name).version, digest: digest))
                 }
-                manifestEntries = entries
-            }
-            if let entries = manifestEntries, !outgoing.isEmpty || current == nil || current?.generation != members.generation || current?.entries != entries {
-                let manifest = SyncManifest(device: me, counter: counter + 1, generation: members.generation, entries: entries)
-                counter = manifest.counter
-                try WorkTreeFiles.makeDirectory(repository.path("manifests"))
-                try WorkTreeFiles.writeForCommit(try manifest.sealed(keys: currentKeys, signer: identity), to: repository.path("manifests/\(Hex.string(me))"))
-                wrote = true
+                if newManifest || current?.entries != entries {
+                    let manifest = SyncManifest(device: me, counter: counter + 1, generation: members.generation, entries: entries)
+                    counter = manifest.counter
+                    try WorkTreeFiles.makeDirectory(repository.path("manifests"))
+                    try WorkTreeFiles.writeForCommit(try manifest.sealed(keys: currentKeys, signer: identity), to: repository.path("manifests/\(Hex.string(me))"))
+                    wrote = true
+                }
             }
             if wrote { try repository.commitAll("sync") }
             let pushed: GitRepository.PushResult = try repository.hasUnpushedCommits() ? try repository.push() : .pushed

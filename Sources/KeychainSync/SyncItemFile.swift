@@ -10,6 +10,8 @@ public struct SyncItemState: Sendable, Equatable, Hashable {
     public let version: UInt64
     /// Milliseconds since 1970 (UTC) of the write, by the writer's clock.
     public let modified: UInt64
+    /// The write's time in seconds since 1970, as a keychain row keeps it.
+    public var modifiedSeconds: Int64 { Int64(modified / 1000) }
     /// The device that wrote it.
     public let writer: [UInt8]
     /// A delete: the item is gone, this version remembers it.

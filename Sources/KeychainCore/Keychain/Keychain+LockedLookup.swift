@@ -43,8 +43,16 @@ extension Keychain {
     /// The locked-lookup entries `object` gets: none unless it is a password the Secret Service
     /// serves (a data object whose secret needs nothing beyond the unlocked keychain).
     func lockedLookupEntries(_ object: ObjectAttributes, master: MasterKey?) throws -> [IndexEntry] {
-        guard object.mayHaveLockedLookupEntries, try keepsLockedLookup() else { return [] }
-        return try Self.lockedLookupEntries(object, index: lockedLookupIndex(master: master))
+        guard object.mayHaveLockedLookupEntries else { return [] }
+        return try Self.lockedLookupEntries(object, index: lockedLookupKey(master: master)?.index)
+    }
+
+    /// The key rows written now get their locked-lookup entries under, with the Always key it
+    /// comes from; nil when the index is off or its key unavailable (read inside the caller's
+    /// transaction, or under the lock).
+    func lockedLookupKey(master: MasterKey?) throws -> (base: RecordKeys, index: BlindIndex)? {
+        guard try keepsLockedLookup(), let index = lockedLookupIndex(master: master), let base = lockedLookupCache?.base else { return nil }
+        return (base, index)
     }
 
     /// `object`'s locked-lookup entries under `index` (none without one, or when it is no

@@ -51,7 +51,7 @@ extension Keychain {
     /// The sealed record of `object` with its index entries and primary-key digest, which the
     /// record's associated data commits to.
     func seal(_ object: ObjectAttributes, uid: [UInt8], protection: Protection, keys: RecordKeys, epoch: UInt64, master: MasterKey?) throws -> SealedRow {
-        let lookup = try object.mayHaveLockedLookupEntries && keepsLockedLookup() ? lockedLookupIndex(master: master) : nil
+        let lookup = object.mayHaveLockedLookupEntries ? try lockedLookupKey(master: master)?.index : nil
         return try Self.seal(try rowContent(object, protection: protection, keys: keys, lookupIndex: lookup), uid: uid, keys: keys, epoch: epoch)
     }
 
@@ -173,26 +173,20 @@ extension Keychain {
 
     /// Stores a new token object; private objects need the master key. Returns its row id.
     public func add(_ object: ObjectAttributes, uid: [UInt8], master: MasterKey?) throws(KeychainError) -> Int64 {
-        try add(object, uid: uid, master: master, modified: nil).id
-    }
-
-    /// `add`, with the row's modification time when it is not now (an item another device wrote);
-    /// returns the row id and its record's seal (`Self.rowSeal`).
-    func add(_ object: ObjectAttributes, uid: [UInt8], master: MasterKey?, modified: Int64?) throws(KeychainError) -> (id: Int64, seal: [UInt8]) {
         // Every door checks this first with its own code; here for whatever reaches the store.
         if let refusal = object.syncRefusal { throw KeychainError(.templateInconsistent, refusal.reason) }
         let object = try sealingApplicationPassword(object)
         let protection = try Protection(for: object)
         // The integrity check needs the Always key, which this device's key opens.
         readDeviceKeyAhead { alwaysKeys == nil || protection.isDeviceBound }
-        return try lock.withLock { () throws(KeychainError) -> (id: Int64, seal: [UInt8]) in
+        return try lock.withLock { () throws(KeychainError) -> Int64 in
             let keys = try keysForStoring(protection, object: object, master: master)
             return try writeRow(master: master) { epoch in
                     let sealed = try seal(object, uid: uid, protection: protection, keys: keys, epoch: epoch, master: master)
                     let id = try store.insertObject(uid: uid, objectClass: UInt64(object.objectClass?.rawValue ?? 0), protection: protection.rawValue,
                                                     record: sealed.record, primaryKey: sealed.primaryKey, index: sealed.index, now: Self.now(),
-                                                    epoch: epoch, indexCommit: sealed.state.indexCommit, modified: modified)
-                    return ((id, Self.rowSeal(sealed.record)), nil, sealed.state)
+                                                    epoch: epoch, indexCommit: sealed.state.indexCommit)
+                    return (id, nil, sealed.state)
             }
         }
     }
@@ -249,18 +243,12 @@ extension Keychain {
     /// class re-seals the record under its keys; CKA_PRIVATE changes only with a new protection
     /// class (SecItemUpdate of kSecAttrAccessible).
     public func replace(id: Int64, with object: ObjectAttributes, master: MasterKey?, allowingPrivateChange: Bool = false) throws(KeychainError) {
-        _ = try replace(id: id, with: object, master: master, allowingPrivateChange: allowingPrivateChange, modified: nil)
-    }
-
-    /// `replace`, with the row's modification time when it is not now (an item another device
-    /// wrote); returns its record's seal (`Self.rowSeal`).
-    func replace(id: Int64, with object: ObjectAttributes, master: MasterKey?, allowingPrivateChange: Bool, modified: Int64?) throws(KeychainError) -> [UInt8] {
         // A new secret for an item with an application password (the caller checked the password
         // against the old seal) is sealed again under it, never stored.
         let object = try sealingApplicationPassword(object)
         let deviceBound = (try? Protection(for: object))?.isDeviceBound ?? false
         readDeviceKeyAhead { alwaysKeys == nil || deviceBound }
-        return try lock.withLock { () throws(KeychainError) -> [UInt8] in
+        try lock.withLock { () throws(KeychainError) -> Void in
             let row = try translatingErrors { try store.fetchObject(id: id) }
             guard let current = Protection(rawValue: row.protection), current.isPrivate == object.isPrivate || allowingPrivateChange else {
                 throw KeychainError(.attributeReadOnly, "CKA_PRIVATE cannot change in place")
@@ -277,14 +265,14 @@ extension Keychain {
             }
             let protection = try Protection(for: object)
             let keys = protection == current ? try keys(for: protection, master: master) : try keysForStoring(protection, object: object, master: master)
-            return try writeRow(master: master) { epoch in
+            try writeRow(master: master) { epoch in
                     // The row as it is inside this transaction (another process may have changed it).
                     let before = try store.fetchObject(id: id)
                     let sealed = try seal(object, uid: before.uid, protection: protection, keys: keys, epoch: epoch, master: master)
                     try store.updateObject(id: id, protection: protection.rawValue, record: sealed.record, primaryKey: sealed.primaryKey,
-                                           index: sealed.index, now: modified ?? Self.now(), epoch: epoch, indexCommit: sealed.state.indexCommit,
+                                           index: sealed.index, now: Self.now(), epoch: epoch, indexCommit: sealed.state.indexCommit,
                                            keysUnchanged: before.protection == protection.rawValue && before.primaryKey == sealed.primaryKey)
-                    return (Self.rowSeal(sealed.record), Self.state(of: before), sealed.state)
+                    return ((), Self.state(of: before), sealed.state)
             }
         }
     }

@@ -97,7 +97,7 @@ extension Keychain {
                 classKeys[protection] = Result { () throws(KeychainError) in try keys(for: protection, master: master) }
             }
             let lookup = Result { () throws(KeychainError) -> (base: RecordKeys, index: BlindIndex)? in
-                try translatingErrors { try keepsLockedLookup() ? lockedLookupIndex(master: master).flatMap { index in lockedLookupCache.map { ($0.base, index) } } : nil }
+                try translatingErrors { try lockedLookupKey(master: master) }
             }
             return SynchronizedContext(keys: classKeys, lookup: lookup)
         }
@@ -150,8 +150,7 @@ extension Keychain {
             let protection = item.content.protection
             guard try keys(for: protection, master: master) === item.keys else { return nil }
             if item.mayHaveLockedLookupEntries {
-                let base = try translatingErrors { try keepsLockedLookup() ? lockedLookupIndex(master: master).flatMap { _ in lockedLookupCache?.base } : nil }
-                guard base === item.lookupBase else { return nil }
+                guard try translatingErrors({ try lockedLookupKey(master: master) })?.base === item.lookupBase else { return nil }
             }
             let uid = item.uid
             guard let id = try translatingErrors({ try store.objectID(uid: uid) }) else {
